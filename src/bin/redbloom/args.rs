@@ -1,0 +1,122 @@
+//! The command line of SPEC.md §3.
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use std::ffi::OsString;
+use std::path::PathBuf;
+
+/// Load, check and inspect Bloom filters kept in Redis (go-zero's layout by default).
+#[derive(Debug, Parser)]
+#[command(name = "redbloom", version, about)]
+pub(crate) struct Cli {
+    /// Redis URL (redis://, rediss://, user:password@, /db); default $REDIS_URL, else
+    /// redis://127.0.0.1:6379.
+    #[arg(
+        long,
+        global = true,
+        value_name = "URL",
+        env = "REDIS_URL",
+        hide_env_values = true
+    )]
+    pub(crate) url: Option<String>,
+
+    /// The filter's key (required).
+    #[arg(long, global = true, value_name = "KEY")]
+    pub(crate) key: Option<String>,
+
+    #[command(flatten)]
+    pub(crate) size: Size,
+
+    /// Print one line of JSON instead of text.
+    #[arg(long, global = true)]
+    pub(crate) json: bool,
+
+    #[command(subcommand)]
+    pub(crate) command: Command,
+}
+
+/// The filter's size: `--bits N`, or `--capacity N --fpr P`.
+#[derive(Debug, Args)]
+pub(crate) struct Size {
+    /// The filter's size in bits (go-zero layout, k = 14), 1..=4294967296.
+    #[arg(long, global = true, value_name = "N", conflicts_with_all = ["capacity", "fpr"])]
+    pub(crate) bits: Option<u64>,
+
+    /// Size the filter for this many items (with --fpr).
+    #[arg(long, global = true, value_name = "N", requires = "fpr")]
+    pub(crate) capacity: Option<u64>,
+
+    /// The false-positive rate to reach at --capacity, in (0, 1).
+    #[arg(long, global = true, value_name = "P", requires = "capacity")]
+    pub(crate) fpr: Option<f64>,
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum Command {
+    /// Add items; "new" counts those that were certainly not there before.
+    Add {
+        /// Items, taken as raw bytes.
+        #[arg(required = true)]
+        items: Vec<OsString>,
+    },
+    /// Check items; exit status 0 if all are present, 1 if any is absent.
+    Exists {
+        /// Items, taken as raw bytes.
+        #[arg(required = true)]
+        items: Vec<OsString>,
+    },
+    /// Add every line of FILE (- for stdin), in batches.
+    Load(FileArgs),
+    /// Check every line of FILE (- for stdin), in batches; exit status 0 whatever the counts.
+    Check(FileArgs),
+    /// Describe the filter.
+    Info,
+    /// Delete the filter's key.
+    Clear,
+    /// Make the filter's key expire after SECONDS.
+    Expire {
+        /// Seconds until the key expires.
+        seconds: u64,
+    },
+    /// Load generator: C tasks sharing one client, items bench:0..N-1.
+    Bench(BenchArgs),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct FileArgs {
+    /// One item per line; "-" reads standard input.
+    pub(crate) file: PathBuf,
+
+    /// Items per round trip.
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..=100_000))]
+    pub(crate) batch: u64,
+
+    /// Batches in flight at once on the connection.
+    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u64).range(1..=1024))]
+    pub(crate) pipeline: u64,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct BenchArgs {
+    /// The operation to time.
+    #[arg(long)]
+    pub(crate) op: BenchOp,
+
+    /// Items in all: bench:0 .. bench:N-1.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    pub(crate) items: u64,
+
+    /// Tasks sharing the one client.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=100_000))]
+    pub(crate) concurrency: u64,
+
+    /// Items per call.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=100_000))]
+    pub(crate) batch: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub(crate) enum BenchOp {
+    Add,
+    Exists,
+}

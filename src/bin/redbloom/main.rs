@@ -1,0 +1,68 @@
+//! `redbloom`: load, check and inspect Bloom filters kept in Redis (SPEC.md §3).
+//!
+//! Every failure prints one line naming its cause on stderr and exits with status 2.
+
+mod args;
+mod bench;
+mod commands;
+mod lines;
+mod output;
+mod progress;
+
+use clap::Parser;
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    std::panic::set_hook(Box::new(|info| {
+        eprintln!("redbloom: internal error: {}", one_line(&info.to_string()));
+        std::process::exit(2);
+    }));
+    let cli = match args::Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(err) => return usage_error(err),
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(err) => return fail(&format!("cannot start the async runtime: {err}")),
+    };
+    match runtime.block_on(commands::run(cli)) {
+        Ok(code) => code,
+        Err(err) => fail(&format!("{err:#}")),
+    }
+}
+
+/// Help and version go to stdout with status 0; any other clap error becomes one line, status 2.
+fn usage_error(err: clap::Error) -> ExitCode {
+    use clap::error::ErrorKind;
+    match err.kind() {
+        ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => {
+            let _ = err.print();
+            ExitCode::SUCCESS
+        }
+        ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand | ErrorKind::MissingSubcommand => fail(
+            "missing command: add, exists, load, check, info, clear, expire or bench (see --help)",
+        ),
+        _ => {
+            // The message is everything before clap's usage and help hints.
+            let rendered = err.render().to_string();
+            let message = rendered
+                .split("\n\n")
+                .next()
+                .unwrap_or("bad arguments")
+                .trim_start_matches("error: ");
+            fail(message)
+        }
+    }
+}
+
+fn fail(message: &str) -> ExitCode {
+    eprintln!("redbloom: {}", one_line(message));
+    ExitCode::from(2)
+}
+
+fn one_line(message: &str) -> String {
+    message.split_whitespace().collect::<Vec<_>>().join(" ")
+}

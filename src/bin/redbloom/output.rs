@@ -1,0 +1,197 @@
+//! What each command prints: one line of JSON (`--json`, SPEC.md §3) or one line of text.
+
+use serde::Serialize;
+
+/// A command's result record; `text` is its human form.
+pub(crate) trait Report: Serialize {
+    fn text(&self) -> String;
+}
+
+/// Prints `report` as JSON or text.
+pub(crate) fn print(report: &impl Report, json: bool) {
+    if json {
+        // Serializing these plain structs cannot fail.
+        println!("{}", serde_json::to_string(report).unwrap_or_default());
+    } else {
+        println!("{}", report.text());
+    }
+}
+
+#[derive(Serialize)]
+pub(crate) struct Added {
+    pub(crate) items: u64,
+    pub(crate) new: u64,
+}
+
+impl Report for Added {
+    fn text(&self) -> String {
+        format!("{} items, {} new", self.items, self.new)
+    }
+}
+
+#[derive(Serialize)]
+pub(crate) struct Checked {
+    pub(crate) items: u64,
+    pub(crate) present: u64,
+    pub(crate) absent: u64,
+}
+
+impl Report for Checked {
+    fn text(&self) -> String {
+        format!(
+            "{} items, {} present, {} absent",
+            self.items, self.present, self.absent
+        )
+    }
+}
+
+#[derive(Serialize)]
+pub(crate) struct Loaded {
+    pub(crate) items: u64,
+    pub(crate) new: u64,
+    pub(crate) seconds: f64,
+}
+
+impl Report for Loaded {
+    fn text(&self) -> String {
+        format!(
+            "{} items, {} new, in {:.3} s ({:.0} items/s)",
+            self.items,
+            self.new,
+            self.seconds,
+            per_sec(self.items, self.seconds)
+        )
+    }
+}
+
+#[derive(Serialize)]
+pub(crate) struct CheckedFile {
+    pub(crate) items: u64,
+    pub(crate) present: u64,
+    pub(crate) absent: u64,
+    pub(crate) seconds: f64,
+}
+
+impl Report for CheckedFile {
+    fn text(&self) -> String {
+        format!(
+            "{} items, {} present, {} absent, in {:.3} s ({:.0} items/s)",
+            self.items,
+            self.present,
+            self.absent,
+            self.seconds,
+            per_sec(self.items, self.seconds)
+        )
+    }
+}
+
+#[derive(Serialize)]
+pub(crate) struct Info {
+    pub(crate) key: String,
+    pub(crate) bits: u64,
+    pub(crate) k: u32,
+    pub(crate) bits_set: u64,
+    pub(crate) bytes: u64,
+    /// `None` (null) when every bit is set and the estimate is unbounded.
+    pub(crate) estimated_items: Option<u64>,
+    pub(crate) estimated_fpr: f64,
+    pub(crate) ttl_seconds: Option<i64>,
+}
+
+impl From<redbloom::FilterInfo> for Info {
+    fn from(info: redbloom::FilterInfo) -> Self {
+        Info {
+            ttl_seconds: info.ttl.as_secs(),
+            key: info.key,
+            bits: info.bits,
+            k: info.hashes,
+            bits_set: info.bits_set,
+            bytes: info.bytes,
+            estimated_items: info
+                .estimated_items
+                .is_finite()
+                .then(|| info.estimated_items.round() as u64),
+            estimated_fpr: info.estimated_fpr,
+        }
+    }
+}
+
+impl Report for Info {
+    fn text(&self) -> String {
+        let ttl = match self.ttl_seconds {
+            None => "key missing".to_owned(),
+            Some(-1) => "no TTL".to_owned(),
+            Some(secs) => format!("TTL {secs} s"),
+        };
+        let items = self
+            .estimated_items
+            .map_or_else(|| "unbounded (every bit set)".to_owned(), |n| n.to_string());
+        format!(
+            "key {:?}: {} bits, k = {}, {} bits set in {} bytes, ~{} items, current false-positive rate {:.3e}, {}",
+            self.key, self.bits, self.k, self.bits_set, self.bytes, items, self.estimated_fpr, ttl
+        )
+    }
+}
+
+#[derive(Serialize)]
+pub(crate) struct Cleared {
+    pub(crate) deleted: bool,
+}
+
+impl Report for Cleared {
+    fn text(&self) -> String {
+        if self.deleted {
+            "deleted"
+        } else {
+            "key did not exist"
+        }
+        .to_owned()
+    }
+}
+
+#[derive(Serialize)]
+pub(crate) struct Expiry {
+    /// `None` (null) when the key does not exist, so no TTL was set.
+    pub(crate) ttl_seconds: Option<u64>,
+}
+
+impl Report for Expiry {
+    fn text(&self) -> String {
+        match self.ttl_seconds {
+            Some(secs) => format!("expires in {secs} s"),
+            None => "key does not exist; no TTL set".to_owned(),
+        }
+    }
+}
+
+#[derive(Serialize)]
+pub(crate) struct Bench {
+    pub(crate) op: crate::args::BenchOp,
+    pub(crate) items: u64,
+    pub(crate) concurrency: u64,
+    pub(crate) batch: u64,
+    pub(crate) seconds: f64,
+    pub(crate) items_per_sec: f64,
+    pub(crate) p50_us: u64,
+    pub(crate) p99_us: u64,
+    pub(crate) p999_us: u64,
+    pub(crate) max_us: u64,
+}
+
+impl Report for Bench {
+    fn text(&self) -> String {
+        format!(
+            "{:?} of {} items, {} tasks, {} per call: {:.3} s, {:.0} items/s; latency per call p50 {} us, p99 {} us, p99.9 {} us, max {} us",
+            self.op, self.items, self.concurrency, self.batch, self.seconds, self.items_per_sec,
+            self.p50_us, self.p99_us, self.p999_us, self.max_us
+        )
+    }
+}
+
+fn per_sec(items: u64, seconds: f64) -> f64 {
+    if seconds > 0.0 {
+        items as f64 / seconds
+    } else {
+        0.0
+    }
+}

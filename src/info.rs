@@ -1,0 +1,56 @@
+//! What [`RedisBloom::info`](crate::RedisBloom::info) reports.
+
+use std::time::Duration;
+
+/// A snapshot of a filter, read in one atomic round trip.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct FilterInfo {
+    /// The filter's key.
+    pub key: String,
+    /// The filter's size in bits (its configuration: go-zero stores nothing in Redis).
+    pub bits: u64,
+    /// Bit locations per item.
+    pub hashes: u32,
+    /// Bits set to 1 (`BITCOUNT` over the filter's bytes).
+    pub bits_set: u64,
+    /// Bytes the key's string holds (`STRLEN`); Redis grows it up to the highest bit written.
+    pub bytes: u64,
+    /// Distinct items added, estimated from `bits_set` (infinite when every bit is set).
+    pub estimated_items: f64,
+    /// The false-positive rate for an absent item right now: `(bits_set / bits)^hashes`.
+    pub estimated_fpr: f64,
+    /// The key's time to live.
+    pub ttl: KeyTtl,
+}
+
+/// The time to live of a filter's key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeyTtl {
+    /// The key does not exist: nothing has been added (or it expired, or was cleared).
+    Missing,
+    /// The key exists and never expires.
+    Persistent,
+    /// The key expires after this long.
+    Expires(Duration),
+}
+
+impl KeyTtl {
+    /// Reads a `PTTL` reply: -2 for a missing key, -1 for no expiry, else milliseconds.
+    pub(crate) fn from_pttl(pttl: i64) -> Self {
+        match pttl {
+            -2 => KeyTtl::Missing,
+            ms if ms < 0 => KeyTtl::Persistent,
+            ms => KeyTtl::Expires(Duration::from_millis(ms.unsigned_abs())),
+        }
+    }
+
+    /// Whole seconds as `TTL` reports them: `Some(-1)` for no expiry, `None` for a missing key.
+    pub fn as_secs(&self) -> Option<i64> {
+        match self {
+            KeyTtl::Missing => None,
+            KeyTtl::Persistent => Some(-1),
+            KeyTtl::Expires(ttl) => Some(i64::try_from(ttl.as_secs()).unwrap_or(i64::MAX)),
+        }
+    }
+}

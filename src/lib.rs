@@ -1,0 +1,26 @@
+#![doc = include_str!("../README.md")]
+#![forbid(unsafe_code)]
+#![warn(missing_docs, unreachable_pub, missing_debug_implementations)]
+
+mod builder;
+mod error;
+mod filter;
+mod hash;
+mod info;
+mod scripts;
+mod sizing;
+
+pub use self::{
+    builder::Builder,
+    error::{Error, Result},
+    filter::RedisBloom,
+    hash::{gozero_locations, murmur3_x64_128, sum64, GOZERO_HASHES},
+    info::{FilterInfo, KeyTtl},
+    sizing::{
+        bits_for_fixed_k, current_fpr, estimate_items, expected_fpr, optimal_bits, optimal_hashes,
+        MAX_BITS,
+    },
+};
+
+/// The redis-rs version this crate is built on, so you never align versions by hand.
+pub use redis;

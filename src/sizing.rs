@@ -1,0 +1,219 @@
+//! Sizing math (SPEC.md §2): bits for a target false-positive rate, and what a filter's set
+//! bits say about it. Pure functions; the formulas are the standard ones, see
+//! <https://en.wikipedia.org/wiki/Bloom_filter#Probability_of_false_positives> and, for the item
+//! estimate, Swamidass & Baldi (2007), "Mathematical correction for fingerprint similarity
+//! measures to improve chemical retrieval".
+
+use crate::error::{Error, Result};
+
+/// The largest filter one Redis string holds: 2^32 bits (512 MiB); offsets go up to 2^32 - 1.
+pub const MAX_BITS: u64 = 1 << 32;
+
+/// Bits for `items` items at false-positive rate `fpr` with a fixed number of hashes `k`
+/// (the go-zero layout uses k = 14): `ceil(-k·n / ln(1 - p^(1/k)))`.
+///
+/// ```
+/// // go-zero's rule of thumb: 20 bits per item gives about 6.7e-5 with k = 14.
+/// let bits = redbloom::bits_for_fixed_k(1_000, 6.7e-5, 14)?;
+/// assert!((19_900..=20_100).contains(&bits));
+/// # Ok::<(), redbloom::Error>(())
+/// ```
+///
+/// # Errors
+/// [`Error::InvalidConfig`] when `items` or `hashes` is 0, `fpr` is not in (0, 1), or the
+/// result does not fit in a `u64`.
+pub fn bits_for_fixed_k(items: u64, fpr: f64, hashes: u32) -> Result<u64> {
+    check_items_and_rate(items, fpr)?;
+    if hashes == 0 {
+        return Err(Error::InvalidConfig(
+            "the number of hashes must be at least 1".into(),
+        ));
+    }
+    let k = f64::from(hashes);
+    // 1 - p^(1/k), computed without cancellation when p^(1/k) is close to 1.
+    let miss = -(fpr.ln() / k).exp_m1();
+    to_bits(-k * items as f64 / miss.ln())
+}
+
+/// The false-positive rate expected after `items` items in a filter of `bits` bits and `hashes`
+/// hashes: `(1 - e^(-k·n/m))^k`.
+///
+/// ```
+/// let p = redbloom::expected_fpr(1_000, 20_000, 14);
+/// assert!((p - 6.7e-5).abs() < 0.1e-5);
+/// ```
+pub fn expected_fpr(items: u64, bits: u64, hashes: u32) -> f64 {
+    let k = f64::from(hashes);
+    (-(-k * items as f64 / bits as f64).exp_m1()).powf(k)
+}
+
+/// Bits for `items` items at rate `fpr` when the number of hashes is free to choose:
+/// `ceil(-n·ln p / (ln 2)^2)`.
+///
+/// ```
+/// assert_eq!(redbloom::optimal_bits(1_000_000, 0.01)?, 9_585_059);
+/// # Ok::<(), redbloom::Error>(())
+/// ```
+///
+/// # Errors
+/// [`Error::InvalidConfig`] when `items` is 0, `fpr` is not in (0, 1), or the result does not
+/// fit in a `u64`.
+pub fn optimal_bits(items: u64, fpr: f64) -> Result<u64> {
+    check_items_and_rate(items, fpr)?;
+    let ln2 = std::f64::consts::LN_2;
+    to_bits(-(items as f64) * fpr.ln() / (ln2 * ln2))
+}
+
+/// The number of hashes that minimises the false-positive rate for `bits` bits and `items`
+/// items: `max(1, round(m/n · ln 2))`. Returns 1 when `items` is 0.
+///
+/// ```
+/// assert_eq!(redbloom::optimal_hashes(9_585_059, 1_000_000), 7);
+/// ```
+pub fn optimal_hashes(bits: u64, items: u64) -> u32 {
+    if items == 0 {
+        return 1;
+    }
+    let k = (bits as f64 / items as f64 * std::f64::consts::LN_2).round();
+    k.clamp(1.0, f64::from(u32::MAX)) as u32
+}
+
+/// How many distinct items a filter holds, estimated from its number of set bits
+/// (Swamidass–Baldi): `-(m/k)·ln(1 - X/m)`. Infinite when every bit is set.
+///
+/// ```
+/// let n = redbloom::estimate_items(20_000, 14, 10_066);
+/// assert!((n - 1_000.0).abs() < 10.0);
+/// ```
+pub fn estimate_items(bits: u64, hashes: u32, bits_set: u64) -> f64 {
+    let m = bits as f64;
+    let fill = bits_set.min(bits) as f64 / m;
+    -(m / f64::from(hashes)) * (-fill).ln_1p()
+}
+
+/// The false-positive rate a filter has now, from its number of set bits: `(X/m)^k`.
+///
+/// ```
+/// assert_eq!(redbloom::current_fpr(100, 2, 50), 0.25);
+/// ```
+pub fn current_fpr(bits: u64, hashes: u32, bits_set: u64) -> f64 {
+    (bits_set.min(bits) as f64 / bits as f64).powf(f64::from(hashes))
+}
+
+fn check_items_and_rate(items: u64, fpr: f64) -> Result<()> {
+    if items == 0 {
+        return Err(Error::InvalidConfig(
+            "the expected number of items must be at least 1".into(),
+        ));
+    }
+    if !(fpr > 0.0 && fpr < 1.0) {
+        return Err(Error::InvalidConfig(format!(
+            "the false-positive rate must be between 0 and 1 (exclusive), not {fpr}"
+        )));
+    }
+    Ok(())
+}
+
+fn to_bits(bits: f64) -> Result<u64> {
+    let bits = bits.ceil();
+    if bits.is_finite() && bits < u64::MAX as f64 {
+        Ok(bits.max(1.0) as u64)
+    } else {
+        Err(Error::InvalidConfig(
+            "the filter would need more than 2^64 bits".into(),
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fixed_k_bits_meet_the_target_rate() {
+        for (items, fpr) in [
+            (1_000, 0.01),
+            (1_000_000, 1e-3),
+            (50_000_000, 1e-6),
+            (1, 0.5),
+        ] {
+            let bits = bits_for_fixed_k(items, fpr, 14).unwrap();
+            let rate = expected_fpr(items, bits, 14);
+            assert!(
+                rate <= fpr * (1.0 + 1e-9),
+                "{items} items, {bits} bits: {rate} > {fpr}"
+            );
+            // SPEC.md §2 written naively: the result is its ceiling.
+            let exact = -14.0 * items as f64 / (1.0 - fpr.powf(1.0 / 14.0)).ln();
+            assert!(
+                bits as f64 >= exact && bits as f64 - exact < 1.0 + exact * 1e-12,
+                "{exact}"
+            );
+        }
+    }
+
+    #[test]
+    fn gozero_rule_of_thumb() {
+        // SPEC.md §1: k = 14 with 20 bits per item gives about 6.7e-5.
+        let rate = expected_fpr(1_000_000, 20_000_000, 14);
+        assert!((rate - 6.7e-5).abs() < 0.05e-5, "{rate}");
+    }
+
+    #[test]
+    fn free_k_sizing() {
+        // 1e9 items at 1e-6: about 28.76 bits per item (the issue's "~29"), k = 20.
+        let bits = optimal_bits(1_000_000_000, 1e-6).unwrap();
+        assert_eq!(bits, 28_755_175_133);
+        assert_eq!(optimal_hashes(bits, 1_000_000_000), 20);
+        // 1% needs 9.585 bits per item and k = 7, and meets its target.
+        let bits = optimal_bits(1_000_000, 0.01).unwrap();
+        assert_eq!(optimal_hashes(bits, 1_000_000), 7);
+        assert!(expected_fpr(1_000_000, bits, 7) < 0.0101);
+        assert_eq!(optimal_hashes(1, 1_000_000), 1);
+    }
+
+    #[test]
+    fn estimates_invert_the_fill_formula() {
+        let (bits, k) = (1_000_000u64, 14);
+        for items in [0u64, 1, 1_000, 50_000] {
+            // Expected set bits after n items: m(1 - e^(-kn/m)).
+            let set = (bits as f64 * -(-(k as f64) * items as f64 / bits as f64).exp_m1()).round();
+            let n = estimate_items(bits, k, set as u64);
+            assert!(
+                (n - items as f64).abs() <= 1.0 + items as f64 * 1e-4,
+                "{items} vs {n}"
+            );
+        }
+        assert!(estimate_items(64, 14, 64).is_infinite());
+        assert_eq!(current_fpr(64, 14, 0), 0.0);
+        assert_eq!(current_fpr(64, 14, 64), 1.0);
+        assert_eq!(
+            current_fpr(64, 14, 1000),
+            1.0,
+            "more set bits than bits is clamped"
+        );
+    }
+
+    #[test]
+    fn bad_inputs_are_errors_not_panics() {
+        for (items, fpr) in [(0, 0.01), (10, 0.0), (10, 1.0), (10, -1.0), (10, f64::NAN)] {
+            assert!(matches!(
+                bits_for_fixed_k(items, fpr, 14),
+                Err(Error::InvalidConfig(_))
+            ));
+            assert!(matches!(
+                optimal_bits(items, fpr),
+                Err(Error::InvalidConfig(_))
+            ));
+        }
+        assert!(matches!(
+            bits_for_fixed_k(10, 0.01, 0),
+            Err(Error::InvalidConfig(_))
+        ));
+        assert!(matches!(
+            optimal_bits(u64::MAX, 1e-300),
+            Err(Error::InvalidConfig(_))
+        ));
+        assert_eq!(optimal_hashes(100, 0), 1);
+    }
+}

@@ -1,0 +1,110 @@
+//! A real Redis for the integration tests, found in this order:
+//! 1. `REDIS_URL`, when set (tests then use unique keys and never flush the whole server);
+//! 2. a private `redis-server` from `PATH` on a free loopback port, one per test;
+//! 3. a testcontainers Redis, when a Docker daemon answers;
+//! 4. otherwise the test fails, saying how to get a Redis. No test is ever skipped.
+#![allow(dead_code)]
+
+pub mod server;
+
+use redis::aio::MultiplexedConnection;
+use server::RedisServer;
+use std::sync::atomic::{AtomicU64, Ordering};
+use testcontainers::core::{IntoContainerPort, WaitFor};
+use testcontainers::runners::AsyncRunner;
+use testcontainers::{ContainerAsync, GenericImage};
+
+/// A Redis to test against; a private server or container lives as long as this value.
+pub struct TestRedis {
+    url: String,
+    private: Option<RedisServer>,
+    _container: Option<ContainerAsync<GenericImage>>,
+}
+
+impl TestRedis {
+    /// The server's URL.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// The private server, for tests that inject faults; `None` with `REDIS_URL` or Docker.
+    pub fn private_server(&mut self) -> Option<&mut RedisServer> {
+        self.private.as_mut()
+    }
+
+    /// A new multiplexed connection.
+    pub async fn connection(&self) -> MultiplexedConnection {
+        redis::Client::open(self.url.as_str())
+            .expect("valid URL")
+            .get_multiplexed_async_connection()
+            .await
+            .unwrap_or_else(|err| panic!("cannot connect to {}: {err}", self.url))
+    }
+}
+
+/// Provides a real Redis (see the module docs), or panics saying how to get one.
+pub async fn redis() -> TestRedis {
+    if let Ok(url) = std::env::var("REDIS_URL") {
+        if !url.is_empty() {
+            return TestRedis {
+                url,
+                private: None,
+                _container: None,
+            };
+        }
+    }
+    let local_err = match RedisServer::start() {
+        Ok(server) => {
+            return TestRedis {
+                url: server.url(),
+                private: Some(server),
+                _container: None,
+            }
+        }
+        Err(err) => err,
+    };
+    let container = GenericImage::new("redis", "7-alpine")
+        .with_exposed_port(6379.tcp())
+        .with_wait_for(WaitFor::message_on_stdout("Ready to accept connections"))
+        .start()
+        .await;
+    match container {
+        Ok(container) => {
+            let port = container
+                .get_host_port_ipv4(6379)
+                .await
+                .expect("mapped port");
+            TestRedis {
+                url: format!("redis://127.0.0.1:{port}"),
+                private: None,
+                _container: Some(container),
+            }
+        }
+        Err(docker_err) => panic!(
+            "no Redis to test against: REDIS_URL is not set, redis-server could not be started \
+             ({local_err}), and Docker did not answer ({docker_err}). Install redis-server \
+             (apt-get install redis-server), start Docker, or set REDIS_URL=redis://HOST:PORT"
+        ),
+    }
+}
+
+/// A key no other test (or test run against a shared `REDIS_URL`) uses.
+pub fn unique_key(name: &str) -> String {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or_default();
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    format!("redbloom-test:{name}:{}:{nanos}:{n}", std::process::id())
+}
+
+/// The hex of the bytes Redis holds at `key` (`GET`), empty for a missing key.
+pub async fn key_hex(conn: &mut MultiplexedConnection, key: &str) -> String {
+    let bytes: Option<Vec<u8>> = redis::cmd("GET").arg(key).query_async(conn).await.unwrap();
+    bytes
+        .unwrap_or_default()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}

@@ -1,0 +1,135 @@
+//! A private `redis-server` on a free loopback port, killed when dropped.
+//!
+//! Shared by the integration tests (through `tests/common/mod.rs`) and the examples (which
+//! include this file by path), so the throwaway server is written once.
+#![allow(dead_code)]
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A `redis-server` child process with its own port and data directory.
+pub struct RedisServer {
+    child: Option<Child>,
+    port: u16,
+    dir: tempfile::TempDir,
+    extra: Vec<String>,
+}
+
+impl RedisServer {
+    /// Starts `redis-server` from `PATH` with no persistence, on a free loopback port.
+    ///
+    /// Fails with `io::ErrorKind::NotFound` when there is no `redis-server` binary.
+    pub fn start() -> std::io::Result<Self> {
+        Self::start_with(&["--save", "", "--appendonly", "no"])
+    }
+
+    /// Starts `redis-server` with extra configuration arguments (`--name value` pairs).
+    pub fn start_with(extra: &[&str]) -> std::io::Result<Self> {
+        let mut server = RedisServer {
+            child: None,
+            port: 0,
+            dir: tempfile::Builder::new()
+                .prefix("redbloom-redis-")
+                .tempdir()?,
+            extra: extra.iter().map(|s| s.to_string()).collect(),
+        };
+        // A port found free can be taken before the server binds it: try a few.
+        let mut attempts = 0;
+        loop {
+            server.port = free_port()?;
+            match server.spawn() {
+                Ok(()) => return Ok(server),
+                Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Err(err),
+                Err(err) if attempts == 4 => return Err(err),
+                Err(_) => attempts += 1,
+            }
+        }
+    }
+
+    /// `redis://127.0.0.1:PORT`.
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    /// The server's TCP port.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// The server's working directory (where an AOF or RDB file would go).
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// Kills the server at once (SIGKILL), as a crash would.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Starts the server again on the same port and directory after [`kill`](Self::kill).
+    pub fn restart(&mut self) -> std::io::Result<()> {
+        self.kill();
+        self.spawn()
+    }
+
+    fn spawn(&mut self) -> std::io::Result<()> {
+        let log: PathBuf = self.dir.path().join("redis.log");
+        let mut child = Command::new("redis-server")
+            .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--dir", &self.dir.path().to_string_lossy()])
+            .args(["--logfile", &log.to_string_lossy()])
+            .args(&self.extra)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()?;
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if ping(self.port) {
+                self.child = Some(child);
+                return Ok(());
+            }
+            if let Some(status) = child.try_wait()? {
+                let tail = std::fs::read_to_string(&log).unwrap_or_default();
+                return Err(std::io::Error::other(format!(
+                    "redis-server exited with {status}: {}",
+                    tail.lines().last().unwrap_or("")
+                )));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+        Err(std::io::Error::other(
+            "redis-server did not answer PING within 10 s",
+        ))
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+fn free_port() -> std::io::Result<u16> {
+    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+}
+
+/// Whether a server on `port` answers `PING` with `+PONG`.
+fn ping(port: u16) -> bool {
+    let Ok(mut stream) = TcpStream::connect(("127.0.0.1", port)) else {
+        return false;
+    };
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(1)));
+    let mut reply = [0u8; 7];
+    stream.write_all(b"PING\r\n").is_ok()
+        && stream.read_exact(&mut reply).is_ok()
+        && &reply == b"+PONG\r\n"
+}

@@ -1,0 +1,99 @@
+//! The bytes in Redis are exactly go-zero's (SPEC.md §1).
+
+mod common;
+
+use redbloom::RedisBloom;
+
+/// go-zero's set script (core/bloom/bloom.go), verbatim.
+const GOZERO_SET_SCRIPT: &str = r#"
+for _, offset in ipairs(ARGV) do
+	redis.call("setbit", KEYS[1], offset, 1)
+end
+"#;
+
+#[tokio::test]
+async fn hello_world_with_64_bits_gives_the_spec_bytes() {
+    let redis = common::redis().await;
+    let mut conn = redis.connection().await;
+    let key = common::unique_key("hello-world");
+    let bloom = RedisBloom::new(conn.clone(), &key, 64).unwrap();
+
+    assert!(bloom.add("hello").await.unwrap());
+    assert_eq!(common::key_hex(&mut conn, &key).await, "a0241940a00014");
+    assert!(bloom.add("world").await.unwrap());
+    assert_eq!(common::key_hex(&mut conn, &key).await, "a52c9b5aa00a14");
+    assert!(
+        !bloom.add("hello").await.unwrap(),
+        "no bit flips the second time"
+    );
+}
+
+#[tokio::test]
+async fn every_write_path_matches_gozeros_own_script() {
+    let redis = common::redis().await;
+    let mut conn = redis.connection().await;
+    let items: Vec<Vec<u8>> = ["hello", "world", "", "user:10086"]
+        .iter()
+        .map(|s| s.as_bytes().to_vec())
+        .chain([vec![0u8, 1, 2], vec![0xff; 40]])
+        .collect();
+    for bits in [64u64, 1000, 20_000, 1 << 20] {
+        // The filter go-zero would write: its set script fed the SPEC's locations.
+        let gozero_key = common::unique_key("gozero");
+        for item in &items {
+            let offsets: Vec<String> = redbloom::gozero_locations(item, bits)
+                .iter()
+                .map(u64::to_string)
+                .collect();
+            let () = redis::Script::new(GOZERO_SET_SCRIPT)
+                .key(&gozero_key)
+                .arg(offsets)
+                .invoke_async(&mut conn)
+                .await
+                .unwrap();
+        }
+        let want = common::key_hex(&mut conn, &gozero_key).await;
+
+        let one_by_one = RedisBloom::new(conn.clone(), common::unique_key("single"), bits).unwrap();
+        for item in &items {
+            one_by_one.add(item).await.unwrap();
+        }
+        let batched = RedisBloom::new(conn.clone(), common::unique_key("batch"), bits).unwrap();
+        batched.add_many(&items).await.unwrap();
+
+        assert_eq!(
+            common::key_hex(&mut conn, one_by_one.key()).await,
+            want,
+            "add, {bits} bits"
+        );
+        assert_eq!(
+            common::key_hex(&mut conn, batched.key()).await,
+            want,
+            "add_many, {bits} bits"
+        );
+    }
+}
+
+#[tokio::test]
+async fn reads_a_filter_written_by_gozero() {
+    let redis = common::redis().await;
+    let mut conn = redis.connection().await;
+    let key = common::unique_key("from-go");
+    // What go-zero leaves after adding "hello" and "world" to a 64-bit filter (SPEC.md §1).
+    let bytes = [0xa5u8, 0x2c, 0x9b, 0x5a, 0xa0, 0x0a, 0x14];
+    let () = redis::cmd("SET")
+        .arg(&key)
+        .arg(&bytes[..])
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+
+    let bloom = RedisBloom::new(conn, &key, 64).unwrap();
+    assert!(bloom.exists("hello").await.unwrap());
+    assert!(bloom.exists("world").await.unwrap());
+    assert_eq!(
+        bloom.exists_many(&["world", "hello"]).await.unwrap(),
+        [true, true]
+    );
+    assert!(!bloom.add("hello").await.unwrap(), "already there");
+}
