@@ -63,7 +63,7 @@ pub enum Error {
 impl Error {
     /// Classifies an error from an operation on `key`.
     pub(crate) fn from_redis(err: RedisError, key: &str) -> Self {
-        if err.code() == Some("WRONGTYPE") {
+        if has_server_code(&err, "WRONGTYPE") {
             Error::WrongType {
                 key: key.to_owned(),
                 source: err,
@@ -77,6 +77,16 @@ impl Error {
     pub fn is_transient(&self) -> bool {
         matches!(self, Error::Timeout(_) | Error::Connection(_))
     }
+}
+
+/// Whether the server answered `code`, directly or for any command of a pipeline or transaction
+/// (redis-rs wraps those in one error whose own `code()` is `None`).
+fn has_server_code(err: &RedisError, code: &str) -> bool {
+    err.code() == Some(code)
+        || err
+            .clone()
+            .into_server_errors()
+            .is_some_and(|errors| errors.iter().any(|(_, e)| e.code() == code))
 }
 
 impl From<RedisError> for Error {

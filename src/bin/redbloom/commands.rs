@@ -116,7 +116,7 @@ async fn connect(url: &str) -> Result<MultiplexedConnection> {
 }
 
 fn raw_items(items: &[OsString]) -> Vec<Vec<u8>> {
-    items.iter().map(|item| os_bytes(item)).collect()
+    items.iter().map(os_bytes).collect()
 }
 
 #[cfg(unix)]
