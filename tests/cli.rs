@@ -340,3 +340,75 @@ async fn errors_are_one_line_with_status_2() {
     assert_eq!(code, 2);
     assert!(stderr.contains("missing --key"), "{stderr}");
 }
+
+/// go-zero's set script (core/bloom/bloom.go), verbatim.
+const GOZERO_SET_SCRIPT: &str = r#"
+for _, offset in ipairs(ARGV) do
+	redis.call("setbit", KEYS[1], offset, 1)
+end
+"#;
+
+#[tokio::test]
+async fn cli_writes_the_same_bytes_as_gozero_for_the_spec_vectors() {
+    let redis = common::redis().await;
+    let mut conn = redis.connection().await;
+    // SPEC.md §1's location table, computed by Go's spaolacci/murmur3 (the literal numbers, not
+    // this crate's hashing), fed to go-zero's own set script.
+    let vectors: [(&str, u64, [u64; 14]); 4] = [
+        (
+            "hello",
+            64,
+            [51, 34, 34, 19, 23, 2, 10, 0, 20, 32, 13, 25, 51, 53],
+        ),
+        (
+            "",
+            1000,
+            [
+                669, 862, 706, 449, 229, 392, 35, 359, 702, 853, 632, 167, 457, 838,
+            ],
+        ),
+        (
+            "hello",
+            20000,
+            [
+                14195, 7778, 19938, 2931, 6359, 11362, 18058, 10240, 12212, 1248, 5389, 7865,
+                10195, 6485,
+            ],
+        ),
+        (
+            "user:10086",
+            20000000,
+            [
+                16762202, 11372775, 9831452, 14171817, 685721, 16954092, 3545453, 7740777,
+                11964456, 11867116, 4502049, 4479283, 325787, 4794232,
+            ],
+        ),
+    ];
+    for (item, bits, locations) in vectors {
+        let gozero_key = common::unique_key("gozero-vector");
+        let offsets: Vec<String> = locations.iter().map(u64::to_string).collect();
+        let () = redis::Script::new(GOZERO_SET_SCRIPT)
+            .key(&gozero_key)
+            .arg(offsets)
+            .invoke_async(&mut conn)
+            .await
+            .unwrap();
+
+        let cli_key = common::unique_key("cli-vector");
+        let bits_arg = bits.to_string();
+        let (code, out, err) = run(redbloom(
+            redis.url(),
+            &cli_key,
+            &["--bits", &bits_arg, "--json", "add", item],
+        ));
+        assert_eq!((code, out), (0, json!({"items": 1, "new": 1})), "{err}");
+
+        let want = common::key_hex(&mut conn, &gozero_key).await;
+        assert!(!want.is_empty());
+        assert_eq!(
+            common::key_hex(&mut conn, &cli_key).await,
+            want,
+            "{item:?} with {bits} bits"
+        );
+    }
+}
