@@ -1,5 +1,6 @@
 //! Configuring a [`RedisBloom`] and checking the configuration before any I/O.
 
+use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::filter::RedisBloom;
 use crate::hash::GOZERO_HASHES;
@@ -27,6 +28,7 @@ pub struct Builder {
     bits: Option<u64>,
     items: Option<u64>,
     fpr: Option<f64>,
+    engine: Engine,
 }
 
 impl Builder {
@@ -36,6 +38,7 @@ impl Builder {
             bits: None,
             items: None,
             fpr: None,
+            engine: Engine::default(),
         }
     }
 
@@ -57,6 +60,12 @@ impl Builder {
     /// (0, 1). No default.
     pub fn false_positive_rate(mut self, fpr: f64) -> Self {
         self.fpr = Some(fpr);
+        self
+    }
+
+    /// The commands the filter uses. Defaults to [`Engine::Bitfield`].
+    pub fn engine(mut self, engine: Engine) -> Self {
+        self.engine = engine;
         self
     }
 
@@ -95,7 +104,7 @@ impl Builder {
                 ))
             }
         };
-        RedisBloom::new(conn, self.key, bits)
+        Ok(RedisBloom::new(conn, self.key, bits)?.with_engine(self.engine))
     }
 }
 

@@ -1,12 +1,17 @@
 //! The filter: a Bloom filter in one Redis string, in go-zero's layout.
 
+use crate::bitfield::{self, Fold};
 use crate::builder::Builder;
+use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::hash::{gozero_locations, GOZERO_HASHES};
 use crate::info::{FilterInfo, KeyTtl};
 use crate::scripts;
 use crate::sizing::{current_fpr, estimate_items, MAX_BITS};
 use redis::aio::ConnectionLike;
+use redis::Value;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// A Bloom filter whose bits live in a Redis string, shared by every process that opens the
@@ -38,10 +43,14 @@ pub struct RedisBloom<C> {
     conn: C,
     key: String,
     bits: u64,
+    engine: Engine,
+    /// Set once the server has answered that it has no `BITFIELD_RO` (Redis < 6.2).
+    no_bitfield_ro: Arc<AtomicBool>,
 }
 
 impl<C> RedisBloom<C> {
-    /// A filter of `bits` bits at `key`, in go-zero's layout (k = 14). Sends nothing to Redis.
+    /// A filter of `bits` bits at `key`, in go-zero's layout (k = 14), on the default
+    /// [`Engine`]. Sends nothing to Redis.
     ///
     /// # Errors
     /// [`Error::InvalidConfig`] when `bits` is not in `1..=2^32` or the key is empty.
@@ -55,7 +64,20 @@ impl<C> RedisBloom<C> {
                 "bits must be between 1 and 2^32 (4294967296), not {bits}"
             )));
         }
-        Ok(RedisBloom { conn, key, bits })
+        Ok(RedisBloom {
+            conn,
+            key,
+            bits,
+            engine: Engine::default(),
+            no_bitfield_ro: Arc::default(),
+        })
+    }
+
+    /// The same filter using `engine`'s commands.
+    #[must_use]
+    pub fn with_engine(mut self, engine: Engine) -> Self {
+        self.engine = engine;
+        self
     }
 
     /// The filter's key in Redis.
@@ -73,21 +95,21 @@ impl<C> RedisBloom<C> {
         GOZERO_HASHES as u32
     }
 
-    /// The bit offsets of `item`, checked against the filter's size before anything is sent.
-    fn offsets(&self, item: &[u8]) -> Result<[u64; GOZERO_HASHES]> {
-        let offsets = gozero_locations(item, self.bits);
-        check_offsets(&offsets, self.bits)?;
-        Ok(offsets)
+    /// The commands this filter uses.
+    pub fn engine(&self) -> Engine {
+        self.engine
     }
 
-    /// `ARGV` for the batch scripts: k, then k offsets per item.
-    fn batch_args<T: AsRef<[u8]>>(&self, items: &[T]) -> Result<Vec<u64>> {
-        let mut args = Vec::with_capacity(1 + items.len() * GOZERO_HASHES);
-        args.push(GOZERO_HASHES as u64);
+    /// Every item's bit offsets, item after item, checked against the filter's size before
+    /// anything is sent.
+    fn offsets<T: AsRef<[u8]>>(&self, items: &[T]) -> Result<Vec<u64>> {
+        let mut offsets = Vec::with_capacity(items.len() * GOZERO_HASHES);
         for item in items {
-            args.extend_from_slice(&self.offsets(item.as_ref())?);
+            let locations = gozero_locations(item.as_ref(), self.bits);
+            check_offsets(&locations, self.bits)?;
+            offsets.extend_from_slice(&locations);
         }
-        Ok(args)
+        Ok(offsets)
     }
 
     fn redis_error(&self, err: redis::RedisError) -> Error {
@@ -118,14 +140,8 @@ where
     /// [`Error::WrongType`] when the key holds a non-string; [`Error::Timeout`] and
     /// [`Error::Connection`] for network faults; [`Error::Redis`] for other server errors.
     pub async fn add(&self, item: impl AsRef<[u8]>) -> Result<bool> {
-        let offsets = self.offsets(item.as_ref())?;
-        let new: i64 = scripts::ADD
-            .key(&self.key)
-            .arg(&offsets[..])
-            .invoke_async(&mut self.conn.clone())
-            .await
-            .map_err(|e| self.redis_error(e))?;
-        Ok(new == 1)
+        let new = self.write(&[item]).await?;
+        Ok(new[0])
     }
 
     /// Whether `item` may be in the filter: `false` means certainly never added; `true` means
@@ -134,25 +150,21 @@ where
     /// # Errors
     /// As for [`add`](RedisBloom::add).
     pub async fn exists(&self, item: impl AsRef<[u8]>) -> Result<bool> {
-        let offsets = self.offsets(item.as_ref())?;
-        // go-zero's test script answers Lua true (1) or false (nil).
-        let present: Option<i64> = scripts::EXISTS
-            .key(&self.key)
-            .arg(&offsets[..])
-            .invoke_async(&mut self.conn.clone())
-            .await
-            .map_err(|e| self.redis_error(e))?;
-        Ok(present == Some(1))
+        let present = self.read(&[item]).await?;
+        Ok(present[0])
     }
 
-    /// Adds every item in one round trip and one atomic script; the result for each item, in
+    /// Adds every item in one round trip and one atomic command; the result for each item, in
     /// input order, means what [`add`](RedisBloom::add)'s does. An item repeated in the batch is
     /// new only at its first occurrence. An empty slice sends nothing.
     ///
     /// # Errors
     /// As for [`add`](RedisBloom::add); on error, some or none of the items may be added.
     pub async fn add_many<T: AsRef<[u8]>>(&self, items: &[T]) -> Result<Vec<bool>> {
-        self.run_batch(&scripts::ADD_MANY, items).await
+        if items.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.write(items).await
     }
 
     /// Checks every item in one round trip; the result for each item, in input order, means
@@ -161,32 +173,86 @@ where
     /// # Errors
     /// As for [`add`](RedisBloom::add).
     pub async fn exists_many<T: AsRef<[u8]>>(&self, items: &[T]) -> Result<Vec<bool>> {
-        self.run_batch(&scripts::EXISTS_MANY, items).await
-    }
-
-    async fn run_batch<T: AsRef<[u8]>>(
-        &self,
-        script: &redis::Script,
-        items: &[T],
-    ) -> Result<Vec<bool>> {
         if items.is_empty() {
             return Ok(Vec::new());
         }
-        let args = self.batch_args(items)?;
-        let flags: Vec<u8> = script
-            .key(&self.key)
-            .arg(args)
+        self.read(items).await
+    }
+
+    /// Sets every item's bits; true for each item one of whose bits flipped.
+    async fn write<T: AsRef<[u8]>>(&self, items: &[T]) -> Result<Vec<bool>> {
+        let offsets = self.offsets(items)?;
+        match self.engine {
+            Engine::Bitfield => {
+                let reply = self.query(bitfield::set(&self.key, &offsets)).await?;
+                fold(&reply, GOZERO_HASHES, items.len(), Fold::AnyZero)
+            }
+            Engine::Lua if items.len() == 1 => {
+                // go-zero's set script, replying 1 when a bit flipped.
+                let reply = self.script(&scripts::ADD, &offsets, false).await?;
+                Ok(vec![reply == Value::Int(1)])
+            }
+            Engine::Lua => {
+                // One flag per item, 1 when new.
+                let reply = self.script(&scripts::ADD_MANY, &offsets, true).await?;
+                fold(&reply, 1, items.len(), Fold::AllOne)
+            }
+        }
+    }
+
+    /// Reads every item's bits; true for each item whose bits are all set.
+    async fn read<T: AsRef<[u8]>>(&self, items: &[T]) -> Result<Vec<bool>> {
+        let offsets = self.offsets(items)?;
+        match self.engine {
+            Engine::Bitfield => {
+                let reply = self.read_bitfield(&offsets).await?;
+                fold(&reply, GOZERO_HASHES, items.len(), Fold::AllOne)
+            }
+            Engine::Lua if items.len() == 1 => {
+                // go-zero's test script replies Lua true (1) or false (nil).
+                let reply = self.script(&scripts::EXISTS, &offsets, false).await?;
+                Ok(vec![reply == Value::Int(1)])
+            }
+            Engine::Lua => {
+                // One flag per item, 1 when present.
+                let reply = self.script(&scripts::EXISTS_MANY, &offsets, true).await?;
+                fold(&reply, 1, items.len(), Fold::AllOne)
+            }
+        }
+    }
+
+    /// `BITFIELD_RO`, or plain `BITFIELD` once the server has said it lacks `BITFIELD_RO`.
+    async fn read_bitfield(&self, offsets: &[u64]) -> Result<Value> {
+        if !self.no_bitfield_ro.load(Ordering::Relaxed) {
+            let cmd = bitfield::get(&self.key, offsets, true);
+            match cmd.query_async::<Value>(&mut self.conn.clone()).await {
+                Err(err) if is_unknown_command(&err) => {
+                    self.no_bitfield_ro.store(true, Ordering::Relaxed);
+                }
+                reply => return reply.map_err(|e| self.redis_error(e)),
+            }
+        }
+        self.query(bitfield::get(&self.key, offsets, false)).await
+    }
+
+    /// Runs a script on the filter's key; the batch scripts take k before the offsets.
+    async fn script(&self, script: &redis::Script, offsets: &[u64], batch: bool) -> Result<Value> {
+        let mut invocation = script.key(&self.key);
+        if batch {
+            invocation.arg(GOZERO_HASHES);
+        }
+        invocation
+            .arg(offsets)
             .invoke_async(&mut self.conn.clone())
             .await
-            .map_err(|e| self.redis_error(e))?;
-        if flags.len() != items.len() {
-            return Err(Error::UnexpectedReply(format!(
-                "{} results for {} items",
-                flags.len(),
-                items.len()
-            )));
-        }
-        Ok(flags.into_iter().map(|flag| flag == 1).collect())
+            .map_err(|e| self.redis_error(e))
+    }
+
+    async fn query(&self, cmd: redis::Cmd) -> Result<Value> {
+        // `query_async` turns a server error reply into an `Err`.
+        cmd.query_async(&mut self.conn.clone())
+            .await
+            .map_err(|e| self.redis_error(e))
     }
 
     /// Reads the filter's fill, size and TTL in one atomic round trip.
@@ -255,6 +321,20 @@ where
     }
 }
 
+/// `k` bit replies per item folded into one answer per item.
+fn fold(reply: &Value, k: usize, items: usize, how: Fold) -> Result<Vec<bool>> {
+    bitfield::fold(reply, k, items, how)
+        .ok_or_else(|| Error::UnexpectedReply(format!("{reply:?} for {items} items of {k} bits")))
+}
+
+/// A server that does not know a command (here: `BITFIELD_RO` before Redis 6.2).
+fn is_unknown_command(err: &redis::RedisError) -> bool {
+    err.code() == Some("ERR")
+        && err
+            .detail()
+            .is_some_and(|d| d.starts_with("unknown command"))
+}
+
 /// go-zero's `ErrTooLargeOffset` check: every offset must be below the filter's size.
 pub(crate) fn check_offsets(offsets: &[u64], bits: u64) -> Result<()> {
     match offsets.iter().find(|&&offset| offset >= bits) {
@@ -298,11 +378,10 @@ mod tests {
     }
 
     #[test]
-    fn batch_arguments_are_k_then_each_items_offsets() {
+    fn offsets_are_each_items_locations_in_order() {
         let bloom = RedisBloom::new((), "k", 64).unwrap();
-        let args = bloom.batch_args(&["hello", "world"]).unwrap();
-        assert_eq!(args[0], 14);
-        assert_eq!(args[1..15], gozero_locations(b"hello", 64));
-        assert_eq!(args[15..], gozero_locations(b"world", 64));
+        let offsets = bloom.offsets(&["hello", "world"]).unwrap();
+        assert_eq!(offsets[..14], gozero_locations(b"hello", 64));
+        assert_eq!(offsets[14..], gozero_locations(b"world", 64));
     }
 }

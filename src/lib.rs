@@ -2,7 +2,9 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs, unreachable_pub, missing_debug_implementations)]
 
+mod bitfield;
 mod builder;
+mod engine;
 mod error;
 mod filter;
 mod hash;
@@ -12,6 +14,7 @@ mod sizing;
 
 pub use self::{
     builder::Builder,
+    engine::Engine,
     error::{Error, Result},
     filter::RedisBloom,
     hash::{gozero_locations, murmur3_x64_128, sum64, GOZERO_HASHES},

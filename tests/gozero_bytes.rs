@@ -2,7 +2,7 @@
 
 mod common;
 
-use redbloom::RedisBloom;
+use redbloom::{Engine, RedisBloom};
 
 /// go-zero's set script (core/bloom/bloom.go), verbatim.
 const GOZERO_SET_SCRIPT: &str = r#"
@@ -54,23 +54,29 @@ async fn every_write_path_matches_gozeros_own_script() {
         }
         let want = common::key_hex(&mut conn, &gozero_key).await;
 
-        let one_by_one = RedisBloom::new(conn.clone(), common::unique_key("single"), bits).unwrap();
-        for item in &items {
-            one_by_one.add(item).await.unwrap();
-        }
-        let batched = RedisBloom::new(conn.clone(), common::unique_key("batch"), bits).unwrap();
-        batched.add_many(&items).await.unwrap();
+        for engine in [Engine::Bitfield, Engine::Lua] {
+            let one_by_one = RedisBloom::new(conn.clone(), common::unique_key("single"), bits)
+                .unwrap()
+                .with_engine(engine);
+            for item in &items {
+                assert!(one_by_one.add(item).await.unwrap() || item.is_empty() || bits == 64);
+            }
+            let batched = RedisBloom::new(conn.clone(), common::unique_key("batch"), bits)
+                .unwrap()
+                .with_engine(engine);
+            batched.add_many(&items).await.unwrap();
 
-        assert_eq!(
-            common::key_hex(&mut conn, one_by_one.key()).await,
-            want,
-            "add, {bits} bits"
-        );
-        assert_eq!(
-            common::key_hex(&mut conn, batched.key()).await,
-            want,
-            "add_many, {bits} bits"
-        );
+            let single = common::key_hex(&mut conn, one_by_one.key()).await;
+            assert_eq!(single, want, "{engine:?} add, {bits} bits");
+            let batch = common::key_hex(&mut conn, batched.key()).await;
+            assert_eq!(batch, want, "{engine:?} add_many, {bits} bits");
+            assert!(one_by_one
+                .exists_many(&items)
+                .await
+                .unwrap()
+                .iter()
+                .all(|&b| b));
+        }
     }
 }
 
