@@ -3,8 +3,8 @@
 use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::filter::RedisBloom;
-use crate::hash::GOZERO_HASHES;
-use crate::sizing::{bits_for_fixed_k, MAX_BITS};
+use crate::layout::Layout;
+use crate::sizing::{bits_for_fixed_k, optimal_bits, optimal_hashes, MAX_BITS};
 
 /// Builds a [`RedisBloom`]: either from a size in bits, or from the number of items you expect
 /// and the false-positive rate you accept (SPEC.md §2, with go-zero's k = 14).
@@ -28,6 +28,8 @@ pub struct Builder {
     bits: Option<u64>,
     items: Option<u64>,
     fpr: Option<f64>,
+    layout: Layout,
+    hashes: Option<u32>,
     engine: Engine,
 }
 
@@ -38,6 +40,8 @@ impl Builder {
             bits: None,
             items: None,
             fpr: None,
+            layout: Layout::default(),
+            hashes: None,
             engine: Engine::default(),
         }
     }
@@ -63,7 +67,23 @@ impl Builder {
         self
     }
 
-    /// The commands the filter uses. Defaults to [`Engine::Bitfield`].
+    /// How items map to bits. Defaults to [`Layout::GoZero`] (k = 14). With [`Layout::Native`],
+    /// [`expected_items`](Builder::expected_items) and
+    /// [`false_positive_rate`](Builder::false_positive_rate) choose both the bits and k
+    /// (SPEC.md §2, free k); with [`bits`](Builder::bits), give [`hashes`](Builder::hashes) too.
+    pub fn layout(mut self, layout: Layout) -> Self {
+        self.layout = layout;
+        self
+    }
+
+    /// Bit locations per item for [`Layout::Native`], in `1..=64`. Defaults to the value the
+    /// rate calls for; go-zero's layout always uses 14.
+    pub fn hashes(mut self, hashes: u32) -> Self {
+        self.hashes = Some(hashes);
+        self
+    }
+
+    /// The commands the filter uses. Defaults to [`Engine::Fast`].
     pub fn engine(mut self, engine: Engine) -> Self {
         self.engine = engine;
         self
@@ -76,17 +96,29 @@ impl Builder {
     /// `expected_items` are given, when `bits` is not in `1..=2^32`, or when the items and
     /// rate are invalid or need more than 2^32 bits.
     pub fn build<C>(self, conn: C) -> Result<RedisBloom<C>> {
-        let bits = match (self.bits, self.items, self.fpr) {
-            (Some(bits), None, None) => bits,
+        let fixed = self.layout.fixed_hashes();
+        let (bits, hashes) = match (self.bits, self.items, self.fpr) {
+            (Some(bits), None, None) => match self.hashes.or(fixed) {
+                Some(k) => (bits, k),
+                None => {
+                    return Err(Error::InvalidConfig(
+                        "the native layout sized in bits needs the number of hashes too".into(),
+                    ))
+                }
+            },
             (None, Some(items), Some(fpr)) => {
-                let bits = bits_for_fixed_k(items, fpr, GOZERO_HASHES as u32)?;
+                let bits = match fixed {
+                    Some(k) => bits_for_fixed_k(items, fpr, k)?,
+                    None => optimal_bits(items, fpr)?,
+                };
                 if bits > MAX_BITS {
                     return Err(Error::InvalidConfig(format!(
                         "{items} items at a false-positive rate of {fpr} need {bits} bits, \
                          more than one Redis string holds (2^32)"
                     )));
                 }
-                bits
+                let k = self.hashes.or(fixed);
+                (bits, k.unwrap_or_else(|| optimal_hashes(bits, items)))
             }
             (None, None, None) => {
                 return Err(Error::InvalidConfig(
@@ -104,7 +136,10 @@ impl Builder {
                 ))
             }
         };
-        Ok(RedisBloom::new(conn, self.key, bits)?.with_engine(self.engine))
+        Ok(
+            RedisBloom::with_layout(conn, self.key, bits, self.layout, hashes)?
+                .with_engine(self.engine),
+        )
     }
 }
 
@@ -127,6 +162,26 @@ mod tests {
     }
 
     #[test]
+    fn native_layout_takes_k_from_the_rate() {
+        let bloom = RedisBloom::builder("k")
+            .layout(Layout::Native)
+            .expected_items(1_000_000)
+            .false_positive_rate(0.01)
+            .build(())
+            .unwrap();
+        assert_eq!((bloom.bits(), bloom.hashes()), (9_585_059, 7));
+        let bloom = RedisBloom::builder("k")
+            .layout(Layout::Native)
+            .bits(1000)
+            .hashes(3);
+        let bloom = bloom.build(()).unwrap();
+        assert_eq!(
+            (bloom.bits(), bloom.hashes(), bloom.layout()),
+            (1000, 3, Layout::Native)
+        );
+    }
+
+    #[test]
     fn rejects_every_incomplete_or_invalid_configuration() {
         let cases = [
             RedisBloom::builder("k"),
@@ -145,6 +200,20 @@ mod tests {
                 .expected_items(1_000_000_000)
                 .false_positive_rate(1e-9),
             RedisBloom::builder("").bits(64),
+            RedisBloom::builder("k").bits(64).hashes(7),
+            RedisBloom::builder("k").layout(Layout::Native).bits(64),
+            RedisBloom::builder("k")
+                .layout(Layout::Native)
+                .bits(64)
+                .hashes(0),
+            RedisBloom::builder("k")
+                .layout(Layout::Native)
+                .bits(64)
+                .hashes(65),
+            RedisBloom::builder("a}b")
+                .layout(Layout::Native)
+                .bits(64)
+                .hashes(3),
         ];
         for builder in cases {
             let debug = format!("{builder:?}");

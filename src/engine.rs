@@ -5,12 +5,16 @@
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub enum Engine {
-    /// `BITFIELD key SET u1 ...` to add and `BITFIELD_RO key GET u1 ...` to check (plain
-    /// `BITFIELD` on servers older than Redis 6.2). About a third of the scripts' server CPU per
-    /// item (see BENCHMARKS.md). The default.
+    /// The cheapest commands for each call. `BITFIELD key SET u1 ...` to add and
+    /// `BITFIELD_RO key GET u1 ...` to check (plain `BITFIELD` before Redis 6.2): about a third
+    /// of the scripts' server CPU per item. For batches large enough on filters of up to 4 MiB,
+    /// the dense path: checks read the filter's bytes once (`GETRANGE`), adds send the batch's
+    /// bits as one bitmap that a script ORs in (`BITOP`), with identical resulting bytes.
+    /// See BENCHMARKS.md. The default.
     #[default]
-    Bitfield,
+    Fast,
     /// go-zero's own Lua set and test scripts (`EVALSHA`, loaded again on `NOSCRIPT`), and their
-    /// batch forms in `lua/`. For ACLs that allow scripts but not `BITFIELD`.
-    Lua,
+    /// batch forms in `lua/`, one `EVALSHA` per call. For ACLs that allow scripts but not
+    /// `BITFIELD`.
+    Scripts,
 }

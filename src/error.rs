@@ -29,6 +29,18 @@ pub enum Error {
         bits: u64,
     },
 
+    /// The parameters stored beside a native filter differ from the ones this client was built
+    /// with; using it anyway would give wrong answers. Nothing was written.
+    #[error("filter {key:?} was created with {stored}, not {requested}")]
+    ParamsMismatch {
+        /// The filter's key.
+        key: String,
+        /// The stored parameters, as `field=value` pairs.
+        stored: String,
+        /// This client's parameters.
+        requested: String,
+    },
+
     /// The key exists but does not hold a string (Redis `WRONGTYPE`).
     #[error("key {key:?} holds a value that is not a string, so it is not a Bloom filter")]
     WrongType {

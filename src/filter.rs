@@ -4,22 +4,29 @@ use crate::bitfield::{self, Fold};
 use crate::builder::Builder;
 use crate::engine::Engine;
 use crate::error::{Error, Result};
-use crate::hash::{gozero_locations, GOZERO_HASHES};
+use crate::hash::GOZERO_HASHES;
 use crate::info::{FilterInfo, KeyTtl};
-use crate::scripts;
+use crate::layout::Layout;
 use crate::sizing::{current_fpr, estimate_items, MAX_BITS};
+use crate::{dense, keys, scripts};
 use redis::aio::ConnectionLike;
 use redis::Value;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
+use tokio::sync::OnceCell;
+
+/// The most bits per item a filter may use: far beyond any useful rate (k = 64 is a rate of
+/// about 1e-20), and a bound on the work one item can ask of the server.
+pub(crate) const MAX_HASHES: u32 = 64;
 
 /// A Bloom filter whose bits live in a Redis string, shared by every process that opens the
 /// same key with the same size.
 ///
-/// The layout is go-zero's `core/bloom` (SPEC.md §1): the key is used as given, and each item
-/// sets 14 bits at `murmur3(item ‖ i) mod bits`. A Go service using go-zero and a Rust service
-/// using this type read and write the same filter.
+/// The default layout is go-zero's `core/bloom` (SPEC.md §1): the key is used as given, and
+/// each item sets 14 bits at `murmur3(item ‖ i) mod bits`. A Go service using go-zero and a
+/// Rust service using this type read and write the same filter. [`Layout::Native`] is an
+/// opt-in layout with fewer bits per item for the same rate.
 ///
 /// `C` is any redis-rs async connection that can be cloned and shared: a
 /// [`MultiplexedConnection`](redis::aio::MultiplexedConnection) or a
@@ -43,19 +50,43 @@ pub struct RedisBloom<C> {
     conn: C,
     key: String,
     bits: u64,
+    hashes: u32,
+    layout: Layout,
     engine: Engine,
+    /// Where a native filter's parameters live; `None` for the go-zero layout.
+    params_key: Option<String>,
+    /// The dense path's scratch key; `None` when the key's name allows no sidecar.
+    scratch_key: Option<String>,
+    shared: Arc<Shared>,
+}
+
+/// What clones of one filter learn about the server together.
+#[derive(Debug, Default)]
+struct Shared {
     /// Set once the server has answered that it has no `BITFIELD_RO` (Redis < 6.2).
-    no_bitfield_ro: Arc<AtomicBool>,
+    no_bitfield_ro: AtomicBool,
+    /// Set once the stored parameters have been found equal to this filter's.
+    params_checked: OnceCell<()>,
 }
 
 impl<C> RedisBloom<C> {
-    /// A filter of `bits` bits at `key`, in go-zero's layout (k = 14), on the default
+    /// A filter of `bits` bits at `key`, in go-zero's layout (k = 14), with the default
     /// [`Engine`]. Sends nothing to Redis.
     ///
     /// # Errors
     /// [`Error::InvalidConfig`] when `bits` is not in `1..=2^32` or the key is empty.
     pub fn new(conn: C, key: impl Into<String>, bits: u64) -> Result<Self> {
-        let key = key.into();
+        Self::with_layout(conn, key.into(), bits, Layout::GoZero, GOZERO_HASHES as u32)
+    }
+
+    /// A filter in `layout` with `hashes` bits per item; the go-zero layout takes only 14.
+    pub(crate) fn with_layout(
+        conn: C,
+        key: String,
+        bits: u64,
+        layout: Layout,
+        hashes: u32,
+    ) -> Result<Self> {
         if key.is_empty() {
             return Err(Error::InvalidConfig("the key must not be empty".into()));
         }
@@ -64,12 +95,27 @@ impl<C> RedisBloom<C> {
                 "bits must be between 1 and 2^32 (4294967296), not {bits}"
             )));
         }
+        if !(1..=MAX_HASHES).contains(&hashes) || layout.fixed_hashes().is_some_and(|k| k != hashes)
+        {
+            return Err(Error::InvalidConfig(format!(
+                "{hashes} hashes per item do not fit the {} layout",
+                layout.name()
+            )));
+        }
+        let params_key = match layout {
+            Layout::GoZero => None,
+            Layout::Native => Some(keys::sidecar(&key, "redbloom:params")?),
+        };
         Ok(RedisBloom {
+            scratch_key: keys::sidecar(&key, "redbloom:scratch").ok(),
             conn,
             key,
             bits,
+            hashes,
+            layout,
             engine: Engine::default(),
-            no_bitfield_ro: Arc::default(),
+            params_key,
+            shared: Arc::default(),
         })
     }
 
@@ -90,9 +136,14 @@ impl<C> RedisBloom<C> {
         self.bits
     }
 
-    /// Bit locations per item (14, as in go-zero).
+    /// Bit locations per item (14 in go-zero's layout).
     pub fn hashes(&self) -> u32 {
-        GOZERO_HASHES as u32
+        self.hashes
+    }
+
+    /// How items map to bits.
+    pub fn layout(&self) -> Layout {
+        self.layout
     }
 
     /// The commands this filter uses.
@@ -100,16 +151,39 @@ impl<C> RedisBloom<C> {
         self.engine
     }
 
+    /// Items per [`add_many`](RedisBloom::add_many) or [`exists_many`](RedisBloom::exists_many)
+    /// call that load or check fastest for this filter: large enough for the dense path on
+    /// filters of up to 4 MiB, else 1,000. What `redbloom load` and `check` use by default.
+    pub fn bulk_batch_size(&self) -> usize {
+        dense::batch_size(self.bits, self.hashes)
+    }
+
     /// Every item's bit offsets, item after item, checked against the filter's size before
     /// anything is sent.
     fn offsets<T: AsRef<[u8]>>(&self, items: &[T]) -> Result<Vec<u64>> {
-        let mut offsets = Vec::with_capacity(items.len() * GOZERO_HASHES);
+        let mut offsets = Vec::with_capacity(items.len() * self.hashes as usize);
         for item in items {
-            let locations = gozero_locations(item.as_ref(), self.bits);
-            check_offsets(&locations, self.bits)?;
-            offsets.extend_from_slice(&locations);
+            self.layout
+                .push_offsets(item.as_ref(), self.bits, self.hashes, &mut offsets);
         }
+        check_offsets(&offsets, self.bits)?;
         Ok(offsets)
+    }
+
+    /// The scratch key when a batch of `items` is cheaper as a whole bitmap.
+    fn dense_scratch(&self, items: usize) -> Option<&str> {
+        let dense = self.engine == Engine::Fast && dense::worth_it(self.bits, items, self.hashes);
+        self.scratch_key.as_deref().filter(|_| dense)
+    }
+
+    /// The parameters stored beside a native filter, as field/value pairs.
+    fn params(&self) -> [(&'static str, String); 4] {
+        [
+            ("layout", self.layout.name().to_owned()),
+            ("bits", self.bits.to_string()),
+            ("hashes", self.hashes.to_string()),
+            ("hash", "murmur3_x64_128".to_owned()),
+        ]
     }
 
     fn redis_error(&self, err: redis::RedisError) -> Error {
@@ -137,7 +211,8 @@ where
     /// Adding is idempotent, so retrying after a timeout or a lost connection is safe.
     ///
     /// # Errors
-    /// [`Error::WrongType`] when the key holds a non-string; [`Error::Timeout`] and
+    /// [`Error::WrongType`] when the key holds a non-string; [`Error::ParamsMismatch`] when a
+    /// native filter's stored parameters differ from this one's; [`Error::Timeout`] and
     /// [`Error::Connection`] for network faults; [`Error::Redis`] for other server errors.
     pub async fn add(&self, item: impl AsRef<[u8]>) -> Result<bool> {
         let new = self.write(&[item]).await?;
@@ -179,20 +254,86 @@ where
         self.read(items).await
     }
 
+    /// Checks a native filter's stored parameters against this filter's now (storing them if
+    /// the filter is new), instead of on the first operation. Does nothing for go-zero's
+    /// layout, which stores nothing.
+    ///
+    /// # Errors
+    /// [`Error::ParamsMismatch`] when they differ, or when the key holds bits without stored
+    /// parameters (a filter written by another program); otherwise as for
+    /// [`add`](RedisBloom::add).
+    pub async fn check_params(&self) -> Result<()> {
+        let Some(params_key) = &self.params_key else {
+            return Ok(());
+        };
+        let verify = || async {
+            let wanted = self.params();
+            let mut invocation = scripts::PARAMS.key(params_key);
+            invocation.key(&self.key);
+            for (field, value) in &wanted {
+                invocation.arg(field).arg(value);
+            }
+            let stored: Vec<String> = invocation
+                .invoke_async(&mut self.conn.clone())
+                .await
+                .map_err(|e| self.redis_error(e))?;
+            let stored: Vec<(&str, &str)> = stored
+                .chunks(2)
+                .filter_map(|pair| Some((pair.first()?.as_str(), pair.get(1)?.as_str())))
+                .collect();
+            let same = wanted.len() == stored.len()
+                && wanted
+                    .iter()
+                    .all(|(field, value)| stored.contains(&(*field, value.as_str())));
+            if same {
+                return Ok(());
+            }
+            let describe = |pairs: &mut dyn Iterator<Item = (&str, &str)>| {
+                pairs
+                    .map(|(f, v)| format!("{f}={v}"))
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            };
+            Err(Error::ParamsMismatch {
+                key: self.key.clone(),
+                stored: if stored.is_empty() {
+                    "none (the key holds bits written without stored parameters)".to_owned()
+                } else {
+                    describe(&mut stored.iter().copied())
+                },
+                requested: describe(&mut wanted.iter().map(|(f, v)| (*f, v.as_str()))),
+            })
+        };
+        self.shared.params_checked.get_or_try_init(verify).await?;
+        Ok(())
+    }
+
     /// Sets every item's bits; true for each item one of whose bits flipped.
     async fn write<T: AsRef<[u8]>>(&self, items: &[T]) -> Result<Vec<bool>> {
+        self.check_params().await?;
         let offsets = self.offsets(items)?;
+        let k = self.hashes as usize;
+        if let Some(scratch) = self.dense_scratch(items.len()) {
+            let old: Option<Vec<u8>> = scripts::MERGE
+                .key(&self.key)
+                .key(scratch)
+                .arg(dense::bitmap(&offsets))
+                .invoke_async(&mut self.conn.clone())
+                .await
+                .map_err(|e| self.redis_error(e))?;
+            return Ok(dense::new_flags(old.unwrap_or_default(), &offsets, k));
+        }
         match self.engine {
-            Engine::Bitfield => {
+            Engine::Fast => {
                 let reply = self.query(bitfield::set(&self.key, &offsets)).await?;
-                fold(&reply, GOZERO_HASHES, items.len(), Fold::AnyZero)
+                fold(&reply, k, items.len(), Fold::AnyZero)
             }
-            Engine::Lua if items.len() == 1 => {
+            Engine::Scripts if items.len() == 1 => {
                 // go-zero's set script, replying 1 when a bit flipped.
                 let reply = self.script(&scripts::ADD, &offsets, false).await?;
                 Ok(vec![reply == Value::Int(1)])
             }
-            Engine::Lua => {
+            Engine::Scripts => {
                 // One flag per item, 1 when new.
                 let reply = self.script(&scripts::ADD_MANY, &offsets, true).await?;
                 fold(&reply, 1, items.len(), Fold::AllOne)
@@ -202,18 +343,31 @@ where
 
     /// Reads every item's bits; true for each item whose bits are all set.
     async fn read<T: AsRef<[u8]>>(&self, items: &[T]) -> Result<Vec<bool>> {
+        self.check_params().await?;
         let offsets = self.offsets(items)?;
+        let k = self.hashes as usize;
+        if self.dense_scratch(items.len()).is_some() {
+            let bitmap: Vec<u8> = self
+                .query_as(
+                    redis::cmd("GETRANGE")
+                        .arg(&self.key)
+                        .arg(0)
+                        .arg((self.bits - 1) / 8),
+                )
+                .await?;
+            return Ok(dense::present(&bitmap, &offsets, k));
+        }
         match self.engine {
-            Engine::Bitfield => {
+            Engine::Fast => {
                 let reply = self.read_bitfield(&offsets).await?;
-                fold(&reply, GOZERO_HASHES, items.len(), Fold::AllOne)
+                fold(&reply, k, items.len(), Fold::AllOne)
             }
-            Engine::Lua if items.len() == 1 => {
+            Engine::Scripts if items.len() == 1 => {
                 // go-zero's test script replies Lua true (1) or false (nil).
                 let reply = self.script(&scripts::EXISTS, &offsets, false).await?;
                 Ok(vec![reply == Value::Int(1)])
             }
-            Engine::Lua => {
+            Engine::Scripts => {
                 // One flag per item, 1 when present.
                 let reply = self.script(&scripts::EXISTS_MANY, &offsets, true).await?;
                 fold(&reply, 1, items.len(), Fold::AllOne)
@@ -223,11 +377,11 @@ where
 
     /// `BITFIELD_RO`, or plain `BITFIELD` once the server has said it lacks `BITFIELD_RO`.
     async fn read_bitfield(&self, offsets: &[u64]) -> Result<Value> {
-        if !self.no_bitfield_ro.load(Ordering::Relaxed) {
+        if !self.shared.no_bitfield_ro.load(Ordering::Relaxed) {
             let cmd = bitfield::get(&self.key, offsets, true);
             match cmd.query_async::<Value>(&mut self.conn.clone()).await {
                 Err(err) if is_unknown_command(&err) => {
-                    self.no_bitfield_ro.store(true, Ordering::Relaxed);
+                    self.shared.no_bitfield_ro.store(true, Ordering::Relaxed);
                 }
                 reply => return reply.map_err(|e| self.redis_error(e)),
             }
@@ -239,7 +393,7 @@ where
     async fn script(&self, script: &redis::Script, offsets: &[u64], batch: bool) -> Result<Value> {
         let mut invocation = script.key(&self.key);
         if batch {
-            invocation.arg(GOZERO_HASHES);
+            invocation.arg(self.hashes);
         }
         invocation
             .arg(offsets)
@@ -249,7 +403,11 @@ where
     }
 
     async fn query(&self, cmd: redis::Cmd) -> Result<Value> {
-        // `query_async` turns a server error reply into an `Err`.
+        self.query_as(&cmd).await
+    }
+
+    /// Runs `cmd`; `query_async` turns a server error reply into an `Err`.
+    async fn query_as<T: redis::FromRedisValue>(&self, cmd: &redis::Cmd) -> Result<T> {
         cmd.query_async(&mut self.conn.clone())
             .await
             .map_err(|e| self.redis_error(e))
@@ -260,6 +418,7 @@ where
     /// # Errors
     /// As for [`add`](RedisBloom::add).
     pub async fn info(&self) -> Result<FilterInfo> {
+        self.check_params().await?;
         let last_byte = (self.bits - 1) / 8;
         let (bits_set, bytes, pttl): (u64, u64, i64) = redis::pipe()
             .atomic()
@@ -274,7 +433,7 @@ where
             .query_async(&mut self.conn.clone())
             .await
             .map_err(|e| self.redis_error(e))?;
-        let hashes = self.hashes();
+        let hashes = self.hashes;
         Ok(FilterInfo {
             key: self.key.clone(),
             bits: self.bits,
@@ -287,21 +446,27 @@ where
         })
     }
 
-    /// Deletes the filter's key. Returns whether it existed.
+    /// Deletes the filter (its bits, and a native filter's stored parameters). Returns whether
+    /// the bits existed.
     ///
     /// # Errors
     /// [`Error::Timeout`], [`Error::Connection`] or [`Error::Redis`].
     pub async fn clear(&self) -> Result<bool> {
-        let deleted: i64 = redis::cmd("DEL")
-            .arg(&self.key)
+        let mut pipe = redis::pipe();
+        pipe.atomic().cmd("DEL").arg(&self.key);
+        if let Some(params_key) = &self.params_key {
+            pipe.cmd("DEL").arg(params_key).ignore();
+        }
+        let (deleted,): (i64,) = pipe
             .query_async(&mut self.conn.clone())
             .await
             .map_err(|e| self.redis_error(e))?;
         Ok(deleted > 0)
     }
 
-    /// Makes the filter's key expire after `ttl` (millisecond precision; zero deletes it now).
-    /// Returns `false` when the key does not exist, since nothing has been added yet.
+    /// Makes the filter (its bits, and a native filter's stored parameters) expire after `ttl`
+    /// (millisecond precision; zero deletes it now). Returns `false` when the bits do not exist,
+    /// since nothing has been added yet.
     ///
     /// # Errors
     /// [`Error::InvalidConfig`] for a TTL Redis cannot hold; otherwise as for
@@ -311,9 +476,12 @@ where
             .ok()
             .filter(|ms| *ms < i64::MAX / 2)
             .ok_or_else(|| Error::InvalidConfig(format!("a TTL of {ttl:?} is too long")))?;
-        let set: i64 = redis::cmd("PEXPIRE")
-            .arg(&self.key)
-            .arg(millis)
+        let mut pipe = redis::pipe();
+        pipe.atomic().cmd("PEXPIRE").arg(&self.key).arg(millis);
+        if let Some(params_key) = &self.params_key {
+            pipe.cmd("PEXPIRE").arg(params_key).arg(millis).ignore();
+        }
+        let (set,): (i64,) = pipe
             .query_async(&mut self.conn.clone())
             .await
             .map_err(|e| self.redis_error(e))?;
@@ -346,6 +514,7 @@ pub(crate) fn check_offsets(offsets: &[u64], bits: u64) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::gozero_locations;
 
     #[test]
     fn offsets_at_or_past_the_size_are_rejected() {

@@ -4,11 +4,14 @@
 
 mod bitfield;
 mod builder;
+mod dense;
 mod engine;
 mod error;
 mod filter;
 mod hash;
 mod info;
+mod keys;
+mod layout;
 mod scripts;
 mod sizing;
 
@@ -19,6 +22,7 @@ pub use self::{
     filter::RedisBloom,
     hash::{gozero_locations, murmur3_x64_128, sum64, GOZERO_HASHES},
     info::{FilterInfo, KeyTtl},
+    layout::{native_locations, Layout},
     sizing::{
         bits_for_fixed_k, current_fpr, estimate_items, expected_fpr, optimal_bits, optimal_hashes,
         MAX_BITS,

@@ -1,4 +1,6 @@
-//! The Lua scripts, embedded from `lua/` and hashed once.
+//! The Lua scripts, embedded from `lua/` and hashed once: go-zero's set and test scripts and
+//! their batch forms (the [`Engine::Scripts`](crate::Engine::Scripts) engine), the native
+//! layout's parameter check, and the dense path's merge.
 //!
 //! Each is sent as `EVALSHA` and, when the server answers `NOSCRIPT` (after a restart or a
 //! `SCRIPT FLUSH`), loaded and sent again: that is what [`redis::Script::invoke_async`] does.
@@ -22,3 +24,11 @@ pub(crate) static ADD_MANY: LazyLock<Script> =
 /// The test script over a batch of items, one reply per item.
 pub(crate) static EXISTS_MANY: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../lua/exists_many.lua")));
+
+/// Stores a native filter's parameters the first time and replies with what is stored.
+pub(crate) static PARAMS: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../lua/params.lua")));
+
+/// ORs a batch's bitmap into the filter and replies with the bytes from before (the dense path).
+pub(crate) static MERGE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../lua/merge.lua")));

@@ -54,7 +54,7 @@ async fn every_write_path_matches_gozeros_own_script() {
         }
         let want = common::key_hex(&mut conn, &gozero_key).await;
 
-        for engine in [Engine::Bitfield, Engine::Lua] {
+        for engine in [Engine::Fast, Engine::Scripts] {
             let one_by_one = RedisBloom::new(conn.clone(), common::unique_key("single"), bits)
                 .unwrap()
                 .with_engine(engine);

@@ -39,12 +39,12 @@ async fn cached_scripts(conn: &mut MultiplexedConnection) -> u64 {
 
 #[tokio::test]
 async fn the_lua_engine_reloads_every_script_after_a_flush() {
-    survives_script_flushes(Engine::Lua, 4, 1).await;
+    survives_script_flushes(Engine::Scripts, 4, 1).await;
 }
 
 #[tokio::test]
 async fn the_bitfield_engine_needs_no_scripts() {
-    survives_script_flushes(Engine::Bitfield, 0, 0).await;
+    survives_script_flushes(Engine::Fast, 0, 0).await;
 }
 
 /// Runs every operation right after a `SCRIPT FLUSH`; `scripts` is how many scripts the engine
