@@ -9,7 +9,7 @@ pub enum Engine {
     /// `BITFIELD_RO key GET u1 ...` to check (plain `BITFIELD` before Redis 6.2): about a third
     /// of the scripts' server CPU per item. For batches large enough on filters of up to 4 MiB,
     /// the dense path: checks read the filter's bytes once (`GETRANGE`), adds send the batch's
-    /// bits as one bitmap that a script ORs in (`BITOP`), with identical resulting bytes.
+    /// bits as one bitmap ORed in by `BITOP` in one transaction, with identical resulting bytes.
     /// See BENCHMARKS.md. The default.
     #[default]
     Fast,

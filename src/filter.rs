@@ -314,11 +314,27 @@ where
         let offsets = self.offsets(items)?;
         let k = self.hashes as usize;
         if let Some(scratch) = self.dense_scratch(items.len()) {
-            let old: Option<Vec<u8>> = scripts::MERGE
-                .key(&self.key)
-                .key(scratch)
+            // One transaction: the bytes from before, the batch's bitmap into the scratch key,
+            // the OR (sent as EVAL so that NOSCRIPT cannot happen inside EXEC), the scratch
+            // key gone even if the OR failed.
+            let (old,): (Option<Vec<u8>>,) = redis::pipe()
+                .atomic()
+                .cmd("GET")
+                .arg(&self.key)
+                .cmd("SET")
+                .arg(scratch)
                 .arg(dense::bitmap(&offsets))
-                .invoke_async(&mut self.conn.clone())
+                .ignore()
+                .cmd("EVAL")
+                .arg(scripts::MERGE)
+                .arg(2)
+                .arg(&self.key)
+                .arg(scratch)
+                .ignore()
+                .cmd("DEL")
+                .arg(scratch)
+                .ignore()
+                .query_async(&mut self.conn.clone())
                 .await
                 .map_err(|e| self.redis_error(e))?;
             return Ok(dense::new_flags(old.unwrap_or_default(), &offsets, k));

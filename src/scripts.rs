@@ -29,6 +29,5 @@ pub(crate) static EXISTS_MANY: LazyLock<Script> =
 pub(crate) static PARAMS: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../lua/params.lua")));
 
-/// ORs a batch's bitmap into the filter and replies with the bytes from before (the dense path).
-pub(crate) static MERGE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../lua/merge.lua")));
+/// The dense path's OR of a batch's bitmap into the filter, sent as `EVAL` inside a `MULTI`.
+pub(crate) const MERGE: &str = include_str!("../lua/merge.lua");

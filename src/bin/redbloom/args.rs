@@ -26,6 +26,11 @@ pub(crate) struct Cli {
     #[command(flatten)]
     pub(crate) size: Size,
 
+    /// How items map to bits: go-zero's (k = 14, shared with Go services) or the native layout
+    /// (k from the rate, parameters stored with the filter; sized with --capacity and --fpr).
+    #[arg(long, global = true, value_enum, default_value_t = LayoutArg::Gozero)]
+    pub(crate) layout: LayoutArg,
+
     /// Print one line of JSON instead of text.
     #[arg(long, global = true)]
     pub(crate) json: bool,
@@ -48,6 +53,12 @@ pub(crate) struct Size {
     /// The false-positive rate to reach at --capacity, in (0, 1).
     #[arg(long, global = true, value_name = "P", requires = "capacity")]
     pub(crate) fpr: Option<f64>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum LayoutArg {
+    Gozero,
+    Native,
 }
 
 #[derive(Debug, Subcommand)]
@@ -86,9 +97,10 @@ pub(crate) struct FileArgs {
     /// One item per line; "-" reads standard input.
     pub(crate) file: PathBuf,
 
-    /// Items per round trip.
-    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..=100_000))]
-    pub(crate) batch: u64,
+    /// Items per round trip [default: chosen for the filter's size: up to 200,000 when the
+    /// whole filter can travel at once (at most 4 MiB), else 1,000].
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub(crate) batch: Option<u64>,
 
     /// Batches in flight at once on the connection.
     #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u64).range(1..=1024))]

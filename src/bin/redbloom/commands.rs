@@ -1,6 +1,6 @@
 //! Runs one parsed command line against Redis.
 
-use crate::args::{Cli, Command, FileArgs, Size};
+use crate::args::{Cli, Command, FileArgs, LayoutArg, Size};
 use crate::lines::LineBatches;
 use crate::output::{self, print};
 use crate::{bench, progress};
@@ -22,9 +22,10 @@ pub(crate) async fn run(cli: Cli) -> Result<ExitCode> {
         .key
         .ok_or_else(|| anyhow!("missing --key KEY: the filter's key"))?;
     // Validate the configuration before any I/O.
-    let unconnected = sized(RedisBloom::builder(key), &cli.size)?.build(())?;
+    let builder = sized(RedisBloom::builder(key), &cli.size, cli.layout)?;
+    builder.clone().build(())?;
     let conn = connect(cli.url.as_deref().unwrap_or(DEFAULT_URL)).await?;
-    let bloom = RedisBloom::new(conn, unconnected.key(), unconnected.bits())?;
+    let bloom = builder.build(conn)?;
     let json = cli.json;
 
     match cli.command {
@@ -97,8 +98,15 @@ pub(crate) async fn run(cli: Cli) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn sized(builder: redbloom::Builder, size: &Size) -> Result<redbloom::Builder> {
+fn sized(builder: redbloom::Builder, size: &Size, layout: LayoutArg) -> Result<redbloom::Builder> {
+    let builder = match layout {
+        LayoutArg::Gozero => builder,
+        LayoutArg::Native => builder.layout(redbloom::Layout::Native),
+    };
     Ok(match (size.bits, size.capacity, size.fpr) {
+        (Some(_), None, None) if layout == LayoutArg::Native => {
+            bail!("--layout native is sized with --capacity N --fpr P, not --bits")
+        }
         (Some(bits), None, None) => builder.bits(bits),
         (None, Some(items), Some(fpr)) => builder.expected_items(items).false_positive_rate(fpr),
         _ => bail!("give the filter's size: --bits N, or --capacity N with --fpr P"),
@@ -146,7 +154,9 @@ async fn stream_file(bloom: &Bloom, args: &FileArgs, op: Op) -> Result<(u64, u64
     let started = Instant::now();
     let progress = progress::bar(size);
     let (tx, mut rx) = tokio::sync::mpsc::channel(args.pipeline as usize * 2);
-    let batch = args.batch as usize;
+    let batch = args
+        .batch
+        .map_or_else(|| bloom.bulk_batch_size(), |b| b as usize);
     // Reading runs on its own thread so that it overlaps with the round trips.
     let reader_thread = std::thread::spawn(move || {
         let mut batches = LineBatches::new(reader, batch);
