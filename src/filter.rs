@@ -176,14 +176,53 @@ impl<C> RedisBloom<C> {
         self.scratch_key.as_deref().filter(|_| dense)
     }
 
-    /// The parameters stored beside a native filter, as field/value pairs.
-    fn params(&self) -> [(&'static str, String); 4] {
-        [
-            ("layout", self.layout.name().to_owned()),
-            ("bits", self.bits.to_string()),
-            ("hashes", self.hashes.to_string()),
-            ("hash", "murmur3_x64_128".to_owned()),
-        ]
+    /// The parameters stored beside a native filter: `field=value` pairs.
+    fn fingerprint(&self) -> String {
+        format!(
+            "layout={} bits={} hashes={} hash=murmur3_x64_128",
+            self.layout.name(),
+            self.bits,
+            self.hashes
+        )
+    }
+
+    /// `SET params FINGERPRINT NX GET`, sent with every write of a native filter: it stores the
+    /// parameters again when they went away with the bits (a `clear`, an expiry) and tells
+    /// when another client has since stored different ones.
+    fn params_guard(&self) -> Option<redis::Cmd> {
+        let params_key = self.params_key.as_ref()?;
+        let mut cmd = redis::cmd("SET");
+        cmd.arg(params_key)
+            .arg(self.fingerprint())
+            .arg("NX")
+            .arg("GET");
+        Some(cmd)
+    }
+
+    /// The guard's reply: nothing was stored (now ours is), or what was stored must be ours.
+    fn check_guard(&self, reply: &Value) -> Result<()> {
+        match reply {
+            Value::Nil => Ok(()),
+            stored => {
+                let stored: String = redis::from_redis_value_ref(stored).map_err(unexpected)?;
+                self.compare_params(Some(stored))
+            }
+        }
+    }
+
+    /// `Ok` when `stored` equals this filter's parameters; `None` means bits without any.
+    fn compare_params(&self, stored: Option<String>) -> Result<()> {
+        let requested = self.fingerprint();
+        match stored {
+            Some(stored) if stored == requested => Ok(()),
+            stored => Err(Error::ParamsMismatch {
+                key: self.key.clone(),
+                stored: stored.unwrap_or_else(|| {
+                    "none (the key holds bits written without stored parameters)".to_owned()
+                }),
+                requested,
+            }),
+        }
     }
 
     fn redis_error(&self, err: redis::RedisError) -> Error {
@@ -267,42 +306,14 @@ where
             return Ok(());
         };
         let verify = || async {
-            let wanted = self.params();
-            let mut invocation = scripts::PARAMS.key(params_key);
-            invocation.key(&self.key);
-            for (field, value) in &wanted {
-                invocation.arg(field).arg(value);
-            }
-            let stored: Vec<String> = invocation
+            let stored: Option<String> = scripts::PARAMS
+                .key(params_key)
+                .key(&self.key)
+                .arg(self.fingerprint())
                 .invoke_async(&mut self.conn.clone())
                 .await
                 .map_err(|e| self.redis_error(e))?;
-            let stored: Vec<(&str, &str)> = stored
-                .chunks(2)
-                .filter_map(|pair| Some((pair.first()?.as_str(), pair.get(1)?.as_str())))
-                .collect();
-            let same = wanted.len() == stored.len()
-                && wanted
-                    .iter()
-                    .all(|(field, value)| stored.contains(&(*field, value.as_str())));
-            if same {
-                return Ok(());
-            }
-            let describe = |pairs: &mut dyn Iterator<Item = (&str, &str)>| {
-                pairs
-                    .map(|(f, v)| format!("{f}={v}"))
-                    .collect::<Vec<_>>()
-                    .join(" ")
-            };
-            Err(Error::ParamsMismatch {
-                key: self.key.clone(),
-                stored: if stored.is_empty() {
-                    "none (the key holds bits written without stored parameters)".to_owned()
-                } else {
-                    describe(&mut stored.iter().copied())
-                },
-                requested: describe(&mut wanted.iter().map(|(f, v)| (*f, v.as_str()))),
-            })
+            self.compare_params(stored)
         };
         self.shared.params_checked.get_or_try_init(verify).await?;
         Ok(())
@@ -317,9 +328,13 @@ where
             // One transaction: the bytes from before, the batch's bitmap into the scratch key,
             // the OR (sent as EVAL so that NOSCRIPT cannot happen inside EXEC), the scratch
             // key gone even if the OR failed.
-            let (old,): (Option<Vec<u8>>,) = redis::pipe()
-                .atomic()
-                .cmd("GET")
+            let mut pipe = redis::pipe();
+            pipe.atomic();
+            let guard = self.params_guard();
+            if let Some(guard) = &guard {
+                pipe.add_command(guard.clone());
+            }
+            pipe.cmd("GET")
                 .arg(&self.key)
                 .cmd("SET")
                 .arg(scratch)
@@ -333,26 +348,46 @@ where
                 .ignore()
                 .cmd("DEL")
                 .arg(scratch)
-                .ignore()
+                .ignore();
+            let mut replies: Vec<Value> = pipe
                 .query_async(&mut self.conn.clone())
                 .await
                 .map_err(|e| self.redis_error(e))?;
+            let old = replies.pop().unwrap_or(Value::Nil);
+            if guard.is_some() {
+                self.check_guard(replies.first().unwrap_or(&Value::Nil))?;
+            }
+            let old: Option<Vec<u8>> = redis::from_redis_value(old).map_err(unexpected)?;
             return Ok(dense::new_flags(old.unwrap_or_default(), &offsets, k));
         }
         match self.engine {
             Engine::Fast => {
-                let reply = self.query(bitfield::set(&self.key, &offsets)).await?;
+                let reply = self
+                    .query_guarded(bitfield::set(&self.key, &offsets))
+                    .await?;
                 fold(&reply, k, items.len(), Fold::AnyZero)
             }
-            Engine::Scripts if items.len() == 1 => {
+            Engine::Scripts => self.write_scripts(items.len(), &offsets).await,
+        }
+    }
+
+    /// The scripts engine's write: the guard first (a pipeline would not reload a script on
+    /// `NOSCRIPT`), then go-zero's set script or its batch form.
+    async fn write_scripts(&self, items: usize, offsets: &[u64]) -> Result<Vec<bool>> {
+        if let Some(guard) = self.params_guard() {
+            let reply: Value = self.query_as(&guard).await?;
+            self.check_guard(&reply)?;
+        }
+        match items {
+            1 => {
                 // go-zero's set script, replying 1 when a bit flipped.
-                let reply = self.script(&scripts::ADD, &offsets, false).await?;
+                let reply = self.script(&scripts::ADD, offsets, false).await?;
                 Ok(vec![reply == Value::Int(1)])
             }
-            Engine::Scripts => {
+            _ => {
                 // One flag per item, 1 when new.
-                let reply = self.script(&scripts::ADD_MANY, &offsets, true).await?;
-                fold(&reply, 1, items.len(), Fold::AllOne)
+                let reply = self.script(&scripts::ADD_MANY, offsets, true).await?;
+                fold(&reply, 1, items, Fold::AllOne)
             }
         }
     }
@@ -420,6 +455,21 @@ where
 
     async fn query(&self, cmd: redis::Cmd) -> Result<Value> {
         self.query_as(&cmd).await
+    }
+
+    /// Runs a write, with the parameters guard in the same round trip for a native filter.
+    async fn query_guarded(&self, cmd: redis::Cmd) -> Result<Value> {
+        let Some(guard) = self.params_guard() else {
+            return self.query(cmd).await;
+        };
+        let (stored, reply): (Value, Value) = redis::pipe()
+            .add_command(guard)
+            .add_command(cmd)
+            .query_async(&mut self.conn.clone())
+            .await
+            .map_err(|e| self.redis_error(e))?;
+        self.check_guard(&stored)?;
+        Ok(reply)
     }
 
     /// Runs `cmd`; `query_async` turns a server error reply into an `Err`.
@@ -509,6 +559,11 @@ where
 fn fold(reply: &Value, k: usize, items: usize, how: Fold) -> Result<Vec<bool>> {
     bitfield::fold(reply, k, items, how)
         .ok_or_else(|| Error::UnexpectedReply(format!("{reply:?} for {items} items of {k} bits")))
+}
+
+/// A reply of the wrong shape.
+fn unexpected(err: impl std::fmt::Display) -> Error {
+    Error::UnexpectedReply(err.to_string())
 }
 
 /// A server that does not know a command (here: `BITFIELD_RO` before Redis 6.2).
