@@ -42,7 +42,8 @@ return true
 
 type Outcome = (Vec<u64>, u64);
 
-#[tokio::main]
+// One thread, like `redbloom` itself, so both sides of a comparison run the same runtime.
+#[tokio::main(flavor = "current_thread")]
 async fn main() {
     let args: Vec<String> = std::env::args()
         .skip(1)

@@ -16,22 +16,45 @@
 /// server (and the scratch key's memory, as large as the filter, while the merge runs).
 pub(crate) const MAX_BYTES: u64 = 4 << 20;
 
-/// Whether a batch of `items` items with `hashes` bits each is cheaper dense than as `BITFIELD`
-/// on a filter of `bits` bits: the filter is at most [`MAX_BYTES`], and the batch's
-/// `BITFIELD` would carry several times as many bytes as the bitmap (each bit takes about 30
-/// bytes of arguments).
+/// The largest filter read whole for a check, in [`READ_CHUNK`] pieces: a read holds the
+/// server only while it copies one chunk, but every batch in flight holds a copy here.
+pub(crate) const MAX_READ_BYTES: u64 = 64 << 20;
+
+/// Bytes per `GETRANGE` of a dense read: about 0.25 ms of server time each.
+pub(crate) const READ_CHUNK: u64 = 4 << 20;
+
+/// Whether the batch's `BITFIELD` would carry several times as many bytes as the filter
+/// (each bit takes about 30 bytes of arguments).
+fn outweighs(bits: u64, items: usize, hashes: u32) -> bool {
+    items as u64 * u64::from(hashes) * 8 >= bits.div_ceil(8)
+}
+
+/// Whether adding a batch of `items` items with `hashes` bits each is cheaper dense than as
+/// `BITFIELD` on a filter of `bits` bits: the filter is at most [`MAX_BYTES`] and the batch
+/// outweighs it.
 pub(crate) fn worth_it(bits: u64, items: usize, hashes: u32) -> bool {
-    let bytes = bits.div_ceil(8);
-    bytes <= MAX_BYTES && items as u64 * u64::from(hashes) * 8 >= bytes
+    bits.div_ceil(8) <= MAX_BYTES && outweighs(bits, items, hashes)
+}
+
+/// Whether checking such a batch is cheaper by reading the filter: at most [`MAX_READ_BYTES`],
+/// and the batch outweighs it.
+pub(crate) fn read_worth_it(bits: u64, items: usize, hashes: u32) -> bool {
+    bits.div_ceil(8) <= MAX_READ_BYTES && outweighs(bits, items, hashes)
+}
+
+/// The `GETRANGE` byte ranges (inclusive) that read a filter of `bits` bits.
+pub(crate) fn read_ranges(bits: u64) -> impl Iterator<Item = (u64, u64)> {
+    let last = (bits - 1) / 8;
+    (0..=last / READ_CHUNK).map(move |i| (i * READ_CHUNK, ((i + 1) * READ_CHUNK - 1).min(last)))
 }
 
 /// A batch size for bulk loads and checks: large enough to take the dense path when the filter
 /// allows it, else 1,000 items per `BITFIELD`.
 pub(crate) fn batch_size(bits: u64, hashes: u32) -> usize {
     let bytes = bits.div_ceil(8);
-    if bytes <= MAX_BYTES {
+    if bytes <= MAX_READ_BYTES {
         // Twice the break-even, so that the last, partial batches stay dense too.
-        (bytes.div_ceil(8 * u64::from(hashes)) * 2).clamp(1_000, 200_000) as usize
+        (bytes.div_ceil(8 * u64::from(hashes)) * 2).clamp(1_000, 1_000_000) as usize
     } else {
         1_000
     }
@@ -121,6 +144,23 @@ mod tests {
     }
 
     #[test]
+    fn reads_cover_the_filter_in_chunks() {
+        assert_eq!(read_ranges(64).collect::<Vec<_>>(), [(0, 7)]);
+        let chunk = READ_CHUNK;
+        let ranges: Vec<_> = read_ranges(8 * (2 * chunk + 10)).collect();
+        assert_eq!(
+            ranges,
+            [
+                (0, chunk - 1),
+                (chunk, 2 * chunk - 1),
+                (2 * chunk, 2 * chunk + 9)
+            ]
+        );
+        let exact: Vec<_> = read_ranges(8 * chunk).collect();
+        assert_eq!(exact, [(0, chunk - 1)]);
+    }
+
+    #[test]
     fn dense_only_pays_on_small_filters_and_big_batches() {
         let mib = 8 << 20;
         assert!(worth_it(mib, 10_000, 14));
@@ -130,7 +170,12 @@ mod tests {
         );
         assert!(!worth_it(64 * mib, 1_000_000, 14), "past MAX_BYTES");
         assert!(worth_it(64, 1, 14));
-        assert_eq!(batch_size(64 * mib, 14), 1_000);
+        assert_eq!(batch_size(1024 * mib, 14), 1_000);
+        assert!(
+            !read_worth_it(1024 * mib, 10_000_000, 14),
+            "past MAX_READ_BYTES"
+        );
+        assert!(read_worth_it(64 * mib, 1_000_000, 14) && !read_worth_it(64 * mib, 10_000, 14));
         let batch = batch_size(11_000_000, 14);
         assert!(worth_it(11_000_000, batch, 14) && worth_it(11_000_000, batch / 2, 14));
     }

@@ -397,15 +397,18 @@ where
         self.check_params().await?;
         let offsets = self.offsets(items)?;
         let k = self.hashes as usize;
-        if self.dense_scratch(items.len()).is_some() {
-            let bitmap: Vec<u8> = self
-                .query_as(
-                    redis::cmd("GETRANGE")
-                        .arg(&self.key)
-                        .arg(0)
-                        .arg((self.bits - 1) / 8),
-                )
-                .await?;
+        if self.engine == Engine::Fast && dense::read_worth_it(self.bits, items.len(), self.hashes)
+        {
+            // The filter's bytes in chunks of a few MiB, one round trip.
+            let mut pipe = redis::pipe();
+            for (first, last) in dense::read_ranges(self.bits) {
+                pipe.cmd("GETRANGE").arg(&self.key).arg(first).arg(last);
+            }
+            let chunks: Vec<Vec<u8>> = pipe
+                .query_async(&mut self.conn.clone())
+                .await
+                .map_err(|e| self.redis_error(e))?;
+            let bitmap = chunks.concat();
             return Ok(dense::present(&bitmap, &offsets, k));
         }
         match self.engine {

@@ -438,3 +438,43 @@ async fn dense_calls_on_a_hash_are_wrong_type_and_leave_it_alone() {
         "scratch key left"
     );
 }
+
+#[tokio::test]
+async fn a_filter_larger_than_one_read_chunk_is_read_whole() {
+    let redis = common::redis().await;
+    let conn = redis.connection().await;
+    // 40,000,000 bits = 5,000,000 bytes: two GETRANGE chunks of at most 4 MiB; too large for the
+    // dense merge (4 MiB), so the adds go by BITFIELD and only the check is dense.
+    let bits = 40_000_000;
+    let fast = RedisBloom::new(conn.clone(), common::unique_key("chunked"), bits).unwrap();
+    let added: Vec<String> = (0..30_000).map(|i| format!("chunk-added:{i}")).collect();
+    for batch in added.chunks(1_000) {
+        fast.add_many(batch).await.unwrap();
+    }
+    let mut probes = added.clone();
+    probes.extend((0..30_000).map(|i| format!("chunk-absent:{i}")));
+    // 60,000 items x 14 bits x 8 >= 5,000,000 bytes: the dense read; 1,000 at a time: BITFIELD.
+    let dense = fast.exists_many(&probes).await.unwrap();
+    let mut by_bitfield = Vec::new();
+    for batch in probes.chunks(1_000) {
+        by_bitfield.extend(fast.exists_many(batch).await.unwrap());
+    }
+    assert_eq!(dense, by_bitfield);
+    assert!(dense[..30_000].iter().all(|p| *p), "no false negatives");
+    // Most added items have a bit in the second chunk: had it not been read (zeros), they would
+    // all read as absent.
+    let in_second_chunk = added
+        .iter()
+        .filter(|item| {
+            redbloom::gozero_locations(item.as_bytes(), bits)
+                .iter()
+                .any(|&o| o / 8 >= 4 << 20)
+        })
+        .count();
+    assert!(in_second_chunk > 20_000, "{in_second_chunk}");
+    let absent = dense[30_000..].iter().filter(|p| !**p).count();
+    assert!(
+        absent > 29_900,
+        "{absent} of 30,000 absent items read as absent"
+    );
+}

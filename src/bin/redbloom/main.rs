@@ -21,7 +21,9 @@ fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(err) => return usage_error(err),
     };
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
+    // One thread: the tool's work is round trips, and on a machine shared with Redis, handing
+    // replies between threads cost a third of the single-item throughput (BENCHMARKS.md).
+    let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
     {
