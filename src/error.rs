@@ -7,6 +7,10 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// Everything that can go wrong when using a [`RedisBloom`](crate::RedisBloom).
 ///
+/// `Display` says what went wrong in this crate's terms; the server's or the client library's
+/// own words are in [`source`](std::error::Error::source), so print the chain (for example
+/// `anyhow`'s `{:#}`) to see both.
+///
 /// Match on the variants to tell a caller's mistake ([`Error::InvalidConfig`],
 /// [`Error::OffsetOutOfRange`], [`Error::WrongType`]) from a passing fault worth retrying
 /// ([`Error::Timeout`], [`Error::Connection`]). Every variant that comes from Redis keeps the
@@ -55,11 +59,11 @@ pub enum Error {
     ///
     /// Adding is idempotent (setting a bit that is already 1 changes nothing), so retrying an
     /// `add` after a timeout is safe.
-    #[error("timed out waiting for Redis: {0}")]
+    #[error("timed out waiting for Redis")]
     Timeout(#[source] RedisError),
 
     /// The connection to Redis could not be made or was lost.
-    #[error("cannot reach Redis: {0}")]
+    #[error("cannot reach Redis")]
     Connection(#[source] RedisError),
 
     /// Redis answered something this crate did not expect (another program changed the key, or a
@@ -68,7 +72,7 @@ pub enum Error {
     UnexpectedReply(String),
 
     /// Any other error reported by Redis or by the client library.
-    #[error("redis error: {0}")]
+    #[error("Redis answered with an error")]
     Redis(#[source] RedisError),
 }
 

@@ -151,11 +151,18 @@ impl<C> RedisBloom<C> {
         self.engine
     }
 
-    /// Items per [`add_many`](RedisBloom::add_many) or [`exists_many`](RedisBloom::exists_many)
-    /// call that load or check fastest for this filter: large enough for the dense path on
-    /// filters of up to 4 MiB, else 1,000. What `redbloom load` and `check` use by default.
-    pub fn bulk_batch_size(&self) -> usize {
-        dense::batch_size(self.bits, self.hashes)
+    /// Items per [`add_many`](RedisBloom::add_many) call that load fastest: large enough for
+    /// the dense path on filters of up to 4 MiB, else 1,000. What `redbloom load` uses by
+    /// default.
+    pub fn bulk_add_batch_size(&self) -> usize {
+        dense::batch_size(self.bits, self.hashes, dense::MAX_BYTES)
+    }
+
+    /// Items per [`exists_many`](RedisBloom::exists_many) call that check fastest: large enough
+    /// to read the whole filter once on filters of up to 64 MiB, else 1,000. What
+    /// `redbloom check` uses by default.
+    pub fn bulk_check_batch_size(&self) -> usize {
+        dense::batch_size(self.bits, self.hashes, dense::MAX_READ_BYTES)
     }
 
     /// Every item's bit offsets, item after item, checked against the filter's size before

@@ -97,8 +97,8 @@ pub(crate) struct FileArgs {
     /// One item per line; "-" reads standard input.
     pub(crate) file: PathBuf,
 
-    /// Items per round trip [default: chosen for the filter's size: up to 200,000 when the
-    /// whole filter can travel at once (at most 4 MiB), else 1,000].
+    /// Items per round trip [default: chosen for the filter's size: large when the whole
+    /// filter can travel at once (adds: up to 4 MiB, checks: up to 64 MiB), else 1,000].
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     pub(crate) batch: Option<u64>,
 

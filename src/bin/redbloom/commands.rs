@@ -154,9 +154,11 @@ async fn stream_file(bloom: &Bloom, args: &FileArgs, op: Op) -> Result<(u64, u64
     let started = Instant::now();
     let progress = progress::bar(size);
     let (tx, mut rx) = tokio::sync::mpsc::channel(args.pipeline as usize * 2);
-    let batch = args
-        .batch
-        .map_or_else(|| bloom.bulk_batch_size(), |b| b as usize);
+    let batch = match (args.batch, op) {
+        (Some(batch), _) => batch as usize,
+        (None, Op::Add) => bloom.bulk_add_batch_size(),
+        (None, Op::Exists) => bloom.bulk_check_batch_size(),
+    };
     // Reading runs on its own thread so that it overlaps with the round trips.
     let reader_thread = std::thread::spawn(move || {
         let mut batches = LineBatches::new(reader, batch);
@@ -186,11 +188,13 @@ async fn stream_file(bloom: &Bloom, args: &FileArgs, op: Op) -> Result<(u64, u64
     while let Some(result) = calls.next().await {
         let (flags, bytes) = result?;
         let flags = flags.map_err(|err| {
+            // A timed-out batch may still be applied: only acknowledged items are counted.
             let done = match op {
-                Op::Add => "added",
+                Op::Add => "acknowledged as added",
                 Op::Exists => "checked",
             };
-            anyhow!(err).context(format!("{items} items {done} before this error"))
+            let err = crate::describe(&anyhow!(err));
+            anyhow!("{err} ({items} items {done} before the error)")
         })?;
         items += flags.len() as u64;
         hits += count(&flags);

@@ -32,7 +32,7 @@ fn main() -> ExitCode {
     };
     match runtime.block_on(commands::run(cli)) {
         Ok(code) => code,
-        Err(err) => fail(&format!("{err:#}")),
+        Err(err) => fail(&describe(&err)),
     }
 }
 
@@ -58,6 +58,19 @@ fn usage_error(err: clap::Error) -> ExitCode {
             fail(message)
         }
     }
+}
+
+/// The error and its causes on one line, each said once: redis-rs and the OS often give the
+/// same words at two levels ("timed out: timed out").
+pub(crate) fn describe(err: &anyhow::Error) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    for cause in err.chain() {
+        let text = cause.to_string();
+        if !parts.last().is_some_and(|last| last.ends_with(&text)) {
+            parts.push(text);
+        }
+    }
+    parts.join(": ")
 }
 
 fn fail(message: &str) -> ExitCode {
