@@ -5,9 +5,9 @@
 //! filter is small it is cheaper to read it once (`GETRANGE`) and test the bits here, or to send
 //! the batch's bits as one bitmap and OR it in: one `MULTI` with `GET` (the bytes from before),
 //! `SET` of a scratch key, `BITOP OR` (in a small script that keeps the TTL) and `DEL` of the
-//! scratch key. Measured on Redis 7.0.15 (BENCHMARKS.md): about 0.28 ms of server time per
-//! merge of a 1.4 MB filter and 1.2 ms at the 4 MiB limit, against about 3.9 ms for a
-//! `BITFIELD` of 1,000 go-zero items. The final bytes are those of `SETBIT`s of the same
+//! scratch key. Measured on Redis 7.0.15 (`scripts/server_cost.sh`, BENCHMARKS.md): 0.3 to
+//! 0.5 ms of server time per merge of a 1.4 MB filter and 1.2 to 3.1 ms at the 4 MiB limit,
+//! against about 4 ms for a `BITFIELD` of 1,000 go-zero items. The final bytes are those of `SETBIT`s of the same
 //! offsets, and "new" is computed from the bytes before the batch exactly as sequential
 //! `SETBIT`s would report it.
 
@@ -20,7 +20,7 @@ pub(crate) const MAX_BYTES: u64 = 4 << 20;
 /// server only while it copies one chunk, but every batch in flight holds a copy here.
 pub(crate) const MAX_READ_BYTES: u64 = 64 << 20;
 
-/// Bytes per `GETRANGE` of a dense read: about 0.25 ms of server time each.
+/// Bytes per `GETRANGE` of a dense read: 0.25 to 0.75 ms of server time each.
 pub(crate) const READ_CHUNK: u64 = 4 << 20;
 
 /// Whether the batch's `BITFIELD` would carry several times as many bytes as the filter
