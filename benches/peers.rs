@@ -23,22 +23,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-/// go-zero's set script (core/bloom/bloom.go), verbatim.
-const GOZERO_SET: &str = r#"
-for _, offset in ipairs(ARGV) do
-	redis.call("setbit", KEYS[1], offset, 1)
-end
-"#;
-
-/// go-zero's test script (core/bloom/bloom.go), verbatim.
-const GOZERO_TEST: &str = r#"
-for _, offset in ipairs(ARGV) do
-	if tonumber(redis.call("getbit", KEYS[1], offset)) == 0 then
-		return false
-	end
-end
-return true
-"#;
+#[path = "../tests/common/gozero.rs"]
+mod gozero;
 
 type Outcome = (Vec<u64>, u64);
 
@@ -70,9 +56,9 @@ async fn gozero(args: &[String]) -> Result<(), Error> {
     let (items, clients) = (args[4].parse::<u64>()?, args[5].parse::<u64>()?);
     let client = redis::Client::open(url.as_str())?;
     let script = Arc::new(redis::Script::new(if add {
-        GOZERO_SET
+        gozero::SET_SCRIPT
     } else {
-        GOZERO_TEST
+        gozero::TEST_SCRIPT
     }));
     let mut conns = Vec::new();
     for _ in 0..clients {

@@ -341,13 +341,6 @@ async fn errors_are_one_line_with_status_2() {
     assert!(stderr.contains("missing --key"), "{stderr}");
 }
 
-/// go-zero's set script (core/bloom/bloom.go), verbatim.
-const GOZERO_SET_SCRIPT: &str = r#"
-for _, offset in ipairs(ARGV) do
-	redis.call("setbit", KEYS[1], offset, 1)
-end
-"#;
-
 #[tokio::test]
 async fn cli_writes_the_same_bytes_as_gozero_for_the_spec_vectors() {
     let redis = common::redis().await;
@@ -387,7 +380,7 @@ async fn cli_writes_the_same_bytes_as_gozero_for_the_spec_vectors() {
     for (item, bits, locations) in vectors {
         let gozero_key = common::unique_key("gozero-vector");
         let offsets: Vec<String> = locations.iter().map(u64::to_string).collect();
-        let () = redis::Script::new(GOZERO_SET_SCRIPT)
+        let () = redis::Script::new(common::gozero::SET_SCRIPT)
             .key(&gozero_key)
             .arg(offsets)
             .invoke_async(&mut conn)

@@ -89,19 +89,6 @@ async fn strlen(conn: &mut MultiplexedConnection, key: &str) -> u64 {
         .unwrap()
 }
 
-async fn exists(conn: &mut MultiplexedConnection, key: &str) -> bool {
-    let n: i64 = redis::cmd("EXISTS")
-        .arg(key)
-        .query_async(conn)
-        .await
-        .unwrap();
-    n == 1
-}
-
-async fn pttl(conn: &mut MultiplexedConnection, key: &str) -> i64 {
-    redis::cmd("PTTL").arg(key).query_async(conn).await.unwrap()
-}
-
 /// Every key on the server whose name mentions the dense path's scratch suffix and `key`.
 async fn scratch_keys(conn: &mut MultiplexedConnection, key: &str) -> Vec<String> {
     let mut found = Vec::new();
@@ -353,7 +340,7 @@ async fn a_dense_merge_keeps_the_ttl() {
     let items = batch_items();
     let new = bloom.add_many(&items).await.unwrap();
     assert!(new[0], "the batch was written");
-    let ttl = pttl(&mut conn, bloom.key()).await;
+    let ttl = common::pttl(&mut conn, bloom.key()).await;
     assert!(
         (99_000..=100_000).contains(&ttl),
         "PTTL {ttl} ms after a dense merge, want 99..=100 s"
@@ -363,7 +350,7 @@ async fn a_dense_merge_keeps_the_ttl() {
     let persistent = filter(&conn, "dense-no-ttl", Engine::Fast).await;
     persistent.add("first").await.unwrap();
     persistent.add_many(&items).await.unwrap();
-    assert_eq!(pttl(&mut conn, persistent.key()).await, -1);
+    assert_eq!(common::pttl(&mut conn, persistent.key()).await, -1);
 }
 
 #[tokio::test]
@@ -377,13 +364,16 @@ async fn no_scratch_key_is_left_behind() {
     bloom.exists_many(&items).await.unwrap();
 
     let scratch = scratch_key(bloom.key());
-    assert!(!exists(&mut conn, &scratch).await, "{scratch} exists");
+    assert!(
+        !common::key_exists(&mut conn, &scratch).await,
+        "{scratch} exists"
+    );
     assert_eq!(
         scratch_keys(&mut conn, bloom.key()).await,
         Vec::<String>::new()
     );
     // The only key of this filter is its own.
-    assert!(exists(&mut conn, bloom.key()).await);
+    assert!(common::key_exists(&mut conn, bloom.key()).await);
 }
 
 #[tokio::test]
@@ -412,7 +402,7 @@ async fn dense_calls_on_a_hash_are_wrong_type_and_leave_it_alone() {
             .query_async(&mut conn)
             .await
             .unwrap();
-        (fields, kind, pttl(&mut conn, &key).await)
+        (fields, kind, common::pttl(&mut conn, &key).await)
     };
     let want = hash(conn.clone(), key.clone()).await;
     assert_eq!(want.1, "hash");
@@ -434,7 +424,7 @@ async fn dense_calls_on_a_hash_are_wrong_type_and_leave_it_alone() {
         "the hash changed"
     );
     assert!(
-        !exists(&mut conn, &scratch_key(&key)).await,
+        !common::key_exists(&mut conn, &scratch_key(&key)).await,
         "scratch key left"
     );
 }

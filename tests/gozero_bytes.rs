@@ -4,13 +4,6 @@ mod common;
 
 use redbloom::{Engine, RedisBloom};
 
-/// go-zero's set script (core/bloom/bloom.go), verbatim.
-const GOZERO_SET_SCRIPT: &str = r#"
-for _, offset in ipairs(ARGV) do
-	redis.call("setbit", KEYS[1], offset, 1)
-end
-"#;
-
 #[tokio::test]
 async fn hello_world_with_64_bits_gives_the_spec_bytes() {
     let redis = common::redis().await;
@@ -45,7 +38,7 @@ async fn every_write_path_matches_gozeros_own_script() {
                 .iter()
                 .map(u64::to_string)
                 .collect();
-            let () = redis::Script::new(GOZERO_SET_SCRIPT)
+            let () = redis::Script::new(common::gozero::SET_SCRIPT)
                 .key(&gozero_key)
                 .arg(offsets)
                 .invoke_async(&mut conn)

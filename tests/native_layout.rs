@@ -33,19 +33,6 @@ async fn hgetall(conn: &mut MultiplexedConnection, key: &str) -> HashMap<String,
         .collect()
 }
 
-async fn exists(conn: &mut MultiplexedConnection, key: &str) -> bool {
-    let n: i64 = redis::cmd("EXISTS")
-        .arg(key)
-        .query_async(conn)
-        .await
-        .unwrap();
-    n == 1
-}
-
-async fn pttl(conn: &mut MultiplexedConnection, key: &str) -> i64 {
-    redis::cmd("PTTL").arg(key).query_async(conn).await.unwrap()
-}
-
 fn stored_params(bits: u64, hashes: u32) -> HashMap<String, String> {
     [
         ("layout", "native-v1".to_owned()),
@@ -165,7 +152,7 @@ async fn parameters_are_stored_on_the_first_add() {
     let bloom = native(&key, 10_000, 5).build(conn.clone()).unwrap();
     let params = params_key(&key);
     assert!(
-        !exists(&mut conn, &params).await,
+        !common::key_exists(&mut conn, &params).await,
         "nothing before the first operation"
     );
 
@@ -188,7 +175,7 @@ async fn parameters_are_stored_on_the_first_add() {
         hgetall(&mut conn, &params_key(&key)).await,
         stored_params(64, 3)
     );
-    assert!(!exists(&mut conn, &key).await, "no bits yet");
+    assert!(!common::key_exists(&mut conn, &key).await, "no bits yet");
     // And a same-config client agrees.
     native(&key, 64, 3)
         .build(conn.clone())
@@ -247,7 +234,10 @@ async fn a_gozero_filter_is_not_taken_over() {
         let bloom = native(&key, bits, hashes).build(conn.clone()).unwrap();
         assert_every_op_mismatches(&bloom).await;
         assert_eq!(common::key_hex(&mut conn, &key).await, bytes);
-        assert!(!exists(&mut conn, &params_key(&key)).await, "params stored");
+        assert!(
+            !common::key_exists(&mut conn, &params_key(&key)).await,
+            "params stored"
+        );
     }
     assert!(gozero.exists("from-go").await.unwrap());
 }
@@ -263,13 +253,13 @@ async fn clear_deletes_both_keys_and_expire_sets_both_ttls() {
 
     assert!(bloom.expire(Duration::from_secs(100)).await.unwrap());
     for k in [&key, &params] {
-        let ttl = pttl(&mut conn, k).await;
+        let ttl = common::pttl(&mut conn, k).await;
         assert!((99_000..=100_000).contains(&ttl), "PTTL of {k}: {ttl}");
     }
 
     assert!(bloom.clear().await.unwrap());
-    assert!(!exists(&mut conn, &key).await);
-    assert!(!exists(&mut conn, &params).await);
+    assert!(!common::key_exists(&mut conn, &key).await);
+    assert!(!common::key_exists(&mut conn, &params).await);
     assert!(!bloom.clear().await.unwrap(), "nothing left to delete");
 
     // Anew, with other parameters.
@@ -314,7 +304,10 @@ async fn the_same_client_stores_its_parameters_again_after_expiry() {
     bloom.add("a").await.unwrap();
     assert!(bloom.expire(Duration::from_millis(50)).await.unwrap());
     tokio::time::sleep(Duration::from_millis(200)).await;
-    assert!(!exists(&mut conn, &key).await && !exists(&mut conn, &params_key(&key)).await);
+    assert!(
+        !common::key_exists(&mut conn, &key).await
+            && !common::key_exists(&mut conn, &params_key(&key)).await
+    );
 
     // A small batch (BITFIELD) and a dense one both bring the parameters back with the bits.
     assert!(bloom.add("b").await.unwrap());
@@ -349,13 +342,13 @@ async fn a_hash_tagged_key_keeps_its_tag() {
     bloom.add("a").await.unwrap();
     let params = format!("{key}:redbloom:params");
     assert_eq!(hgetall(&mut conn, &params).await, stored_params(10_000, 4));
-    assert!(!exists(&mut conn, &params_key(&key)).await);
+    assert!(!common::key_exists(&mut conn, &params_key(&key)).await);
 
     assert!(bloom.expire(Duration::from_secs(50)).await.unwrap());
-    let ttl = pttl(&mut conn, &params).await;
+    let ttl = common::pttl(&mut conn, &params).await;
     assert!((49_000..=50_000).contains(&ttl), "{ttl}");
     assert!(bloom.clear().await.unwrap());
-    assert!(!exists(&mut conn, &params).await);
+    assert!(!common::key_exists(&mut conn, &params).await);
 }
 
 #[tokio::test]

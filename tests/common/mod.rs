@@ -5,6 +5,7 @@
 //! 4. otherwise the test fails, saying how to get a Redis. No test is ever skipped.
 #![allow(dead_code)]
 
+pub mod gozero;
 pub mod server;
 
 use redis::aio::MultiplexedConnection;
@@ -107,4 +108,19 @@ pub async fn key_hex(conn: &mut MultiplexedConnection, key: &str) -> String {
         .iter()
         .map(|b| format!("{b:02x}"))
         .collect()
+}
+
+/// Whether `key` exists.
+pub async fn key_exists(conn: &mut MultiplexedConnection, key: &str) -> bool {
+    let n: i64 = redis::cmd("EXISTS")
+        .arg(key)
+        .query_async(conn)
+        .await
+        .unwrap();
+    n == 1
+}
+
+/// The key's `PTTL`: milliseconds, -1 without a TTL, -2 when missing.
+pub async fn pttl(conn: &mut MultiplexedConnection, key: &str) -> i64 {
+    redis::cmd("PTTL").arg(key).query_async(conn).await.unwrap()
 }

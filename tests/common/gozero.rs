@@ -1,0 +1,20 @@
+//! go-zero's `core/bloom` scripts (bloom.go), verbatim: the reference the tests compare against
+//! and the per-item pattern `benches/peers.rs` measures.
+#![allow(dead_code)]
+
+/// go-zero's set script: `SETBIT` of every offset in `ARGV`, in order; replies nil.
+pub const SET_SCRIPT: &str = r#"
+for _, offset in ipairs(ARGV) do
+	redis.call("setbit", KEYS[1], offset, 1)
+end
+"#;
+
+/// go-zero's test script: false (nil) at the first 0 bit, else true (1).
+pub const TEST_SCRIPT: &str = r#"
+for _, offset in ipairs(ARGV) do
+	if tonumber(redis.call("getbit", KEYS[1], offset)) == 0 then
+		return false
+	end
+end
+return true
+"#;
