@@ -79,7 +79,8 @@ impl<C> RedisBloom<C> {
         Self::with_layout(conn, key.into(), bits, Layout::GoZero, GOZERO_HASHES as u32)
     }
 
-    /// A filter in `layout` with `hashes` bits per item; the go-zero layout takes only 14.
+    /// A filter in `layout` with `hashes` bits per item (go-zero's layout takes only 14); what
+    /// [`new`](RedisBloom::new) and the [`Builder`] both come down to.
     pub(crate) fn with_layout(
         conn: C,
         key: String,
@@ -332,40 +333,7 @@ where
         let offsets = self.offsets(items)?;
         let k = self.hashes as usize;
         if let Some(scratch) = self.dense_scratch(items.len()) {
-            // One transaction: the bytes from before, the batch's bitmap into the scratch key,
-            // the OR (sent as EVAL so that NOSCRIPT cannot happen inside EXEC), the scratch
-            // key gone even if the OR failed.
-            let mut pipe = redis::pipe();
-            pipe.atomic();
-            let guard = self.params_guard();
-            if let Some(guard) = &guard {
-                pipe.add_command(guard.clone());
-            }
-            pipe.cmd("GET")
-                .arg(&self.key)
-                .cmd("SET")
-                .arg(scratch)
-                .arg(dense::bitmap(&offsets))
-                .ignore()
-                .cmd("EVAL")
-                .arg(scripts::MERGE)
-                .arg(2)
-                .arg(&self.key)
-                .arg(scratch)
-                .ignore()
-                .cmd("DEL")
-                .arg(scratch)
-                .ignore();
-            let mut replies: Vec<Value> = pipe
-                .query_async(&mut self.conn.clone())
-                .await
-                .map_err(|e| self.redis_error(e))?;
-            let old = replies.pop().unwrap_or(Value::Nil);
-            if guard.is_some() {
-                self.check_guard(replies.first().unwrap_or(&Value::Nil))?;
-            }
-            let old: Option<Vec<u8>> = redis::from_redis_value(old).map_err(unexpected)?;
-            return Ok(dense::new_flags(old.unwrap_or_default(), &offsets, k));
+            return self.merge(scratch, &offsets).await;
         }
         match self.engine {
             Engine::Fast => {
@@ -406,17 +374,7 @@ where
         let k = self.hashes as usize;
         if self.engine == Engine::Fast && dense::read_worth_it(self.bits, items.len(), self.hashes)
         {
-            // The filter's bytes in chunks of a few MiB, one round trip.
-            let mut pipe = redis::pipe();
-            for (first, last) in dense::read_ranges(self.bits) {
-                pipe.cmd("GETRANGE").arg(&self.key).arg(first).arg(last);
-            }
-            let chunks: Vec<Vec<u8>> = pipe
-                .query_async(&mut self.conn.clone())
-                .await
-                .map_err(|e| self.redis_error(e))?;
-            let bitmap = chunks.concat();
-            return Ok(dense::present(&bitmap, &offsets, k));
+            return Ok(dense::present(&self.read_whole().await?, &offsets, k));
         }
         match self.engine {
             Engine::Fast => {
@@ -434,6 +392,62 @@ where
                 fold(&reply, 1, items.len(), Fold::AllOne)
             }
         }
+    }
+
+    /// The dense add: the batch's bits as one bitmap ORed into the filter in one transaction;
+    /// "new" from the bytes before.
+    async fn merge(&self, scratch: &str, offsets: &[u64]) -> Result<Vec<bool>> {
+        // One transaction: the bytes from before, the batch's bitmap into the scratch key,
+        // the OR (sent as EVAL so that NOSCRIPT cannot happen inside EXEC), the scratch
+        // key gone even if the OR failed.
+        let mut pipe = redis::pipe();
+        pipe.atomic();
+        let guarded = self
+            .params_guard()
+            .map(|guard| pipe.add_command(guard))
+            .is_some();
+        pipe.cmd("GET")
+            .arg(&self.key)
+            .cmd("SET")
+            .arg(scratch)
+            .arg(dense::bitmap(offsets))
+            .ignore()
+            .cmd("EVAL")
+            .arg(scripts::MERGE)
+            .arg(2)
+            .arg(&self.key)
+            .arg(scratch)
+            .ignore()
+            .cmd("DEL")
+            .arg(scratch)
+            .ignore();
+        let mut replies: Vec<Value> = pipe
+            .query_async(&mut self.conn.clone())
+            .await
+            .map_err(|e| self.redis_error(e))?;
+        let old = replies.pop().unwrap_or(Value::Nil);
+        if guarded {
+            self.check_guard(replies.first().unwrap_or(&Value::Nil))?;
+        }
+        let old: Option<Vec<u8>> = redis::from_redis_value(old).map_err(unexpected)?;
+        Ok(dense::new_flags(
+            old.unwrap_or_default(),
+            offsets,
+            self.hashes as usize,
+        ))
+    }
+
+    /// The filter's bytes, in chunks of a few MiB, in one round trip (the dense check).
+    async fn read_whole(&self) -> Result<Vec<u8>> {
+        let mut pipe = redis::pipe();
+        for (first, last) in dense::read_ranges(self.bits) {
+            pipe.cmd("GETRANGE").arg(&self.key).arg(first).arg(last);
+        }
+        let chunks: Vec<Vec<u8>> = pipe
+            .query_async(&mut self.conn.clone())
+            .await
+            .map_err(|e| self.redis_error(e))?;
+        Ok(chunks.concat())
     }
 
     /// `BITFIELD_RO`, or plain `BITFIELD` once the server has said it lacks `BITFIELD_RO`.
