@@ -1,9 +1,9 @@
--- Stores a filter's parameters beside its bits the first time, and replies with what is stored,
--- so that every client can compare them with its own.
+-- Compares a filter's parameters with those stored beside its bits, storing them the first time.
 -- KEYS[1]: the parameters (a string, in the bits' cluster slot). KEYS[2]: the bits.
--- ARGV[1]: this client's parameters ("field=value field=value ...").
--- Reply: the stored parameters; nil when the bits exist without parameters (a filter written by
--- another program, e.g. go-zero), which the caller must not take over.
+-- ARGV[1]: this client's parameters ("field=value ..."). ARGV[2]: "1" to store them when the
+-- filter does not exist yet (a write), "0" to leave it so (a read).
+-- Reply: the stored parameters; "" when nothing exists yet and nothing was stored; nil when the
+-- bits exist without parameters (a filter written by another program, e.g. go-zero).
 local stored = redis.call("get", KEYS[1])
 if stored then
     return stored
@@ -11,5 +11,8 @@ end
 if redis.call("exists", KEYS[2]) == 1 then
     return false
 end
-redis.call("set", KEYS[1], ARGV[1])
-return ARGV[1]
+if ARGV[2] == "1" then
+    redis.call("set", KEYS[1], ARGV[1])
+    return ARGV[1]
+end
+return ""

@@ -2,9 +2,12 @@
 
 use crate::engine::Engine;
 use crate::error::{Error, Result};
+use crate::filter::Options;
 use crate::filter::RedisBloom;
 use crate::layout::Layout;
+use crate::retry::Retry;
 use crate::sizing::{bits_for_fixed_k, optimal_bits, optimal_hashes, MAX_BITS};
+use std::time::Duration;
 
 /// Builds a [`RedisBloom`]: either from a size in bits, or from the number of items you expect
 /// and the false-positive rate you accept (SPEC.md §2, with go-zero's k = 14).
@@ -31,6 +34,7 @@ pub struct Builder {
     layout: Layout,
     hashes: Option<u32>,
     engine: Engine,
+    options: Options,
 }
 
 impl Builder {
@@ -43,6 +47,7 @@ impl Builder {
             layout: Layout::default(),
             hashes: None,
             engine: Engine::default(),
+            options: Options::default(),
         }
     }
 
@@ -86,6 +91,31 @@ impl Builder {
     /// The commands the filter uses. Defaults to [`Engine::Fast`].
     pub fn engine(mut self, engine: Engine) -> Self {
         self.engine = engine;
+        self
+    }
+
+    /// The most any one call may take, retries included; past it the call fails with
+    /// [`Error::Deadline`]. Defaults to no limit beyond the connection's own response timeout
+    /// (redis-rs: 500 ms per command by default).
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.options.timeout = Some(timeout);
+        self
+    }
+
+    /// Retries after passing faults (timeouts, lost connections, a server loading its data).
+    /// Defaults to [`Retry::none`]. Use a reconnecting connection such as
+    /// [`ConnectionManager`](redis::aio::ConnectionManager) so that a retry can succeed.
+    pub fn retry(mut self, retry: Retry) -> Self {
+        self.options.retry = retry;
+        self
+    }
+
+    /// After every write, waits (`WAIT`) until `replicas` replicas have it, for at most
+    /// `timeout`, and fails with [`Error::NotReplicated`] when fewer confirm: for filters whose
+    /// adds must survive a failover. `WAIT` holds the connection, so calls sharing it queue
+    /// behind. Defaults to not waiting.
+    pub fn wait_for_replicas(mut self, replicas: u32, timeout: Duration) -> Self {
+        self.options.replicas = Some((replicas, timeout));
         self
     }
 
@@ -136,9 +166,15 @@ impl Builder {
                 ))
             }
         };
+        if self.options.timeout == Some(Duration::ZERO) {
+            return Err(Error::InvalidConfig(
+                "the timeout must be longer than zero".into(),
+            ));
+        }
         Ok(
             RedisBloom::with_layout(conn, self.key, bits, self.layout, hashes)?
-                .with_engine(self.engine),
+                .with_engine(self.engine)
+                .with_options(self.options),
         )
     }
 }

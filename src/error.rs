@@ -62,6 +62,31 @@ pub enum Error {
     #[error("timed out waiting for Redis")]
     Timeout(#[source] RedisError),
 
+    /// The call did not finish within the filter's
+    /// [`timeout`](crate::Builder::timeout), retries included.
+    #[error("no answer within {0:?}")]
+    Deadline(std::time::Duration),
+
+    /// The user has no permission for a command or key (Redis ACL `NOPERM`): grant the filter's
+    /// commands (see the README) on its keys.
+    #[error("permission denied by the server's ACL (NOPERM)")]
+    NoPermission(#[source] RedisError),
+
+    /// Redis refused a write because it reached `maxmemory` (`OOM`); nothing of that call was
+    /// written.
+    #[error("Redis is out of memory (OOM: used memory > maxmemory); the write was refused")]
+    OutOfMemory(#[source] RedisError),
+
+    /// Fewer replicas than asked for by [`Builder::wait_for_replicas`](crate::Builder::wait_for_replicas)
+    /// confirmed a write in time. The write is on the primary; a failover now may lose it.
+    #[error("only {acked} of {wanted} replicas confirmed the write in time")]
+    NotReplicated {
+        /// Replicas that confirmed.
+        acked: u32,
+        /// Replicas asked for.
+        wanted: u32,
+    },
+
     /// The connection to Redis could not be made or was lost.
     #[error("cannot reach Redis")]
     Connection(#[source] RedisError),
@@ -84,14 +109,25 @@ impl Error {
                 key: key.to_owned(),
                 source: err,
             }
+        } else if has_server_code(&err, "NOPERM") {
+            Error::NoPermission(err)
+        } else if has_server_code(&err, "OOM") {
+            Error::OutOfMemory(err)
         } else {
             Self::from(err)
         }
     }
 
-    /// True for faults of the network or server that may pass: timeouts and lost connections.
+    /// True for faults of the network or server that may pass: timeouts, lost connections, a
+    /// server still loading its data after a restart. [`Retry`](crate::Retry) retries these.
     pub fn is_transient(&self) -> bool {
-        matches!(self, Error::Timeout(_) | Error::Connection(_))
+        match self {
+            Error::Timeout(_) | Error::Connection(_) => true,
+            Error::Redis(err) => {
+                has_server_code(err, "LOADING") || has_server_code(err, "TRYAGAIN")
+            }
+            _ => false,
+        }
     }
 }
 

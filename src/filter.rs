@@ -7,14 +7,15 @@ use crate::error::{Error, Result};
 use crate::hash::GOZERO_HASHES;
 use crate::info::{FilterInfo, KeyTtl};
 use crate::layout::Layout;
+use crate::retry::{self, Retry};
+use crate::scripts::{self, LuaScript};
 use crate::sizing::{current_fpr, estimate_items, MAX_BITS};
-use crate::{dense, keys, scripts};
+use crate::{dense, keys};
 use redis::aio::ConnectionLike;
 use redis::Value;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::OnceCell;
 
 /// The most bits per item a filter may use: far beyond any useful rate (k = 64 is a rate of
 /// about 1e-20), and a bound on the work one item can ask of the server.
@@ -53,8 +54,10 @@ pub struct RedisBloom<C> {
     hashes: u32,
     layout: Layout,
     engine: Engine,
-    /// Where a native filter's parameters live; `None` for the go-zero layout.
+    /// Where the filter's parameters live; `None` for a go-zero filter whose key allows no
+    /// sidecar (it then goes unguarded, as go-zero's own filters do).
     params_key: Option<String>,
+    options: Options,
     /// The dense path's scratch key; `None` when the key's name allows no sidecar.
     scratch_key: Option<String>,
     shared: Arc<Shared>,
@@ -65,8 +68,20 @@ pub struct RedisBloom<C> {
 struct Shared {
     /// Set once the server has answered that it has no `BITFIELD_RO` (Redis < 6.2).
     no_bitfield_ro: AtomicBool,
-    /// Set once the stored parameters have been found equal to this filter's.
-    params_checked: OnceCell<()>,
+    /// Set once the stored parameters have been found equal to this filter's; cleared by
+    /// [`RedisBloom::clear`].
+    params_checked: AtomicBool,
+}
+
+/// How calls wait, retry and confirm; set by the [`Builder`].
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Options {
+    /// The most one call may take, retries included.
+    pub(crate) timeout: Option<Duration>,
+    /// Retries after passing faults.
+    pub(crate) retry: Retry,
+    /// Replicas that must confirm every write, and how long to wait for them.
+    pub(crate) replicas: Option<(u32, Duration)>,
 }
 
 impl<C> RedisBloom<C> {
@@ -104,7 +119,7 @@ impl<C> RedisBloom<C> {
             )));
         }
         let params_key = match layout {
-            Layout::GoZero => None,
+            Layout::GoZero => keys::sidecar(&key, "redbloom:params").ok(),
             Layout::Native => Some(keys::sidecar(&key, "redbloom:params")?),
         };
         Ok(RedisBloom {
@@ -116,6 +131,7 @@ impl<C> RedisBloom<C> {
             layout,
             engine: Engine::default(),
             params_key,
+            options: Options::default(),
             shared: Arc::default(),
         })
     }
@@ -124,6 +140,11 @@ impl<C> RedisBloom<C> {
     #[must_use]
     pub fn with_engine(mut self, engine: Engine) -> Self {
         self.engine = engine;
+        self
+    }
+
+    pub(crate) fn with_options(mut self, options: Options) -> Self {
+        self.options = options;
         self
     }
 
@@ -198,6 +219,9 @@ impl<C> RedisBloom<C> {
     /// parameters again when they went away with the bits (a `clear`, an expiry) and tells
     /// when another client has since stored different ones.
     fn params_guard(&self) -> Option<redis::Cmd> {
+        if self.layout != Layout::Native {
+            return None;
+        }
         let params_key = self.params_key.as_ref()?;
         let mut cmd = redis::cmd("SET");
         cmd.arg(params_key)
@@ -262,7 +286,8 @@ where
     /// native filter's stored parameters differ from this one's; [`Error::Timeout`] and
     /// [`Error::Connection`] for network faults; [`Error::Redis`] for other server errors.
     pub async fn add(&self, item: impl AsRef<[u8]>) -> Result<bool> {
-        let new = self.write(&[item]).await?;
+        let items = [item.as_ref()];
+        let new = self.call(|| self.write(&items)).await?;
         Ok(new[0])
     }
 
@@ -272,7 +297,8 @@ where
     /// # Errors
     /// As for [`add`](RedisBloom::add).
     pub async fn exists(&self, item: impl AsRef<[u8]>) -> Result<bool> {
-        let present = self.read(&[item]).await?;
+        let items = [item.as_ref()];
+        let present = self.call(|| self.read(&items)).await?;
         Ok(present[0])
     }
 
@@ -286,7 +312,7 @@ where
         if items.is_empty() {
             return Ok(Vec::new());
         }
-        self.write(items).await
+        self.call(|| self.write(items)).await
     }
 
     /// Checks every item in one round trip; the result for each item, in input order, means
@@ -298,38 +324,90 @@ where
         if items.is_empty() {
             return Ok(Vec::new());
         }
-        self.read(items).await
+        self.call(|| self.read(items)).await
     }
 
-    /// Checks a native filter's stored parameters against this filter's now (storing them if
-    /// the filter is new), instead of on the first operation. Does nothing for go-zero's
-    /// layout, which stores nothing.
+    /// Checks the parameters stored beside the filter against this client's now (storing them
+    /// when the filter is new), instead of on the first operation.
+    ///
+    /// Both layouts store their parameters (`layout`, `bits`, `hashes`) beside the bits, so
+    /// that a client with another size gets [`Error::ParamsMismatch`] instead of wrong answers.
+    /// A go-zero filter written by go-zero itself has none; it opens with whatever bits the
+    /// client gives, as in go-zero. A native filter must have them.
     ///
     /// # Errors
-    /// [`Error::ParamsMismatch`] when they differ, or when the key holds bits without stored
-    /// parameters (a filter written by another program); otherwise as for
-    /// [`add`](RedisBloom::add).
+    /// [`Error::ParamsMismatch`] when they differ, or for a native filter over bits without
+    /// parameters; otherwise as for [`add`](RedisBloom::add).
     pub async fn check_params(&self) -> Result<()> {
+        self.call(|| self.ensure_params(true)).await
+    }
+
+    /// The parameters check, once per client (again after [`clear`](RedisBloom::clear));
+    /// `write` lets it store them on a new filter.
+    async fn ensure_params(&self, write: bool) -> Result<()> {
         let Some(params_key) = &self.params_key else {
             return Ok(());
         };
-        let verify = || async {
-            let stored: Option<String> = scripts::PARAMS
-                .key(params_key)
-                .key(&self.key)
-                .arg(self.fingerprint())
-                .invoke_async(&mut self.conn.clone())
-                .await
-                .map_err(|e| self.redis_error(e))?;
-            self.compare_params(stored)
+        if self.shared.params_checked.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        let stored: Result<Option<String>> = scripts::PARAMS
+            .invoke(
+                &mut self.conn.clone(),
+                &[params_key, &self.key],
+                &[&self.fingerprint(), &(if write { "1" } else { "0" })],
+            )
+            .await
+            .map_err(|e| self.redis_error(e));
+        let checked = match (self.layout, stored) {
+            // Nothing exists yet, and a read stores nothing: check again next time.
+            (_, Ok(Some(stored))) if stored.is_empty() => false,
+            (_, Ok(Some(stored))) => self.compare_params(Some(stored)).map(|()| true)?,
+            // go-zero's own filters carry no parameters.
+            (Layout::GoZero, Ok(None)) => true,
+            (Layout::Native, Ok(None)) => return self.compare_params(None),
+            // A user allowed the bits but not the check's script: go-zero's layout does without.
+            (Layout::GoZero, Err(Error::NoPermission(_))) => true,
+            (_, Err(err)) => return Err(err),
         };
-        self.shared.params_checked.get_or_try_init(verify).await?;
+        self.shared.params_checked.store(checked, Ordering::Release);
+        Ok(())
+    }
+
+    /// Runs one call under the filter's timeout and retry policy.
+    async fn call<T, F, Fut>(&self, attempt: F) -> Result<T>
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = Result<T>>,
+    {
+        retry::run(self.options.retry, self.options.timeout, attempt).await
+    }
+
+    /// `WAIT` for the replicas the filter asks for, after a write.
+    async fn confirm(&self) -> Result<()> {
+        let Some((wanted, timeout)) = self.options.replicas else {
+            return Ok(());
+        };
+        let millis = u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX);
+        let acked: u32 = self
+            .query_as(redis::cmd("WAIT").arg(wanted).arg(millis))
+            .await?;
+        if acked < wanted {
+            return Err(Error::NotReplicated { acked, wanted });
+        }
         Ok(())
     }
 
     /// Sets every item's bits; true for each item one of whose bits flipped.
     async fn write<T: AsRef<[u8]>>(&self, items: &[T]) -> Result<Vec<bool>> {
-        self.check_params().await?;
+        self.ensure_params(true).await?;
+        let new = self.write_bits(items).await?;
+        self.confirm().await?;
+        Ok(new)
+    }
+
+    /// The write itself, by the engine's commands or the dense path.
+    async fn write_bits<T: AsRef<[u8]>>(&self, items: &[T]) -> Result<Vec<bool>> {
         let offsets = self.offsets(items)?;
         let k = self.hashes as usize;
         if let Some(scratch) = self.dense_scratch(items.len()) {
@@ -369,7 +447,7 @@ where
 
     /// Reads every item's bits; true for each item whose bits are all set.
     async fn read<T: AsRef<[u8]>>(&self, items: &[T]) -> Result<Vec<bool>> {
-        self.check_params().await?;
+        self.ensure_params(false).await?;
         let offsets = self.offsets(items)?;
         let k = self.hashes as usize;
         if self.engine == Engine::Fast && dense::read_worth_it(self.bits, items.len(), self.hashes)
@@ -413,7 +491,7 @@ where
             .arg(dense::bitmap(offsets))
             .ignore()
             .cmd("EVAL")
-            .arg(scripts::MERGE)
+            .arg(scripts::MERGE.source())
             .arg(2)
             .arg(&self.key)
             .arg(scratch)
@@ -465,16 +543,16 @@ where
     }
 
     /// Runs a script on the filter's key; the batch scripts take k before the offsets.
-    async fn script(&self, script: &redis::Script, offsets: &[u64], batch: bool) -> Result<Value> {
-        let mut invocation = script.key(&self.key);
-        if batch {
-            invocation.arg(self.hashes);
-        }
-        invocation
-            .arg(offsets)
-            .invoke_async(&mut self.conn.clone())
-            .await
-            .map_err(|e| self.redis_error(e))
+    async fn script(&self, script: &LuaScript, offsets: &[u64], batch: bool) -> Result<Value> {
+        let mut conn = self.conn.clone();
+        let reply = if batch {
+            script
+                .invoke(&mut conn, &[&self.key], &[&self.hashes, &offsets])
+                .await
+        } else {
+            script.invoke(&mut conn, &[&self.key], &[&offsets]).await
+        };
+        reply.map_err(|e| self.redis_error(e))
     }
 
     async fn query(&self, cmd: redis::Cmd) -> Result<Value> {
@@ -508,7 +586,11 @@ where
     /// # Errors
     /// As for [`add`](RedisBloom::add).
     pub async fn info(&self) -> Result<FilterInfo> {
-        self.check_params().await?;
+        self.call(|| self.info_once()).await
+    }
+
+    async fn info_once(&self) -> Result<FilterInfo> {
+        self.ensure_params(false).await?;
         let last_byte = (self.bits - 1) / 8;
         let (bits_set, bytes, pttl): (u64, u64, i64) = redis::pipe()
             .atomic()
@@ -542,6 +624,11 @@ where
     /// # Errors
     /// [`Error::Timeout`], [`Error::Connection`] or [`Error::Redis`].
     pub async fn clear(&self) -> Result<bool> {
+        self.call(|| self.clear_once()).await
+    }
+
+    async fn clear_once(&self) -> Result<bool> {
+        self.shared.params_checked.store(false, Ordering::Release);
         let mut pipe = redis::pipe();
         pipe.atomic().cmd("DEL").arg(&self.key);
         if let Some(params_key) = &self.params_key {
@@ -566,6 +653,10 @@ where
             .ok()
             .filter(|ms| *ms < i64::MAX / 2)
             .ok_or_else(|| Error::InvalidConfig(format!("a TTL of {ttl:?} is too long")))?;
+        self.call(|| self.expire_once(millis)).await
+    }
+
+    async fn expire_once(&self, millis: i64) -> Result<bool> {
         let mut pipe = redis::pipe();
         pipe.atomic().cmd("PEXPIRE").arg(&self.key).arg(millis);
         if let Some(params_key) = &self.params_key {

@@ -12,6 +12,7 @@ mod hash;
 mod info;
 mod keys;
 mod layout;
+mod retry;
 mod scripts;
 mod sizing;
 
@@ -23,6 +24,7 @@ pub use self::{
     hash::{gozero_locations, murmur3_x64_128, sum64, GOZERO_HASHES},
     info::{FilterInfo, KeyTtl},
     layout::{native_locations, Layout},
+    retry::Retry,
     sizing::{
         bits_for_fixed_k, current_fpr, estimate_items, expected_fpr, optimal_bits, optimal_hashes,
         MAX_BITS,

@@ -1,33 +1,134 @@
 //! The Lua scripts, embedded from `lua/` and hashed once: go-zero's set and test scripts and
-//! their batch forms (the [`Engine::Scripts`](crate::Engine::Scripts) engine), the native
-//! layout's parameter check, and the dense path's merge.
+//! their batch forms (the [`Engine::Scripts`](crate::Engine::Scripts) engine), the parameters
+//! check, and the dense path's merge.
 //!
-//! Each is sent as `EVALSHA` and, when the server answers `NOSCRIPT` (after a restart or a
-//! `SCRIPT FLUSH`), loaded and sent again: that is what [`redis::Script::invoke_async`] does.
-//! The filter's key always travels in `KEYS[1]`, so the scripts are cluster-safe.
+//! A script goes as `EVALSHA`; when the server answers `NOSCRIPT` (after a restart, a failover
+//! or a `SCRIPT FLUSH`), it goes again as `EVAL` with its source, which cannot fail that way and
+//! caches it for the next `EVALSHA`. (redis-rs's `Script` loads and retries `EVALSHA`, which a
+//! concurrent `SCRIPT FLUSH` can beat.) Keys always travel in `KEYS[]`, so the scripts are
+//! cluster-safe.
 
-use redis::Script;
+use redis::aio::ConnectionLike;
+use redis::{Cmd, FromRedisValue, RedisResult, ToRedisArgs};
 use std::sync::LazyLock;
 
-/// go-zero's set script, replying whether any bit flipped.
-pub(crate) static ADD: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../lua/add.lua")));
+/// A Lua script and its SHA1.
+pub(crate) struct LuaScript {
+    source: &'static str,
+    sha: LazyLock<String>,
+}
 
-/// go-zero's test script, verbatim.
-pub(crate) static EXISTS: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../lua/exists.lua")));
+impl LuaScript {
+    const fn new(source: &'static str, sha: fn() -> String) -> Self {
+        LuaScript {
+            source,
+            sha: LazyLock::new(sha),
+        }
+    }
 
-/// The set script over a batch of items, one reply per item.
-pub(crate) static ADD_MANY: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../lua/add_many.lua")));
+    /// The source, for `EVAL` inside a transaction (where `NOSCRIPT` could not be retried).
+    pub(crate) fn source(&self) -> &'static str {
+        self.source
+    }
 
-/// The test script over a batch of items, one reply per item.
-pub(crate) static EXISTS_MANY: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../lua/exists_many.lua")));
+    /// Runs the script on `keys` with `args` (each a separate `ARGV` entry, or several for a
+    /// slice).
+    pub(crate) async fn invoke<T, C>(
+        &self,
+        conn: &mut C,
+        keys: &[&str],
+        args: &[&dyn Arg],
+    ) -> RedisResult<T>
+    where
+        T: FromRedisValue,
+        C: ConnectionLike,
+    {
+        match self
+            .command("EVALSHA", &self.sha, keys, args)
+            .query_async(conn)
+            .await
+        {
+            Err(err)
+                if err.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) =>
+            {
+                self.command("EVAL", self.source, keys, args)
+                    .query_async(conn)
+                    .await
+            }
+            reply => reply,
+        }
+    }
 
-/// Stores a native filter's parameters the first time and replies with what is stored.
-pub(crate) static PARAMS: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../lua/params.lua")));
+    fn command(&self, name: &str, script: &str, keys: &[&str], args: &[&dyn Arg]) -> Cmd {
+        let mut cmd = redis::cmd(name);
+        cmd.arg(script).arg(keys.len()).arg(keys);
+        for arg in args {
+            arg.write(&mut cmd);
+        }
+        cmd
+    }
+}
 
-/// The dense path's OR of a batch's bitmap into the filter, sent as `EVAL` inside a `MULTI`.
-pub(crate) const MERGE: &str = include_str!("../lua/merge.lua");
+/// One argument, or a slice of them, for [`LuaScript::invoke`].
+pub(crate) trait Arg: Sync {
+    fn write(&self, cmd: &mut Cmd);
+}
+
+impl<T: ToRedisArgs + Sync> Arg for T {
+    fn write(&self, cmd: &mut Cmd) {
+        cmd.arg(self);
+    }
+}
+
+macro_rules! script {
+    ($(#[$doc:meta])* $name:ident = $file:literal) => {
+        $(#[$doc])*
+        pub(crate) static $name: LuaScript = LuaScript::new(include_str!($file), || {
+            redis::Script::new(include_str!($file)).get_hash().to_owned()
+        });
+    };
+}
+
+script!(
+    /// go-zero's set script, replying whether any bit flipped.
+    ADD = "../lua/add.lua"
+);
+script!(
+    /// go-zero's test script, verbatim.
+    EXISTS = "../lua/exists.lua"
+);
+script!(
+    /// The set script over a batch of items, one reply per item.
+    ADD_MANY = "../lua/add_many.lua"
+);
+script!(
+    /// The test script over a batch of items, one reply per item.
+    EXISTS_MANY = "../lua/exists_many.lua"
+);
+script!(
+    /// Compares the parameters stored beside a filter with a client's, storing them first.
+    PARAMS = "../lua/params.lua"
+);
+script!(
+    /// The dense path's OR of a batch's bitmap into the filter, sent as `EVAL` inside a `MULTI`.
+    MERGE = "../lua/merge.lua"
+);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn evalsha_carries_keys_then_arguments() {
+        let offsets: &[u64] = &[3, 4];
+        let cmd = ADD.command("EVALSHA", &ADD.sha, &["f"], &[&offsets]);
+        let packed = String::from_utf8(cmd.get_packed_command()).unwrap();
+        let want = format!(
+            "*6\r\n$7\r\nEVALSHA\r\n$40\r\n{}\r\n$1\r\n1\r\n$1\r\nf\r\n$1\r\n3\r\n$1\r\n4\r\n",
+            *ADD.sha
+        );
+        assert_eq!(packed, want);
+        assert_eq!(ADD.sha.len(), 40);
+        assert!(MERGE.source().contains("bitop"));
+    }
+}

@@ -33,11 +33,15 @@ impl TestRedis {
         self.private.as_mut()
     }
 
-    /// A new multiplexed connection.
+    /// A new multiplexed connection. Its response timeout is 10 s, not redis-rs's 500 ms: big
+    /// reference batches through go-zero's scripts take a few hundred ms, more on a loaded CI
+    /// machine. Tests of timeouts make their own connections.
     pub async fn connection(&self) -> MultiplexedConnection {
+        let config = redis::AsyncConnectionConfig::new()
+            .set_response_timeout(Some(std::time::Duration::from_secs(10)));
         redis::Client::open(self.url.as_str())
             .expect("valid URL")
-            .get_multiplexed_async_connection()
+            .get_multiplexed_async_connection_with_config(&config)
             .await
             .unwrap_or_else(|err| panic!("cannot connect to {}: {err}", self.url))
     }

@@ -31,6 +31,20 @@ pub(crate) struct Cli {
     #[arg(long, global = true, value_enum, default_value_t = LayoutArg::Gozero)]
     pub(crate) layout: LayoutArg,
 
+    /// Seconds to wait for a connection or a reply before the attempt counts as failed.
+    #[arg(long, global = true, value_name = "SECONDS", default_value_t = 5.0, value_parser = positive_seconds)]
+    pub(crate) timeout: f64,
+
+    /// Seconds a call keeps retrying (reconnecting, with backoff) after a lost connection or a
+    /// timeout before the command gives up; 0 never retries.
+    #[arg(long, global = true, value_name = "SECONDS", default_value_t = 30.0, value_parser = seconds)]
+    pub(crate) retry_for: f64,
+
+    /// After every write, wait until N replicas have it (Redis WAIT, up to --timeout) and fail
+    /// when fewer confirm.
+    #[arg(long, global = true, value_name = "N")]
+    pub(crate) wait_replicas: Option<u32>,
+
     /// Print one line of JSON instead of text.
     #[arg(long, global = true)]
     pub(crate) json: bool,
@@ -131,4 +145,22 @@ pub(crate) struct BenchArgs {
 pub(crate) enum BenchOp {
     Add,
     Exists,
+}
+
+/// A number of seconds, 0 or more (at most a day).
+fn seconds(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(secs) if (0.0..=86_400.0).contains(&secs) => Ok(secs),
+        _ => Err(format!(
+            "expected seconds between 0 and 86400, not {text:?}"
+        )),
+    }
+}
+
+/// A number of seconds above 0.
+fn positive_seconds(text: &str) -> Result<f64, String> {
+    match seconds(text)? {
+        secs if secs > 0.0 => Ok(secs),
+        _ => Err("expected more than 0 seconds".to_owned()),
+    }
 }

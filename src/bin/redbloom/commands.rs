@@ -7,14 +7,15 @@ use crate::{bench, progress};
 use anyhow::{anyhow, bail, Context, Result};
 use futures_util::StreamExt;
 use redbloom::RedisBloom;
-use redis::aio::MultiplexedConnection;
+use redbloom::Retry;
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use std::ffi::OsString;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 const DEFAULT_URL: &str = "redis://127.0.0.1:6379";
 
-type Bloom = RedisBloom<MultiplexedConnection>;
+type Bloom = RedisBloom<ConnectionManager>;
 
 /// Checks the flags, connects, runs the command and prints its report; returns the exit status.
 pub(crate) async fn run(cli: Cli) -> Result<ExitCode> {
@@ -22,9 +23,14 @@ pub(crate) async fn run(cli: Cli) -> Result<ExitCode> {
         .key
         .ok_or_else(|| anyhow!("missing --key KEY: the filter's key"))?;
     // Validate the configuration before any I/O.
-    let builder = sized(RedisBloom::builder(key), &cli.size, cli.layout)?;
+    let timeout = Duration::from_secs_f64(cli.timeout);
+    let mut builder = sized(RedisBloom::builder(key), &cli.size, cli.layout)?
+        .retry(Retry::for_duration(Duration::from_secs_f64(cli.retry_for)));
+    if let Some(replicas) = cli.wait_replicas {
+        builder = builder.wait_for_replicas(replicas, timeout);
+    }
     builder.clone().build(())?;
-    let conn = connect(cli.url.as_deref().unwrap_or(DEFAULT_URL)).await?;
+    let conn = connect(cli.url.as_deref().unwrap_or(DEFAULT_URL), timeout).await?;
     let bloom = builder.build(conn)?;
     let json = cli.json;
 
@@ -113,12 +119,20 @@ fn sized(builder: redbloom::Builder, size: &Size, layout: LayoutArg) -> Result<r
     })
 }
 
-/// Connects to `url`; errors name the server's address, never the URL's password.
-async fn connect(url: &str) -> Result<MultiplexedConnection> {
+/// Connects to `url` with a connection that reconnects by itself after a lost connection (the
+/// filter's retries then succeed once the server is back); errors name the server's address,
+/// never the URL's password.
+async fn connect(url: &str, timeout: Duration) -> Result<ConnectionManager> {
     let client = redis::Client::open(url).map_err(|err| anyhow!("invalid --url: {err}"))?;
     let addr = client.get_connection_info().addr().to_string();
+    let config = ConnectionManagerConfig::new()
+        .set_connection_timeout(Some(timeout))
+        .set_response_timeout(Some(timeout))
+        // Reconnection attempts per lost connection; the filter's retry budget bounds the rest.
+        .set_number_of_retries(2)
+        .set_max_delay(Duration::from_secs(1));
     client
-        .get_multiplexed_async_connection()
+        .get_connection_manager_with_config(config)
         .await
         .map_err(|err| anyhow!("cannot connect to Redis at {addr}: {err}"))
 }

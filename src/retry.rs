@@ -1,0 +1,177 @@
+//! Bounded retries with backoff for passing faults, and a deadline for every call.
+
+use crate::error::{Error, Result};
+use std::future::Future;
+use std::time::Duration;
+use tokio::time::Instant;
+
+/// How long a call keeps retrying after a passing fault ([`Error::Timeout`] or
+/// [`Error::Connection`]: a lost connection, a restarting server), and how long it waits
+/// between tries (doubling from `first_delay` up to `max_delay`).
+///
+/// Retrying is safe for every operation: checks read, and adds only set bits to 1, which is
+/// idempotent. After a retried add, its "new" flag may be `false` for an item the lost attempt
+/// had already added.
+///
+/// ```
+/// use std::time::Duration;
+/// let policy = redbloom::Retry::for_duration(Duration::from_secs(30));
+/// assert_eq!(policy.budget, Duration::from_secs(30));
+/// assert_eq!(redbloom::Retry::default(), redbloom::Retry::none());
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Retry {
+    /// No retry starts once this long has passed since the call began.
+    pub budget: Duration,
+    /// The wait before the first retry.
+    pub first_delay: Duration,
+    /// The longest wait between two tries.
+    pub max_delay: Duration,
+}
+
+impl Retry {
+    /// Never retry. The default.
+    pub const fn none() -> Self {
+        Retry {
+            budget: Duration::ZERO,
+            first_delay: Duration::ZERO,
+            max_delay: Duration::ZERO,
+        }
+    }
+
+    /// Retry for up to `budget`, waiting 50 ms, then twice as long each time, at most 1 s.
+    pub const fn for_duration(budget: Duration) -> Self {
+        Retry {
+            budget,
+            first_delay: Duration::from_millis(50),
+            max_delay: Duration::from_secs(1),
+        }
+    }
+}
+
+impl Default for Retry {
+    fn default() -> Self {
+        Retry::none()
+    }
+}
+
+/// Runs `attempt` until it succeeds, fails for good, or `policy`'s budget is spent; with a
+/// `timeout`, no attempt runs past `timeout` after the start and the call fails with
+/// [`Error::Timeout`]-like [`Error::Deadline`] then.
+pub(crate) async fn run<T, F, Fut>(
+    policy: Retry,
+    timeout: Option<Duration>,
+    mut attempt: F,
+) -> Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T>>,
+{
+    let started = Instant::now();
+    let deadline = timeout.map(|timeout| started + timeout);
+    let mut delay = policy.first_delay;
+    loop {
+        let result = match deadline {
+            Some(deadline) => tokio::time::timeout_at(deadline, attempt())
+                .await
+                .unwrap_or_else(|_| Err(Error::Deadline(timeout.unwrap_or_default()))),
+            None => attempt().await,
+        };
+        let err = match result {
+            Err(err) if err.is_transient() => err,
+            done => return done,
+        };
+        let retry_at = Instant::now() + delay;
+        let within_budget = retry_at.duration_since(started) < policy.budget;
+        let before_deadline = deadline.is_none_or(|deadline| retry_at < deadline);
+        if !(within_budget && before_deadline) {
+            return Err(err);
+        }
+        tokio::time::sleep_until(retry_at).await;
+        delay = (delay * 2).min(policy.max_delay);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicU32, Ordering};
+
+    fn lost() -> Error {
+        Error::Connection(redis::RedisError::from(std::io::Error::from(
+            std::io::ErrorKind::ConnectionReset,
+        )))
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn retries_passing_faults_within_the_budget() {
+        let tries = AtomicU32::new(0);
+        let policy = Retry::for_duration(Duration::from_secs(5));
+        let result = run(policy, None, || async {
+            match tries.fetch_add(1, Ordering::Relaxed) {
+                0..=2 => Err(lost()),
+                _ => Ok(7),
+            }
+        })
+        .await;
+        assert_eq!(result.unwrap(), 7);
+        assert_eq!(tries.load(Ordering::Relaxed), 4);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn gives_up_when_the_budget_is_spent() {
+        let tries = AtomicU32::new(0);
+        let started = Instant::now();
+        let policy = Retry::for_duration(Duration::from_secs(3));
+        let result: Result<()> = run(policy, None, || async {
+            tries.fetch_add(1, Ordering::Relaxed);
+            Err(lost())
+        })
+        .await;
+        assert!(matches!(result, Err(Error::Connection(_))));
+        // 50 + 100 + 200 + 400 + 800 + 1000 ms = 2.55 s; the next would start past 3 s.
+        assert_eq!(tries.load(Ordering::Relaxed), 7);
+        assert!(started.elapsed() < Duration::from_secs(3));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn never_retries_lasting_errors_or_without_a_policy() {
+        let tries = AtomicU32::new(0);
+        let policy = Retry::for_duration(Duration::from_secs(5));
+        let result: Result<()> = run(policy, None, || async {
+            tries.fetch_add(1, Ordering::Relaxed);
+            Err(Error::InvalidConfig("no".into()))
+        })
+        .await;
+        assert!(matches!(result, Err(Error::InvalidConfig(_))));
+        let result: Result<()> = run(Retry::none(), None, || async {
+            tries.fetch_add(1, Ordering::Relaxed);
+            Err(lost())
+        })
+        .await;
+        assert!(matches!(result, Err(Error::Connection(_))));
+        assert_eq!(tries.load(Ordering::Relaxed), 2);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_deadline_bounds_the_whole_call() {
+        let started = Instant::now();
+        let policy = Retry::for_duration(Duration::from_secs(60));
+        let result: Result<()> = run(policy, Some(Duration::from_secs(2)), || async {
+            tokio::time::sleep(Duration::from_millis(700)).await;
+            Err(lost())
+        })
+        .await;
+        assert!(result.is_err());
+        assert!(
+            started.elapsed() <= Duration::from_secs(2),
+            "{:?}",
+            started.elapsed()
+        );
+        let hung: Result<()> = run(Retry::none(), Some(Duration::from_secs(1)), || async {
+            std::future::pending().await
+        })
+        .await;
+        assert!(matches!(hung, Err(Error::Deadline(_))), "{hung:?}");
+    }
+}
