@@ -33,6 +33,11 @@ impl TestRedis {
         self.private.as_mut()
     }
 
+    /// The private server's URL, when the tests run one (not with `REDIS_URL` or Docker).
+    pub fn private_server_url(&self) -> Option<String> {
+        self.private.as_ref().map(RedisServer::url)
+    }
+
     /// A new multiplexed connection. Its response timeout is 10 s, not redis-rs's 500 ms: big
     /// reference batches through go-zero's scripts take a few hundred ms, more on a loaded CI
     /// machine. Tests of timeouts make their own connections.

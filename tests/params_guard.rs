@@ -1,0 +1,95 @@
+//! The parameters guard for the go-zero layout: a filter created by redbloom stores its size,
+//! and a client with another size gets `Error::ParamsMismatch`; a filter written by go-zero
+//! (nothing stored) still opens with whatever bits the client gives.
+
+mod common;
+
+use redbloom::{Error, RedisBloom};
+
+fn params_key(key: &str) -> String {
+    format!("{{{key}}}:redbloom:params")
+}
+
+#[tokio::test]
+async fn another_size_is_refused() {
+    let redis = common::redis().await;
+    let mut conn = redis.connection().await;
+    let key = common::unique_key("guard");
+    let first = RedisBloom::new(conn.clone(), &key, 1 << 16).unwrap();
+    // A read of a new filter stores nothing.
+    assert!(!first.exists("x").await.unwrap());
+    assert!(!common::key_exists(&mut conn, &params_key(&key)).await);
+    assert!(first.add("x").await.unwrap());
+    let stored: String = redis::cmd("GET")
+        .arg(params_key(&key))
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(
+        stored,
+        "layout=gozero bits=65536 hashes=14 hash=murmur3_x64_128"
+    );
+
+    let before = common::key_hex(&mut conn, &key).await;
+    let other = RedisBloom::new(conn.clone(), &key, 1 << 17).unwrap();
+    for (op, result) in [
+        ("add", other.add("y").await.map(|_| ())),
+        ("exists", other.exists("x").await.map(|_| ())),
+        ("add_many", other.add_many(&["y", "z"]).await.map(|_| ())),
+        ("info", other.info().await.map(|_| ())),
+    ] {
+        match result {
+            Err(Error::ParamsMismatch {
+                key: k,
+                stored,
+                requested,
+            }) => {
+                assert_eq!(k, key, "{op}");
+                assert!(
+                    stored.contains("bits=65536") && requested.contains("bits=131072"),
+                    "{op}"
+                );
+            }
+            other => panic!("{op}: {other:?}"),
+        }
+    }
+    assert_eq!(
+        common::key_hex(&mut conn, &key).await,
+        before,
+        "the refused client wrote nothing"
+    );
+
+    // After clear, the filter may be created anew with another size.
+    assert!(first.clear().await.unwrap());
+    assert!(!common::key_exists(&mut conn, &params_key(&key)).await);
+    let fresh = RedisBloom::new(conn.clone(), &key, 1 << 17).unwrap();
+    assert!(fresh.add("y").await.unwrap());
+    assert!(matches!(
+        first.add("x").await,
+        Err(Error::ParamsMismatch { .. })
+    ));
+}
+
+#[tokio::test]
+async fn a_filter_written_by_gozero_opens_with_explicit_bits() {
+    let redis = common::redis().await;
+    let mut conn = redis.connection().await;
+    let key = common::unique_key("legacy");
+    // What go-zero leaves after adding "hello" and "world" to a 64-bit filter (SPEC.md §1).
+    let bytes = [0xa5u8, 0x2c, 0x9b, 0x5a, 0xa0, 0x0a, 0x14];
+    let () = redis::cmd("SET")
+        .arg(&key)
+        .arg(&bytes[..])
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+
+    let right = RedisBloom::new(conn.clone(), &key, 64).unwrap();
+    assert!(right.exists("hello").await.unwrap() && right.exists("world").await.unwrap());
+    assert!(!right.add("hello").await.unwrap());
+    // Nothing is stored for a filter go-zero made, so no client claims it with its size...
+    assert!(!common::key_exists(&mut conn, &params_key(&key)).await);
+    // ...and one with other bits opens it too, as in go-zero (it reads other offsets).
+    let other = RedisBloom::new(conn.clone(), &key, 128).unwrap();
+    assert!(other.exists("hello").await.is_ok());
+}

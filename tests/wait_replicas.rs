@@ -1,0 +1,99 @@
+//! The durability option: with `wait_for_replicas`, a write succeeds only once replicas have it,
+//! and fails with `Error::NotReplicated` when they do not confirm in time.
+
+mod common;
+
+use common::server::RedisServer;
+use redbloom::{Error, RedisBloom};
+use std::time::{Duration, Instant};
+
+async fn connection(url: &str) -> redis::aio::MultiplexedConnection {
+    redis::Client::open(url)
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn writes_wait_for_a_replica() {
+    let primary = RedisServer::start().expect("redis-server on PATH");
+    let port = primary.port().to_string();
+    let replica = RedisServer::start_with(&[
+        "--save",
+        "",
+        "--appendonly",
+        "no",
+        "--replicaof",
+        "127.0.0.1",
+        &port,
+    ])
+    .unwrap();
+    let mut replica_conn = connection(&replica.url()).await;
+    // Wait for the replica to be in sync.
+    let started = Instant::now();
+    loop {
+        let info: String = redis::cmd("INFO")
+            .arg("replication")
+            .query_async(&mut replica_conn)
+            .await
+            .unwrap();
+        if info.contains("master_link_status:up") {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "replica never synced: {info}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    let key = common::unique_key("durable");
+    let bloom = RedisBloom::builder(&key)
+        .bits(1 << 20)
+        .wait_for_replicas(1, Duration::from_secs(5))
+        .build(connection(&primary.url()).await)
+        .unwrap();
+    assert!(bloom.add("durable-1").await.unwrap());
+    let items: Vec<String> = (0..5_000).map(|i| format!("durable-batch:{i}")).collect();
+    bloom.add_many(&items).await.unwrap();
+
+    // Acknowledged means on the replica: a filter read there finds everything at once.
+    let on_replica = RedisBloom::new(replica_conn, &key, 1 << 20).unwrap();
+    assert!(on_replica.exists("durable-1").await.unwrap());
+    assert!(on_replica
+        .exists_many(&items)
+        .await
+        .unwrap()
+        .iter()
+        .all(|p| *p));
+}
+
+#[tokio::test]
+async fn writes_fail_when_no_replica_confirms() {
+    let primary = RedisServer::start().expect("redis-server on PATH");
+    let bloom = RedisBloom::builder(common::unique_key("not-durable"))
+        .bits(1 << 20)
+        .wait_for_replicas(1, Duration::from_millis(200))
+        .build(connection(&primary.url()).await)
+        .unwrap();
+    let started = Instant::now();
+    let err = bloom.add("lonely").await.expect_err("no replica");
+    assert!(
+        matches!(
+            err,
+            Error::NotReplicated {
+                acked: 0,
+                wanted: 1
+            }
+        ),
+        "{err:?}"
+    );
+    assert!(started.elapsed() < Duration::from_secs(2));
+    assert_eq!(
+        err.to_string(),
+        "only 0 of 1 replicas confirmed the write in time"
+    );
+    // The write itself is on the primary; reads do not wait.
+    assert!(bloom.exists("lonely").await.unwrap());
+}
