@@ -109,7 +109,7 @@ impl Error {
                 key: key.to_owned(),
                 source: err,
             }
-        } else if has_server_code(&err, "NOPERM") {
+        } else if has_server_code(&err, "NOPERM") || is_script_acl_refusal(&err) {
             Error::NoPermission(err)
         } else if has_server_code(&err, "OOM") {
             Error::OutOfMemory(err)
@@ -131,14 +131,37 @@ impl Error {
     }
 }
 
-/// Whether the server answered `code`, directly or for any command of a pipeline or transaction
-/// (redis-rs wraps those in one error whose own `code()` is `None`).
+/// Every server error in `err`, as (code, detail): itself, or each command's of a pipeline or
+/// transaction (redis-rs wraps those in one error whose own `code()` is `None`).
+fn server_errors(err: &RedisError) -> Vec<(String, String)> {
+    let detail = |d: Option<&str>| d.unwrap_or_default().to_owned();
+    let mut errors: Vec<(String, String)> = err
+        .clone()
+        .into_server_errors()
+        .map(|errors| {
+            errors
+                .iter()
+                .map(|(_, e)| (e.code().to_owned(), detail(e.details())))
+                .collect()
+        })
+        .unwrap_or_default();
+    if let Some(code) = err.code() {
+        errors.push((code.to_owned(), detail(err.detail())));
+    }
+    errors
+}
+
+/// Whether the server answered `code`, directly or for any command of a pipeline or transaction.
 fn has_server_code(err: &RedisError, code: &str) -> bool {
-    err.code() == Some(code)
-        || err
-            .clone()
-            .into_server_errors()
-            .is_some_and(|errors| errors.iter().any(|(_, e)| e.code() == code))
+    server_errors(err).iter().any(|(c, _)| c == code)
+}
+
+/// Inside a script, Redis 7 reports an ACL refusal as `ERR The user executing the script can't
+/// run this command ...` (or `... can't access at least one of the keys ...`), not `NOPERM`.
+fn is_script_acl_refusal(err: &RedisError) -> bool {
+    server_errors(err).iter().any(|(code, detail)| {
+        code == "ERR" && detail.starts_with("The user executing the script can't")
+    })
 }
 
 impl From<RedisError> for Error {

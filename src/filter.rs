@@ -68,6 +68,9 @@ pub struct RedisBloom<C> {
 struct Shared {
     /// Set once the server has answered that it has no `BITFIELD_RO` (Redis < 6.2).
     no_bitfield_ro: AtomicBool,
+    /// Set once the ACL has refused the dense merge (its scratch key or its commands): adds
+    /// then go by `BITFIELD` only.
+    no_merge: AtomicBool,
     /// Set once the stored parameters have been found equal to this filter's; cleared by
     /// [`RedisBloom::clear`].
     params_checked: AtomicBool,
@@ -201,7 +204,9 @@ impl<C> RedisBloom<C> {
 
     /// The scratch key when a batch of `items` is cheaper as a whole bitmap.
     fn dense_scratch(&self, items: usize) -> Option<&str> {
-        let dense = self.engine == Engine::Fast && dense::worth_it(self.bits, items, self.hashes);
+        let dense = self.engine == Engine::Fast
+            && !self.shared.no_merge.load(Ordering::Relaxed)
+            && dense::worth_it(self.bits, items, self.hashes);
         self.scratch_key.as_deref().filter(|_| dense)
     }
 
@@ -411,7 +416,12 @@ where
         let offsets = self.offsets(items)?;
         let k = self.hashes as usize;
         if let Some(scratch) = self.dense_scratch(items.len()) {
-            return self.merge(scratch, &offsets).await;
+            match self.merge(scratch, &offsets).await {
+                // A user granted the filter's key but not the scratch key or the merge's
+                // commands: the same write by BITFIELD.
+                Err(Error::NoPermission(_)) => self.shared.no_merge.store(true, Ordering::Relaxed),
+                done => return done,
+            }
         }
         match self.engine {
             Engine::Fast => {

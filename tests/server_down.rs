@@ -109,7 +109,7 @@ async fn the_cli_exits_2_with_the_acknowledged_count() {
     for i in 0..200_000 {
         writeln!(big, "down-item:{i}").unwrap();
     }
-    let mut load = Command::new(assert_cmd::cargo::cargo_bin("redbloom"))
+    let load = Command::new(assert_cmd::cargo::cargo_bin("redbloom"))
         .env_remove("REDIS_URL")
         .args([
             "--url",

@@ -16,6 +16,8 @@ pub struct RedisServer {
     port: u16,
     dir: tempfile::TempDir,
     extra: Vec<String>,
+    /// Listening for TLS only (`--port 0 --tls-port PORT`).
+    tls: bool,
 }
 
 impl RedisServer {
@@ -28,6 +30,17 @@ impl RedisServer {
 
     /// Starts `redis-server` with extra configuration arguments (`--name value` pairs).
     pub fn start_with(extra: &[&str]) -> std::io::Result<Self> {
+        Self::start_mode(extra, false)
+    }
+
+    /// Starts `redis-server` listening for TLS only (`--port 0 --tls-port PORT`); `extra` must
+    /// give its certificate files (`--tls-cert-file`, `--tls-key-file`, `--tls-ca-cert-file`).
+    /// Ready once the port accepts a TCP connection (a plain `PING` cannot pass TLS).
+    pub fn start_tls(extra: &[&str]) -> std::io::Result<Self> {
+        Self::start_mode(extra, true)
+    }
+
+    fn start_mode(extra: &[&str], tls: bool) -> std::io::Result<Self> {
         let mut server = RedisServer {
             child: None,
             port: 0,
@@ -35,6 +48,7 @@ impl RedisServer {
                 .prefix("redbloom-redis-")
                 .tempdir()?,
             extra: extra.iter().map(|s| s.to_string()).collect(),
+            tls,
         };
         // A port found free can be taken before the server binds it: try a few.
         let mut attempts = 0;
@@ -49,9 +63,10 @@ impl RedisServer {
         }
     }
 
-    /// `redis://127.0.0.1:PORT`.
+    /// `redis://127.0.0.1:PORT` (`rediss://` for a TLS server).
     pub fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}", self.port)
+        let scheme = if self.tls { "rediss" } else { "redis" };
+        format!("{scheme}://127.0.0.1:{}", self.port)
     }
 
     /// The server's TCP port.
@@ -80,8 +95,14 @@ impl RedisServer {
 
     fn spawn(&mut self) -> std::io::Result<()> {
         let log: PathBuf = self.dir.path().join("redis.log");
+        let port = self.port.to_string();
+        let ports: &[&str] = match self.tls {
+            false => &["--port", &port],
+            true => &["--port", "0", "--tls-port", &port],
+        };
         let mut child = Command::new("redis-server")
-            .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
+            .args(ports)
+            .args(["--bind", "127.0.0.1"])
             .args(["--dir", &self.dir.path().to_string_lossy()])
             .args(["--logfile", &log.to_string_lossy()])
             .args(&self.extra)
@@ -91,7 +112,11 @@ impl RedisServer {
             .spawn()?;
         let deadline = Instant::now() + Duration::from_secs(10);
         while Instant::now() < deadline {
-            if ping(self.port) {
+            let ready = match self.tls {
+                false => ping(self.port),
+                true => TcpStream::connect(("127.0.0.1", self.port)).is_ok(),
+            };
+            if ready {
                 self.child = Some(child);
                 return Ok(());
             }

@@ -19,6 +19,11 @@ pub(crate) struct Cli {
     )]
     pub(crate) url: Option<String>,
 
+    /// PEM file of the CA that signed the server's certificate, trusted instead of the system's
+    /// CAs for a rediss:// URL (a private CA, or a self-signed server certificate).
+    #[arg(long, global = true, value_name = "FILE")]
+    pub(crate) tls_ca: Option<PathBuf>,
+
     /// The filter's key (required).
     #[arg(long, global = true, value_name = "KEY")]
     pub(crate) key: Option<String>,

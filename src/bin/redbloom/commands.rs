@@ -1,6 +1,7 @@
 //! Runs one parsed command line against Redis.
 
 use crate::args::{Cli, Command, FileArgs, LayoutArg, Size};
+use crate::connect::connect;
 use crate::lines::LineBatches;
 use crate::output::{self, print};
 use crate::{bench, progress};
@@ -8,7 +9,7 @@ use anyhow::{anyhow, bail, Context, Result};
 use futures_util::StreamExt;
 use redbloom::RedisBloom;
 use redbloom::Retry;
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::aio::ConnectionManager;
 use std::ffi::OsString;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
@@ -30,7 +31,8 @@ pub(crate) async fn run(cli: Cli) -> Result<ExitCode> {
         builder = builder.wait_for_replicas(replicas, timeout);
     }
     builder.clone().build(())?;
-    let conn = connect(cli.url.as_deref().unwrap_or(DEFAULT_URL), timeout).await?;
+    let url = cli.url.as_deref().unwrap_or(DEFAULT_URL);
+    let conn = connect(url, cli.tls_ca.as_deref(), timeout).await?;
     let bloom = builder.build(conn)?;
     let json = cli.json;
 
@@ -117,24 +119,6 @@ fn sized(builder: redbloom::Builder, size: &Size, layout: LayoutArg) -> Result<r
         (None, Some(items), Some(fpr)) => builder.expected_items(items).false_positive_rate(fpr),
         _ => bail!("give the filter's size: --bits N, or --capacity N with --fpr P"),
     })
-}
-
-/// Connects to `url` with a connection that reconnects by itself after a lost connection (the
-/// filter's retries then succeed once the server is back); errors name the server's address,
-/// never the URL's password.
-async fn connect(url: &str, timeout: Duration) -> Result<ConnectionManager> {
-    let client = redis::Client::open(url).map_err(|err| anyhow!("invalid --url: {err}"))?;
-    let addr = client.get_connection_info().addr().to_string();
-    let config = ConnectionManagerConfig::new()
-        .set_connection_timeout(Some(timeout))
-        .set_response_timeout(Some(timeout))
-        // Reconnection attempts per lost connection; the filter's retry budget bounds the rest.
-        .set_number_of_retries(2)
-        .set_max_delay(Duration::from_secs(1));
-    client
-        .get_connection_manager_with_config(config)
-        .await
-        .map_err(|err| anyhow!("cannot connect to Redis at {addr}: {err}"))
 }
 
 fn raw_items(items: &[OsString]) -> Vec<Vec<u8>> {

@@ -5,6 +5,7 @@
 mod args;
 mod bench;
 mod commands;
+mod connect;
 mod lines;
 mod output;
 mod progress;
