@@ -53,21 +53,14 @@ fn names_oom(text: &str) -> bool {
     text.contains("OOM") || text.contains("maxmemory")
 }
 
-/// An out-of-memory refusal is a server error: not a caller's mistake, not a network fault.
+/// An out-of-memory refusal is `Error::OutOfMemory`: not a caller's mistake, not a network
+/// fault, and not retried.
 fn assert_oom(err: &Error, what: &str) {
     assert!(
-        !matches!(
-            err,
-            Error::InvalidConfig(_)
-                | Error::OffsetOutOfRange { .. }
-                | Error::WrongType { .. }
-                | Error::ParamsMismatch { .. }
-                | Error::UnexpectedReply(_)
-                | Error::Timeout(_)
-                | Error::Connection(_)
-        ),
+        matches!(err, Error::OutOfMemory(_)),
         "{what}: an OOM refusal reported as {err:?}"
     );
+    assert!(!err.is_transient(), "{what}");
     let text = chain(err);
     assert!(
         names_oom(&text),
