@@ -1,6 +1,7 @@
 //! Runs one parsed command line against Redis.
 
-use crate::args::{Cli, Command, FileArgs, LayoutArg, Size};
+use crate::args::{Cli, Command, FileArgs};
+use crate::config;
 use crate::connect::connect;
 use crate::lines::LineBatches;
 use crate::output::{self, print};
@@ -8,7 +9,6 @@ use crate::{bench, progress};
 use anyhow::{anyhow, bail, Context, Result};
 use futures_util::StreamExt;
 use redbloom::RedisBloom;
-use redbloom::Retry;
 use redis::aio::ConnectionManager;
 use std::ffi::OsString;
 use std::process::ExitCode;
@@ -20,19 +20,10 @@ type Bloom = RedisBloom<ConnectionManager>;
 
 /// Checks the flags, connects, runs the command and prints its report; returns the exit status.
 pub(crate) async fn run(cli: Cli) -> Result<ExitCode> {
-    let key = cli
-        .key
-        .ok_or_else(|| anyhow!("missing --key KEY: the filter's key"))?;
-    // Validate the configuration before any I/O.
-    let timeout = Duration::from_secs_f64(cli.timeout);
-    let mut builder = sized(RedisBloom::builder(key), &cli.size, cli.layout)?
-        .retry(Retry::for_duration(Duration::from_secs_f64(cli.retry_for)));
-    if let Some(replicas) = cli.wait_replicas {
-        builder = builder.wait_for_replicas(replicas, timeout);
-    }
-    builder.clone().build(())?;
+    // The configuration is checked before any I/O.
+    let builder = config::builder(&cli)?;
     let url = cli.url.as_deref().unwrap_or(DEFAULT_URL);
-    let conn = connect(url, cli.tls_ca.as_deref(), timeout).await?;
+    let conn = connect(url, cli.tls_ca.as_deref(), config::timeout(&cli)).await?;
     let bloom = builder.build(conn)?;
     let json = cli.json;
 
@@ -104,21 +95,6 @@ pub(crate) async fn run(cli: Cli) -> Result<ExitCode> {
         Command::Bench(args) => print(&bench::run(bloom, &args).await?, json),
     }
     Ok(ExitCode::SUCCESS)
-}
-
-fn sized(builder: redbloom::Builder, size: &Size, layout: LayoutArg) -> Result<redbloom::Builder> {
-    let builder = match layout {
-        LayoutArg::Gozero => builder,
-        LayoutArg::Native => builder.layout(redbloom::Layout::Native),
-    };
-    Ok(match (size.bits, size.capacity, size.fpr) {
-        (Some(_), None, None) if layout == LayoutArg::Native => {
-            bail!("--layout native is sized with --capacity N --fpr P, not --bits")
-        }
-        (Some(bits), None, None) => builder.bits(bits),
-        (None, Some(items), Some(fpr)) => builder.expected_items(items).false_positive_rate(fpr),
-        _ => bail!("give the filter's size: --bits N, or --capacity N with --fpr P"),
-    })
 }
 
 fn raw_items(items: &[OsString]) -> Vec<Vec<u8>> {

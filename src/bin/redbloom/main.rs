@@ -5,6 +5,7 @@
 mod args;
 mod bench;
 mod commands;
+mod config;
 mod connect;
 mod lines;
 mod output;
