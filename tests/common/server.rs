@@ -63,6 +63,26 @@ impl RedisServer {
         }
     }
 
+    /// Starts `redis-server` on `port` (for a cluster node, whose bus port must be free too).
+    pub fn start_on(port: u16, extra: &[&str]) -> std::io::Result<Self> {
+        let mut server = RedisServer {
+            child: None,
+            port,
+            dir: tempfile::Builder::new()
+                .prefix("redbloom-redis-")
+                .tempdir()?,
+            extra: extra.iter().map(|s| s.to_string()).collect(),
+            tls: false,
+        };
+        server.spawn()?;
+        Ok(server)
+    }
+
+    /// Whether the process is up (not killed).
+    pub fn is_running(&self) -> bool {
+        self.child.is_some()
+    }
+
     /// `redis://127.0.0.1:PORT` (`rediss://` for a TLS server).
     pub fn url(&self) -> String {
         let scheme = if self.tls { "rediss" } else { "redis" };

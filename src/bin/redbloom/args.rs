@@ -24,6 +24,10 @@ pub(crate) struct Cli {
     #[arg(long, global = true, value_name = "FILE")]
     pub(crate) tls_ca: Option<PathBuf>,
 
+    /// A Redis Cluster instead of one server: comma-separated seed URLs of some of its nodes.
+    #[arg(long, global = true, value_name = "SEEDS")]
+    pub(crate) cluster: Option<String>,
+
     /// The filter's key (required).
     #[arg(long, global = true, value_name = "KEY")]
     pub(crate) key: Option<String>,

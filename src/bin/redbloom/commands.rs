@@ -2,28 +2,33 @@
 
 use crate::args::{Cli, Command, FileArgs};
 use crate::config;
-use crate::connect::connect;
+use crate::connect::{connect, connect_cluster, Connection};
 use crate::lines::LineBatches;
 use crate::output::{self, print};
 use crate::{bench, progress};
 use anyhow::{anyhow, bail, Context, Result};
 use futures_util::StreamExt;
 use redbloom::RedisBloom;
-use redis::aio::ConnectionManager;
 use std::ffi::OsString;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 const DEFAULT_URL: &str = "redis://127.0.0.1:6379";
 
-type Bloom = RedisBloom<ConnectionManager>;
+type Bloom = RedisBloom<Connection>;
 
 /// Checks the flags, connects, runs the command and prints its report; returns the exit status.
 pub(crate) async fn run(cli: Cli) -> Result<ExitCode> {
     // The configuration is checked before any I/O.
     let builder = config::builder(&cli)?;
-    let url = cli.url.as_deref().unwrap_or(DEFAULT_URL);
-    let conn = connect(url, cli.tls_ca.as_deref(), config::timeout(&cli)).await?;
+    let timeout = config::timeout(&cli);
+    let conn = match &cli.cluster {
+        Some(seeds) => Connection::Cluster(connect_cluster(seeds, timeout).await?),
+        None => {
+            let url = cli.url.as_deref().unwrap_or(DEFAULT_URL);
+            Connection::Single(connect(url, cli.tls_ca.as_deref(), timeout).await?)
+        }
+    };
     let bloom = builder.build(conn)?;
     let json = cli.json;
 

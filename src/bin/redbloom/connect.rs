@@ -1,16 +1,78 @@
-//! The connection to Redis: the URL, TLS (`rediss://`, optionally trusting a private CA given
-//! by `--tls-ca`) and ACL users (`user:password@`).
+//! The connection to Redis: one server (`--url`) or a Redis Cluster (`--cluster`), TLS
+//! (`rediss://`, optionally trusting a private CA given by `--tls-ca`) and ACL users
+//! (`user:password@`).
 //!
 //! Errors name the server's address and the CA file, never the URL itself, which may hold a
 //! password.
 
 use anyhow::{anyhow, bail, Context, Result};
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
+use redis::cluster::ClusterClient;
+use redis::cluster_async::ClusterConnection;
+use redis::{Cmd, Pipeline, RedisFuture, Value};
 use redis::{ConnectionAddr, ErrorKind, RedisError, TlsCertificates};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::CertificateDer;
 use std::path::Path;
 use std::time::Duration;
+
+/// One server, through a connection that reconnects by itself, or a Redis Cluster, whose
+/// connection follows the slots (MOVED/ASK) and reconnects to its nodes.
+#[derive(Clone)]
+pub(crate) enum Connection {
+    Single(ConnectionManager),
+    Cluster(ClusterConnection),
+}
+
+impl ConnectionLike for Connection {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+        match self {
+            Connection::Single(conn) => conn.req_packed_command(cmd),
+            Connection::Cluster(conn) => conn.req_packed_command(cmd),
+        }
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        pipeline: &'a Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisFuture<'a, Vec<Value>> {
+        match self {
+            Connection::Single(conn) => conn.req_packed_commands(pipeline, offset, count),
+            Connection::Cluster(conn) => conn.req_packed_commands(pipeline, offset, count),
+        }
+    }
+
+    fn get_db(&self) -> i64 {
+        match self {
+            Connection::Single(conn) => conn.get_db(),
+            Connection::Cluster(conn) => conn.get_db(),
+        }
+    }
+}
+
+/// Connects to the Redis Cluster whose nodes include `seeds` (comma-separated URLs).
+pub(crate) async fn connect_cluster(seeds: &str, timeout: Duration) -> Result<ClusterConnection> {
+    let nodes: Vec<&str> = seeds
+        .split(',')
+        .map(str::trim)
+        .filter(|seed| !seed.is_empty())
+        .collect();
+    if nodes.is_empty() {
+        bail!("--cluster needs at least one seed URL");
+    }
+    // redis-rs's messages about a URL never quote it, so they cannot leak its password.
+    let client = ClusterClient::builder(nodes)
+        .connection_timeout(timeout)
+        .response_timeout(timeout)
+        .build()
+        .map_err(|err| anyhow!("invalid --cluster: {err}"))?;
+    client
+        .get_async_connection()
+        .await
+        .map_err(|err| anyhow!("cannot connect to the Redis Cluster: {err}"))
+}
 
 /// Connects to `url` with a connection that reconnects by itself after a lost connection (the
 /// filter's retries then succeed once the server is back). `tls_ca` is a PEM file of CA
