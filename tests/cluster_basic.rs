@@ -37,7 +37,7 @@ async fn every_operation_works_over_a_cluster() {
             }
             .build(conn.clone())
             .unwrap();
-            let what = format!("{key}");
+            let what = key.clone();
             assert!(bloom.add("one").await.unwrap(), "{what}");
             assert!(bloom.exists("one").await.unwrap(), "{what}");
             let small: Vec<String> = (0..10).map(|i| format!("s{i}")).collect();
