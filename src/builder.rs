@@ -35,6 +35,7 @@ pub struct Builder {
     hashes: Option<u32>,
     engine: Engine,
     options: Options,
+    shards: u32,
 }
 
 impl Builder {
@@ -48,6 +49,7 @@ impl Builder {
             hashes: None,
             engine: Engine::default(),
             options: Options::default(),
+            shards: 1,
         }
     }
 
@@ -94,6 +96,18 @@ impl Builder {
         self
     }
 
+    /// Splits the filter over `shards` keys (1..=1024) whose hash slots spread evenly over a
+    /// Redis Cluster, for filters beyond one key's 2^32 bits or one node's memory: each item
+    /// goes to one shard by a hash independent of its bits, so single-item calls stay atomic;
+    /// batches go to each shard at once. The size is the total (each shard holds
+    /// `bits / shards`, at most 2^32). The shard count is stored with the filter, and a client
+    /// with another count gets [`Error::ParamsMismatch`]. Defaults to 1: one key, named as
+    /// given (go-zero's format with the go-zero layout).
+    pub fn shards(mut self, shards: u32) -> Self {
+        self.shards = shards;
+        self
+    }
+
     /// The most any one call may take, retries included; past it the call fails with
     /// [`Error::Deadline`]. Defaults to no limit beyond the connection's own response timeout
     /// (redis-rs: 500 ms per command by default).
@@ -125,7 +139,7 @@ impl Builder {
     /// [`Error::InvalidConfig`] when the key is empty, when neither or both of `bits` and
     /// `expected_items` are given, when `bits` is not in `1..=2^32`, or when the items and
     /// rate are invalid or need more than 2^32 bits.
-    pub fn build<C>(self, conn: C) -> Result<RedisBloom<C>> {
+    pub fn build<C: Clone>(self, conn: C) -> Result<RedisBloom<C>> {
         let fixed = self.layout.fixed_hashes();
         let (bits, hashes) = match (self.bits, self.items, self.fpr) {
             (Some(bits), None, None) => match self.hashes.or(fixed) {
@@ -141,10 +155,11 @@ impl Builder {
                     Some(k) => bits_for_fixed_k(items, fpr, k)?,
                     None => optimal_bits(items, fpr)?,
                 };
-                if bits > MAX_BITS {
+                if bits.div_ceil(u64::from(self.shards.max(1))) > MAX_BITS {
                     return Err(Error::InvalidConfig(format!(
                         "{items} items at a false-positive rate of {fpr} need {bits} bits, \
-                         more than one Redis string holds (2^32)"
+                         more than {} key(s) of 2^32 bits hold; use more shards",
+                        self.shards.max(1)
                     )));
                 }
                 let k = self.hashes.or(fixed);
@@ -171,8 +186,21 @@ impl Builder {
                 "the timeout must be longer than zero".into(),
             ));
         }
+        if !(1..=1024).contains(&self.shards) {
+            return Err(Error::InvalidConfig(format!(
+                "shards must be between 1 and 1024, not {}",
+                self.shards
+            )));
+        }
+        let bits_per_shard = bits.div_ceil(u64::from(self.shards));
+        if self.shards > 1 && !(1..=MAX_BITS).contains(&bits_per_shard) {
+            return Err(Error::InvalidConfig(format!(
+                "{bits} bits over {} shards is more than 2^32 bits per shard",
+                self.shards
+            )));
+        }
         Ok(
-            RedisBloom::with_layout(conn, self.key, bits, self.layout, hashes)?
+            RedisBloom::sharded(conn, self.key, bits, self.layout, hashes, self.shards)?
                 .with_engine(self.engine)
                 .with_options(self.options),
         )

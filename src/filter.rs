@@ -4,7 +4,7 @@ use crate::bitfield::{self, Fold};
 use crate::builder::Builder;
 use crate::engine::Engine;
 use crate::error::{Error, Result};
-use crate::hash::GOZERO_HASHES;
+use crate::hash::{self, GOZERO_HASHES};
 use crate::info::{FilterInfo, KeyTtl};
 use crate::layout::Layout;
 use crate::retry::{self, Retry};
@@ -58,6 +58,9 @@ pub struct RedisBloom<C> {
     /// sidecar (it then goes unguarded, as go-zero's own filters do).
     params_key: Option<String>,
     options: Options,
+    /// For a filter over several keys (shards): one single-key filter per shard, each holding
+    /// `bits / shards` bits; this filter then only checks the parameters and routes.
+    shards: Option<Vec<RedisBloom<C>>>,
     /// The dense path's scratch key; `None` when the key's name allows no sidecar.
     scratch_key: Option<String>,
     shared: Arc<Shared>,
@@ -135,20 +138,75 @@ impl<C> RedisBloom<C> {
             engine: Engine::default(),
             params_key,
             options: Options::default(),
+            shards: None,
             shared: Arc::default(),
         })
+    }
+
+    /// A filter of `bits` bits in all over `shards` keys (each `bits / shards` bits, at most
+    /// 2^32), in slots spread evenly over a cluster; `shards` = 1 is [`with_layout`].
+    pub(crate) fn sharded(
+        conn: C,
+        key: String,
+        bits: u64,
+        layout: Layout,
+        hashes: u32,
+        shards: u32,
+    ) -> Result<Self>
+    where
+        C: Clone,
+    {
+        if shards <= 1 {
+            return Self::with_layout(conn, key, bits, layout, hashes);
+        }
+        let per_shard = bits.div_ceil(u64::from(shards));
+        let parts = (0..shards)
+            .map(|i| {
+                let mut shard = Self::with_layout(
+                    conn.clone(),
+                    keys::shard_key(&key, i, shards),
+                    per_shard,
+                    layout,
+                    hashes,
+                )?;
+                // The parameters are checked once, for the whole filter.
+                shard.params_key = None;
+                Ok(shard)
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let mut filter = Self::with_layout(conn, key, per_shard, layout, hashes)?;
+        filter.bits = per_shard * u64::from(shards);
+        filter.params_key = Some(keys::sidecar(&filter.key, "redbloom:params")?);
+        filter.shards = Some(parts);
+        Ok(filter)
     }
 
     /// The same filter using `engine`'s commands.
     #[must_use]
     pub fn with_engine(mut self, engine: Engine) -> Self {
         self.engine = engine;
+        if let Some(shards) = self.shards.take() {
+            self.shards = Some(shards.into_iter().map(|s| s.with_engine(engine)).collect());
+        }
         self
     }
 
     pub(crate) fn with_options(mut self, options: Options) -> Self {
         self.options = options;
+        if let Some(shards) = self.shards.take() {
+            self.shards = Some(
+                shards
+                    .into_iter()
+                    .map(|s| s.with_options(options))
+                    .collect(),
+            );
+        }
         self
+    }
+
+    /// How many keys hold the filter (1 unless built with [`Builder::shards`]).
+    pub fn shards(&self) -> u32 {
+        self.shards.as_ref().map_or(1, |shards| shards.len() as u32)
     }
 
     /// The filter's key in Redis.
@@ -180,14 +238,20 @@ impl<C> RedisBloom<C> {
     /// the dense path on filters of up to 4 MiB, else 1,000. What `redbloom load` uses by
     /// default.
     pub fn bulk_add_batch_size(&self) -> usize {
-        dense::batch_size(self.bits, self.hashes, dense::MAX_BYTES)
+        let shards = self.shards() as usize;
+        dense::batch_size(self.bits / shards as u64, self.hashes, dense::MAX_BYTES) * shards
     }
 
     /// Items per [`exists_many`](RedisBloom::exists_many) call that check fastest: large enough
     /// to read the whole filter once on filters of up to 64 MiB, else 1,000. What
     /// `redbloom check` uses by default.
     pub fn bulk_check_batch_size(&self) -> usize {
-        dense::batch_size(self.bits, self.hashes, dense::MAX_READ_BYTES)
+        let shards = self.shards() as usize;
+        dense::batch_size(
+            self.bits / shards as u64,
+            self.hashes,
+            dense::MAX_READ_BYTES,
+        ) * shards
     }
 
     /// Every item's bit offsets, item after item, checked against the filter's size before
@@ -212,8 +276,12 @@ impl<C> RedisBloom<C> {
 
     /// The parameters stored beside a native filter: `field=value` pairs.
     fn fingerprint(&self) -> String {
+        let shards = match &self.shards {
+            Some(shards) => format!(" shards={}", shards.len()),
+            None => String::new(),
+        };
         format!(
-            "layout={} bits={} hashes={} hash=murmur3_x64_128",
+            "layout={} bits={} hashes={} hash=murmur3_x64_128{shards}",
             self.layout.name(),
             self.bits,
             self.hashes
@@ -292,7 +360,8 @@ where
     /// [`Error::Connection`] for network faults; [`Error::Redis`] for other server errors.
     pub async fn add(&self, item: impl AsRef<[u8]>) -> Result<bool> {
         let items = [item.as_ref()];
-        let new = self.call(|| self.write(&items)).await?;
+        let filter = self.shard_for(items[0], true).await?.unwrap_or(self);
+        let new = filter.call(|| filter.write(&items)).await?;
         Ok(new[0])
     }
 
@@ -303,7 +372,8 @@ where
     /// As for [`add`](RedisBloom::add).
     pub async fn exists(&self, item: impl AsRef<[u8]>) -> Result<bool> {
         let items = [item.as_ref()];
-        let present = self.call(|| self.read(&items)).await?;
+        let filter = self.shard_for(items[0], false).await?.unwrap_or(self);
+        let present = filter.call(|| filter.read(&items)).await?;
         Ok(present[0])
     }
 
@@ -317,6 +387,9 @@ where
         if items.is_empty() {
             return Ok(Vec::new());
         }
+        if self.shards.is_some() {
+            return self.per_shard(items, true).await;
+        }
         self.call(|| self.write(items)).await
     }
 
@@ -329,7 +402,51 @@ where
         if items.is_empty() {
             return Ok(Vec::new());
         }
+        if self.shards.is_some() {
+            return self.per_shard(items, false).await;
+        }
         self.call(|| self.read(items)).await
+    }
+
+    /// For a sharded filter, after checking its parameters: the shard that holds `item`.
+    async fn shard_for(&self, item: &[u8], write: bool) -> Result<Option<&RedisBloom<C>>> {
+        let Some(shards) = &self.shards else {
+            return Ok(None);
+        };
+        self.call(|| self.ensure_params(write)).await?;
+        Ok(Some(&shards[hash::shard_of(item, shards.len() as u32)]))
+    }
+
+    /// A batch on a sharded filter: one call per shard, all at once (each shard is one key, so
+    /// a cluster connection sends each to its node), answers back in input order.
+    async fn per_shard<T: AsRef<[u8]>>(&self, items: &[T], write: bool) -> Result<Vec<bool>> {
+        let Some(shards) = &self.shards else {
+            return Ok(Vec::new());
+        };
+        self.call(|| self.ensure_params(write)).await?;
+        let mut groups: Vec<Vec<usize>> = vec![Vec::new(); shards.len()];
+        for (i, item) in items.iter().enumerate() {
+            groups[hash::shard_of(item.as_ref(), shards.len() as u32)].push(i);
+        }
+        let calls = groups
+            .iter()
+            .zip(shards.iter())
+            .map(|(group, shard)| async move {
+                let part: Vec<&[u8]> = group.iter().map(|&i| items[i].as_ref()).collect();
+                match (part.is_empty(), write) {
+                    (true, _) => Ok(Vec::new()),
+                    (false, true) => shard.call(|| shard.write(&part)).await,
+                    (false, false) => shard.call(|| shard.read(&part)).await,
+                }
+            });
+        let answers = futures_util::future::join_all(calls).await;
+        let mut out = vec![false; items.len()];
+        for (group, answers) in groups.iter().zip(answers) {
+            for (&i, answer) in group.iter().zip(answers?) {
+                out[i] = answer;
+            }
+        }
+        Ok(out)
     }
 
     /// Checks the parameters stored beside the filter against this client's now (storing them
@@ -596,7 +713,29 @@ where
     /// # Errors
     /// As for [`add`](RedisBloom::add).
     pub async fn info(&self) -> Result<FilterInfo> {
-        self.call(|| self.info_once()).await
+        let Some(shards) = &self.shards else {
+            return self.call(|| self.info_once()).await;
+        };
+        self.call(|| self.ensure_params(false)).await?;
+        let infos = shards.iter().map(|shard| shard.call(|| shard.info_once()));
+        let infos = futures_util::future::join_all(infos).await;
+        let infos = infos.into_iter().collect::<Result<Vec<_>>>()?;
+        let ttl = infos
+            .iter()
+            .map(|info| info.ttl)
+            .fold(KeyTtl::Missing, KeyTtl::longest_lived);
+        Ok(FilterInfo {
+            key: self.key.clone(),
+            bits: self.bits,
+            hashes: self.hashes,
+            bits_set: infos.iter().map(|info| info.bits_set).sum(),
+            bytes: infos.iter().map(|info| info.bytes).sum(),
+            estimated_items: infos.iter().map(|info| info.estimated_items).sum(),
+            // An absent item goes to one shard, each as likely as the others.
+            estimated_fpr: infos.iter().map(|info| info.estimated_fpr).sum::<f64>()
+                / infos.len() as f64,
+            ttl,
+        })
     }
 
     async fn info_once(&self) -> Result<FilterInfo> {
@@ -634,7 +773,13 @@ where
     /// # Errors
     /// [`Error::Timeout`], [`Error::Connection`] or [`Error::Redis`].
     pub async fn clear(&self) -> Result<bool> {
-        self.call(|| self.clear_once()).await
+        let cleared = self.call(|| self.clear_once()).await?;
+        let Some(shards) = &self.shards else {
+            return Ok(cleared);
+        };
+        let all = shards.iter().map(|shard| shard.call(|| shard.clear_once()));
+        let all = futures_util::future::join_all(all).await;
+        Ok(all.into_iter().collect::<Result<Vec<_>>>()?.contains(&true))
     }
 
     async fn clear_once(&self) -> Result<bool> {
@@ -663,7 +808,15 @@ where
             .ok()
             .filter(|ms| *ms < i64::MAX / 2)
             .ok_or_else(|| Error::InvalidConfig(format!("a TTL of {ttl:?} is too long")))?;
-        self.call(|| self.expire_once(millis)).await
+        let set = self.call(|| self.expire_once(millis)).await?;
+        let Some(shards) = &self.shards else {
+            return Ok(set);
+        };
+        let all = shards
+            .iter()
+            .map(|shard| shard.call(|| shard.expire_once(millis)));
+        let all = futures_util::future::join_all(all).await;
+        Ok(all.into_iter().collect::<Result<Vec<_>>>()?.contains(&true))
     }
 
     async fn expire_once(&self, millis: i64) -> Result<bool> {

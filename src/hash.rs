@@ -28,6 +28,19 @@ pub fn murmur3_x64_128(data: &[u8]) -> (u64, u64) {
     state.tail(k1, k2).finish(data.len() as u64)
 }
 
+/// The seed of the hash that picks an item's shard: any other than 0, so the shard is
+/// independent of the bit offsets, which both layouts take from seed 0.
+const SHARD_SEED: u32 = 0x9747_b28c;
+
+/// The shard of `item` among `shards` (at least 1): h1 of MurmurHash3_x64_128 with
+/// [`SHARD_SEED`], scaled to `0..shards` by a multiply and shift.
+pub(crate) fn shard_of(item: &[u8], shards: u32) -> usize {
+    let (state, tail) = State::absorb_blocks_seeded(item, SHARD_SEED);
+    let (k1, k2) = tail_words(item, tail.len());
+    let (h1, _) = state.tail(k1, k2).finish(item.len() as u64);
+    ((u128::from(h1) * u128::from(shards)) >> 64) as usize
+}
+
 /// go-zero's `hash.Hash`: h1 of MurmurHash3_x64_128 with seed 0 (spaolacci/murmur3's `Sum64`).
 ///
 /// ```
@@ -133,7 +146,16 @@ impl State {
     /// the remaining 0..=15 bytes.
     #[inline(always)]
     fn absorb_blocks(data: &[u8]) -> (State, &[u8]) {
-        let mut state = State { h1: 0, h2: 0 };
+        Self::absorb_blocks_seeded(data, 0)
+    }
+
+    /// [`absorb_blocks`](State::absorb_blocks) from a seed other than 0.
+    #[inline(always)]
+    fn absorb_blocks_seeded(data: &[u8], seed: u32) -> (State, &[u8]) {
+        let mut state = State {
+            h1: u64::from(seed),
+            h2: u64::from(seed),
+        };
         let blocks = data.chunks_exact(16);
         let rest = blocks.remainder();
         for block in blocks {
@@ -299,6 +321,31 @@ mod tests {
                 data
             );
         }
+    }
+
+    #[test]
+    fn shards_come_from_a_seeded_hash() {
+        for data in [
+            &b""[..],
+            b"hello",
+            b"a longer item that spans more than one block",
+        ] {
+            let mut reader = data;
+            let h1 = murmur3::murmur3_x64_128(&mut reader, SHARD_SEED).unwrap() as u64;
+            for shards in [1u32, 2, 7, 8, 1000] {
+                let want = ((u128::from(h1) * u128::from(shards)) >> 64) as usize;
+                assert_eq!(shard_of(data, shards), want);
+            }
+        }
+        // Spread: 80,000 items over 8 shards, each within 3% of 10,000.
+        let mut counts = [0u32; 8];
+        for i in 0..80_000 {
+            counts[shard_of(format!("item:{i}").as_bytes(), 8)] += 1;
+        }
+        assert!(
+            counts.iter().all(|&n| (9_700..=10_300).contains(&n)),
+            "{counts:?}"
+        );
     }
 
     #[test]

@@ -45,6 +45,19 @@ impl KeyTtl {
         }
     }
 
+    /// Of two shards' TTLs, the one that keeps the filter longest: a persistent key over one
+    /// that expires, an expiring key over a missing one, the later expiry of two.
+    pub(crate) fn longest_lived(self, other: KeyTtl) -> KeyTtl {
+        match (self, other) {
+            (KeyTtl::Persistent, _) | (_, KeyTtl::Persistent) => KeyTtl::Persistent,
+            (KeyTtl::Expires(a), KeyTtl::Expires(b)) => KeyTtl::Expires(a.max(b)),
+            (KeyTtl::Expires(a), KeyTtl::Missing) | (KeyTtl::Missing, KeyTtl::Expires(a)) => {
+                KeyTtl::Expires(a)
+            }
+            (KeyTtl::Missing, KeyTtl::Missing) => KeyTtl::Missing,
+        }
+    }
+
     /// Whole seconds as `TTL` reports them: `Some(-1)` for no expiry, `None` for a missing key.
     pub fn as_secs(&self) -> Option<i64> {
         match self {

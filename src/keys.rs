@@ -21,6 +21,37 @@ pub(crate) fn sidecar(key: &str, suffix: &str) -> Result<String> {
     }
 }
 
+/// The Redis Cluster hash slot of `key` (CRC16/XMODEM of its hash tag, or of the whole key,
+/// modulo 16384), as `CLUSTER KEYSLOT` computes it.
+pub(crate) fn slot(key: &str) -> u16 {
+    let hashed = hash_tag(key).unwrap_or(key);
+    let mut crc: u16 = 0;
+    for &byte in hashed.as_bytes() {
+        crc ^= u16::from(byte) << 8;
+        for _ in 0..8 {
+            crc = if crc & 0x8000 != 0 {
+                (crc << 1) ^ 0x1021
+            } else {
+                crc << 1
+            };
+        }
+    }
+    crc % 16384
+}
+
+/// The key of shard `index` of `shards` of the filter `key`: a name whose hash tag (first, so
+/// that `key`'s own tag does not count) hashes into the `index`-th of `shards` equal ranges of
+/// the 16384 slots, so that a cluster whose masters own equal slot ranges holds an equal share
+/// of the shards.
+pub(crate) fn shard_key(key: &str, index: u32, shards: u32) -> String {
+    let range = |slot: u16| (u32::from(slot) * shards / 16384) == index;
+    let tag = (0u64..)
+        .map(|n| format!("rb{index}.{n}"))
+        .find(|tag| range(slot(tag)))
+        .expect("every range of slots is reached");
+    format!("{{{tag}}}:{key}:shard:{index}/{shards}")
+}
+
 /// The hash tag Redis Cluster hashes instead of the whole key: the text between the first `{`
 /// and the next `}`, when that is not empty.
 fn hash_tag(key: &str) -> Option<&str> {
@@ -32,6 +63,33 @@ fn hash_tag(key: &str) -> Option<&str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn slots_are_redis_cluster_slots() {
+        // CRC16/XMODEM("123456789") = 0x31C3; Redis Cluster's reference vector.
+        assert_eq!(slot("123456789"), 12739);
+        assert_eq!(slot("{user1000}.following"), slot("user1000"));
+        assert_eq!(
+            slot("foo{}{bar}"),
+            slot("foo{}{bar}"),
+            "an empty tag hashes the whole key"
+        );
+    }
+
+    #[test]
+    fn shards_spread_over_equal_slot_ranges() {
+        for shards in [2u32, 3, 8, 16] {
+            for index in 0..shards {
+                let key = shard_key("seen", index, shards);
+                assert_eq!(u32::from(slot(&key)) * shards / 16384, index, "{key}");
+                assert!(key.contains(":seen:shard:"), "{key}");
+            }
+        }
+        // The filter's own hash tag does not pull its shards together.
+        let a = slot(&shard_key("{t}:x", 0, 2));
+        let b = slot(&shard_key("{t}:x", 1, 2));
+        assert!(a < 8192 && b >= 8192);
+    }
 
     #[test]
     fn sidecars_share_the_keys_hash_tag() {

@@ -54,6 +54,11 @@ pub(crate) struct Cli {
     #[arg(long, global = true, value_name = "N")]
     pub(crate) wait_replicas: Option<u32>,
 
+    /// Split the filter over N keys in hash slots spread evenly over a cluster (the size is the
+    /// total; each key holds at most 2^32 bits).
+    #[arg(long, global = true, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub(crate) shards: u32,
+
     /// Print one line of JSON instead of text.
     #[arg(long, global = true)]
     pub(crate) json: bool,

@@ -14,7 +14,8 @@ pub(crate) fn builder(cli: &Cli) -> Result<Builder> {
         .clone()
         .ok_or_else(|| anyhow!("missing --key KEY: the filter's key"))?;
     let mut builder = sized(RedisBloom::builder(key), &cli.size, cli.layout)?
-        .retry(Retry::for_duration(Duration::from_secs_f64(cli.retry_for)));
+        .retry(Retry::for_duration(Duration::from_secs_f64(cli.retry_for)))
+        .shards(cli.shards);
     if let Some(replicas) = cli.wait_replicas {
         builder = builder.wait_for_replicas(replicas, timeout(cli));
     }
