@@ -52,6 +52,7 @@ impl RedisCluster {
         }
         let cluster = RedisCluster { nodes };
         cluster.wait_until_ok(Duration::from_secs(30))?;
+        cluster.wait_for_replicas(Duration::from_secs(30))?;
         Ok(cluster)
     }
 
@@ -73,6 +74,29 @@ impl RedisCluster {
             }
             if Instant::now() > deadline {
                 return Err(std::io::Error::other("the cluster did not become ok"));
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// Waits until every master has a replica whose link is up, so that clients that read the
+    /// topology now see the replicas too.
+    pub fn wait_for_replicas(&self, timeout: Duration) -> std::io::Result<()> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let masters = self.master_ports();
+            let linked = masters.len() == 3
+                && masters.iter().all(|&port| {
+                    cli(port, &["info", "replication"]).contains("connected_slaves:1")
+                })
+                && self.nodes.iter().filter(|n| !masters.contains(&n.port())).all(|node| {
+                    cli(node.port(), &["info", "replication"]).contains("master_link_status:up")
+                });
+            if linked {
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                return Err(std::io::Error::other("the replicas did not attach"));
             }
             std::thread::sleep(Duration::from_millis(100));
         }
