@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# `redbloom --cluster SEEDS --shards 8` against a private 3-master, 3-replica Redis Cluster on
+# loopback: load and check of ITEMS items (default 1,000,000), the false-positive rate on as many
+# absent items next to the formula, and the same load/check on one plain redis-server.
+# Usage: scripts/bench_cluster.sh [ITEMS]      (results in BENCHMARKS.md)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+items=${1:-1000000}
+out=target/bench-cluster
+rm -rf "$out"; mkdir -p "$out"
+cargo build --release --quiet --bin redbloom
+redbloom=target/release/redbloom
+
+ports=()
+pick_port() {
+    python3 -c '
+import socket
+while True:
+    s = socket.socket(); s.bind(("127.0.0.1", 0)); p = s.getsockname()[1]
+    if p < 55000:
+        t = socket.socket()
+        try:
+            t.bind(("127.0.0.1", p + 10000)); print(p); break
+        except OSError:
+            pass'
+}
+cleanup() { for p in "${ports[@]}"; do redis-cli -p "$p" shutdown nosave >/dev/null 2>&1 || true; done; }
+trap cleanup EXIT
+for i in 1 2 3 4 5 6 7; do
+    p=$(pick_port); ports+=("$p"); mkdir -p "$out/$p"
+    extra=(--cluster-enabled yes --cluster-config-file nodes.conf --cluster-node-timeout 2000)
+    [ "$i" = 7 ] && extra=()   # the seventh is the plain single server
+    redis-server --port "$p" --bind 127.0.0.1 --save '' --appendonly no --daemonize yes \
+        --dir "$PWD/$out/$p" --logfile "$PWD/$out/$p/log" "${extra[@]}"
+done
+for p in "${ports[@]}"; do for _ in $(seq 50); do redis-cli -p "$p" ping >/dev/null 2>&1 && break; sleep 0.1; done; done
+nodes=(); for p in "${ports[@]:0:6}"; do nodes+=("127.0.0.1:$p"); done
+redis-cli --cluster create "${nodes[@]}" --cluster-replicas 1 --cluster-yes > "$out/create.log"
+for _ in $(seq 100); do redis-cli -p "${ports[0]}" cluster info | grep -q cluster_state:ok && break; sleep 0.2; done
+sleep 2
+seeds="redis://127.0.0.1:${ports[0]},redis://127.0.0.1:${ports[1]}"
+single="redis://127.0.0.1:${ports[6]}"
+
+seq 0 $((items - 1)) | sed 's/^/item:/' > "$out/items.txt"
+seq 0 $((items - 1)) | sed 's/^/absent:/' > "$out/absent.txt"
+size=(--key crawler --capacity "$items" --fpr 0.01 --json)
+echo "--- Redis Cluster, 3 masters + 3 replicas, --shards 8"
+echo "load:   $($redbloom --cluster "$seeds" --shards 8 "${size[@]}" load "$out/items.txt")"
+echo "check:  $($redbloom --cluster "$seeds" --shards 8 "${size[@]}" check "$out/items.txt")"
+echo "absent: $($redbloom --cluster "$seeds" --shards 8 "${size[@]}" check "$out/absent.txt")"
+echo "info:   $($redbloom --cluster "$seeds" --shards 8 "${size[@]}" info)"
+for p in "${ports[@]:0:6}"; do
+    echo "node $p: $(redis-cli -p "$p" role | head -1), $(redis-cli -p "$p" dbsize) keys"
+done
+echo "--- one redis-server, one key"
+echo "load:   $($redbloom --url "$single" "${size[@]}" load "$out/items.txt")"
+echo "check:  $($redbloom --url "$single" "${size[@]}" check "$out/items.txt")"
+echo "absent: $($redbloom --url "$single" "${size[@]}" check "$out/absent.txt")"
+python3 -c "
+import math
+n, p, k = $items, 0.01, 14
+m = math.ceil(-k * n / math.log(1 - p ** (1 / k)))
+print('formula: bits %d, expected false-positive rate %.4f%% (go-zero layout, k = 14)' % (m, 100 * (1 - math.exp(-k * n / m)) ** k))"
