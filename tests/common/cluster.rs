@@ -89,9 +89,13 @@ impl RedisCluster {
                 && masters.iter().all(|&port| {
                     cli(port, &["info", "replication"]).contains("connected_slaves:1")
                 })
-                && self.nodes.iter().filter(|n| !masters.contains(&n.port())).all(|node| {
-                    cli(node.port(), &["info", "replication"]).contains("master_link_status:up")
-                });
+                && self
+                    .nodes
+                    .iter()
+                    .filter(|n| !masters.contains(&n.port()))
+                    .all(|node| {
+                        cli(node.port(), &["info", "replication"]).contains("master_link_status:up")
+                    });
             if linked {
                 return Ok(());
             }
