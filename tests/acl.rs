@@ -7,10 +7,11 @@
 mod common;
 
 use assert_cmd::Command;
+use common::cli::{redbloom, run};
 use common::server::RedisServer;
 use redbloom::{Engine, Error, Layout, RedisBloom};
 use redis::aio::{ConnectionManager, ConnectionManagerConfig, MultiplexedConnection};
-use serde_json::{json, Value};
+use serde_json::json;
 use std::io::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -554,31 +555,6 @@ async fn a_wrong_password_is_an_authentication_error_that_never_shows_it() {
         &["authentication"],
         wrong,
     );
-}
-
-/// `redbloom --url URL --key KEY ARGS...`, with `REDIS_URL` cleared.
-fn redbloom(url: &str, key: &str, args: &[&str]) -> Command {
-    let mut cmd = Command::cargo_bin("redbloom").unwrap();
-    cmd.env_remove("REDIS_URL")
-        .args(["--url", url, "--key", key])
-        .args(args);
-    cmd
-}
-
-/// Runs and returns (exit status, stdout parsed as one JSON line, stderr).
-fn run(mut cmd: Command) -> (i32, Value, String) {
-    let out = cmd.output().unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        stdout.lines().count() <= 1,
-        "one line of output: {stdout:?}"
-    );
-    let json = serde_json::from_str(&stdout).unwrap_or(Value::Null);
-    (
-        out.status.code().unwrap(),
-        json,
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
 }
 
 /// Asserts a failure: status 2, nothing on stdout, one line on stderr containing every one of

@@ -4,33 +4,9 @@
 mod common;
 
 use assert_cmd::Command;
+use common::cli::{redbloom, run};
 use serde_json::{json, Value};
 use std::io::Write;
-
-/// `redbloom --url URL --key KEY --bits 64 ARGS...`, with `REDIS_URL` cleared.
-fn redbloom(url: &str, key: &str, args: &[&str]) -> Command {
-    let mut cmd = Command::cargo_bin("redbloom").unwrap();
-    cmd.env_remove("REDIS_URL")
-        .args(["--url", url, "--key", key])
-        .args(args);
-    cmd
-}
-
-/// Runs and returns (exit status, stdout parsed as one JSON line, stderr).
-fn run(mut cmd: Command) -> (i32, Value, String) {
-    let out = cmd.output().unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        stdout.lines().count() <= 1,
-        "one line of output: {stdout:?}"
-    );
-    let json = serde_json::from_str(&stdout).unwrap_or(Value::Null);
-    (
-        out.status.code().unwrap(),
-        json,
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
 
 #[tokio::test]
 async fn add_and_exists_write_gozeros_bytes_and_report_counts() {

@@ -7,18 +7,10 @@ use common::cluster::RedisCluster;
 use redbloom::{Engine, KeyTtl, Layout, RedisBloom};
 use std::time::Duration;
 
-async fn connection(cluster: &RedisCluster) -> redis::cluster_async::ClusterConnection {
-    redis::cluster::ClusterClient::new(cluster.urls())
-        .unwrap()
-        .get_async_connection()
-        .await
-        .unwrap()
-}
-
 #[tokio::test]
 async fn every_operation_works_over_a_cluster() {
     let cluster = RedisCluster::start().expect("redis-server and redis-cli on PATH");
-    let conn = connection(&cluster).await;
+    let conn = cluster.connection().await;
     // Keys in different slots, so on different masters.
     for (i, key) in ["cluster:a", "cluster:b", "{user:7}:seen", "cluster:c"]
         .iter()

@@ -9,11 +9,7 @@ use redbloom::{KeyTtl, RedisBloom};
 #[tokio::test]
 async fn a_one_gib_filter_works_end_to_end() {
     let cluster = RedisCluster::start().expect("redis-server and redis-cli on PATH");
-    let conn = redis::cluster::ClusterClient::new(cluster.urls())
-        .unwrap()
-        .get_async_connection()
-        .await
-        .unwrap();
+    let conn = cluster.connection().await;
     let bloom = RedisBloom::builder("huge")
         .bits(1 << 33)
         .shards(2)

@@ -151,11 +151,7 @@ async fn shards_go_beyond_one_keys_2_pow_32_bits() {
 #[tokio::test]
 async fn shards_spread_over_every_master_of_a_cluster() {
     let cluster = RedisCluster::start().expect("redis-server and redis-cli on PATH");
-    let conn = redis::cluster::ClusterClient::new(cluster.urls())
-        .unwrap()
-        .get_async_connection()
-        .await
-        .unwrap();
+    let conn = cluster.connection().await;
     let bloom = RedisBloom::builder("crawler:seen")
         .expected_items(50_000)
         .false_positive_rate(0.01)

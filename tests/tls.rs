@@ -7,6 +7,7 @@
 mod common;
 
 use assert_cmd::Command;
+use common::cli::{redbloom, run};
 use common::server::RedisServer;
 use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair, KeyUsagePurpose};
 use redbloom::{Engine, KeyTtl, Layout, RedisBloom};
@@ -189,31 +190,6 @@ async fn the_library_works_over_rediss_with_a_private_ca() {
         assert!(bloom.exists_many(&items).await.unwrap().iter().all(|&p| p));
         assert!(bloom.info().await.unwrap().bits_set > 0);
     }
-}
-
-/// `redbloom --url URL --key KEY ARGS...`, with `REDIS_URL` cleared.
-fn redbloom(url: &str, key: &str, args: &[&str]) -> Command {
-    let mut cmd = Command::cargo_bin("redbloom").unwrap();
-    cmd.env_remove("REDIS_URL")
-        .args(["--url", url, "--key", key])
-        .args(args);
-    cmd
-}
-
-/// Runs and returns (exit status, stdout parsed as one JSON line, stderr).
-fn run(mut cmd: Command) -> (i32, Value, String) {
-    let out = cmd.output().unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        stdout.lines().count() <= 1,
-        "one line of output: {stdout:?}"
-    );
-    let json = serde_json::from_str(&stdout).unwrap_or(Value::Null);
-    (
-        out.status.code().unwrap(),
-        json,
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
 }
 
 /// Asserts a failure: status 2, nothing on stdout, one line on stderr containing every one of

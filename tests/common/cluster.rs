@@ -56,6 +56,15 @@ impl RedisCluster {
         Ok(cluster)
     }
 
+    /// A cluster connection through every node as a seed.
+    pub async fn connection(&self) -> redis::cluster_async::ClusterConnection {
+        redis::cluster::ClusterClient::new(self.urls())
+            .expect("valid node URLs")
+            .get_async_connection()
+            .await
+            .expect("the cluster answers")
+    }
+
     /// Seed URLs of every node.
     pub fn urls(&self) -> Vec<String> {
         self.nodes.iter().map(RedisServer::url).collect()
