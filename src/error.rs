@@ -119,12 +119,25 @@ impl Error {
     }
 
     /// True for faults of the network or server that may pass: timeouts, lost connections, a
-    /// server still loading its data after a restart. [`Retry`](crate::Retry) retries these.
+    /// server still loading its data after a restart, and a Redis Cluster in the middle of a
+    /// failover or resharding (`MOVED`/`ASK` that the client could not follow, `CLUSTERDOWN`,
+    /// `MASTERDOWN`, `READONLY`, no connection to a slot's node). [`Retry`](crate::Retry)
+    /// retries these; every operation of a filter is safe to repeat.
     pub fn is_transient(&self) -> bool {
+        const PASSING: [&str; 7] = [
+            "LOADING",
+            "TRYAGAIN",
+            "MOVED",
+            "ASK",
+            "CLUSTERDOWN",
+            "MASTERDOWN",
+            "READONLY",
+        ];
         match self {
             Error::Timeout(_) | Error::Connection(_) => true,
             Error::Redis(err) => {
-                has_server_code(err, "LOADING") || has_server_code(err, "TRYAGAIN")
+                err.kind() == redis::ErrorKind::ClusterConnectionNotFound
+                    || PASSING.iter().any(|code| has_server_code(err, code))
             }
             _ => false,
         }
