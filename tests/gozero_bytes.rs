@@ -78,14 +78,7 @@ async fn reads_a_filter_written_by_gozero() {
     let redis = common::redis().await;
     let mut conn = redis.connection().await;
     let key = common::unique_key("from-go");
-    // What go-zero leaves after adding "hello" and "world" to a 64-bit filter (SPEC.md §1).
-    let bytes = [0xa5u8, 0x2c, 0x9b, 0x5a, 0xa0, 0x0a, 0x14];
-    let () = redis::cmd("SET")
-        .arg(&key)
-        .arg(&bytes[..])
-        .query_async(&mut conn)
-        .await
-        .unwrap();
+    common::set_bytes(&mut conn, &key, &common::gozero::HELLO_WORLD_64_BITS).await;
 
     let bloom = RedisBloom::new(conn, &key, 64).unwrap();
     assert!(bloom.exists("hello").await.unwrap());

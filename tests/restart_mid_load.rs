@@ -9,17 +9,19 @@ use std::io::Write;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+/// Every acknowledged write on disk before the reply: nothing acknowledged is lost to `kill -9`.
+const AOF_ALWAYS: [&str; 6] = [
+    "--appendonly",
+    "yes",
+    "--appendfsync",
+    "always",
+    "--save",
+    "",
+];
+
 #[tokio::test]
 async fn a_load_rides_out_a_crash_and_restart() {
-    let args = [
-        "--appendonly",
-        "yes",
-        "--appendfsync",
-        "always",
-        "--save",
-        "",
-    ];
-    let server = RedisServer::start_with(&args).expect("redis-server on PATH");
+    let server = RedisServer::start_with(&AOF_ALWAYS).expect("redis-server on PATH");
     rides_out(server, Duration::from_secs(1)).await;
 }
 
@@ -28,15 +30,7 @@ async fn a_load_rides_out_a_crash_and_restart() {
 /// writes, as Redis documents.)
 #[tokio::test]
 async fn the_default_budget_rides_out_five_seconds() {
-    let args = [
-        "--appendonly",
-        "yes",
-        "--appendfsync",
-        "always",
-        "--save",
-        "",
-    ];
-    let server = RedisServer::start_with(&args).expect("redis-server on PATH");
+    let server = RedisServer::start_with(&AOF_ALWAYS).expect("redis-server on PATH");
     rides_out(server, Duration::from_millis(5_500)).await;
 }
 

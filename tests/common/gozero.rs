@@ -18,3 +18,6 @@ for _, offset in ipairs(ARGV) do
 end
 return true
 "#;
+
+/// What go-zero leaves after adding "hello" and "world" to a 64-bit filter (SPEC.md §1).
+pub const HELLO_WORLD_64_BITS: [u8; 7] = [0xa5, 0x2c, 0x9b, 0x5a, 0xa0, 0x0a, 0x14];

@@ -135,3 +135,13 @@ pub async fn key_exists(conn: &mut MultiplexedConnection, key: &str) -> bool {
 pub async fn pttl(conn: &mut MultiplexedConnection, key: &str) -> i64 {
     redis::cmd("PTTL").arg(key).query_async(conn).await.unwrap()
 }
+
+/// `SET key bytes`: a filter written by another program (go-zero, say).
+pub async fn set_bytes(conn: &mut MultiplexedConnection, key: &str, bytes: &[u8]) {
+    let () = redis::cmd("SET")
+        .arg(key)
+        .arg(bytes)
+        .query_async(conn)
+        .await
+        .unwrap();
+}
