@@ -4,12 +4,15 @@ use crate::bitfield::{self, Fold};
 use crate::builder::Builder;
 use crate::engine::Engine;
 use crate::error::{Error, Result};
-use crate::hash::{self, GOZERO_HASHES};
+use crate::hash::GOZERO_HASHES;
 use crate::info::{FilterInfo, KeyTtl};
 use crate::layout::Layout;
 use crate::retry::{self, Retry};
 use crate::scripts::{self, LuaScript};
 use crate::sizing::{current_fpr, estimate_items, MAX_BITS};
+mod params;
+mod shards;
+
 use crate::{dense, keys};
 use redis::aio::ConnectionLike;
 use redis::Value;
@@ -143,44 +146,6 @@ impl<C> RedisBloom<C> {
         })
     }
 
-    /// A filter of `bits` bits in all over `shards` keys (each `bits / shards` bits, at most
-    /// 2^32), in slots spread evenly over a cluster; `shards` = 1 is [`with_layout`].
-    pub(crate) fn sharded(
-        conn: C,
-        key: String,
-        bits: u64,
-        layout: Layout,
-        hashes: u32,
-        shards: u32,
-    ) -> Result<Self>
-    where
-        C: Clone,
-    {
-        if shards <= 1 {
-            return Self::with_layout(conn, key, bits, layout, hashes);
-        }
-        let per_shard = bits.div_ceil(u64::from(shards));
-        let parts = (0..shards)
-            .map(|i| {
-                let mut shard = Self::with_layout(
-                    conn.clone(),
-                    keys::shard_key(&key, i, shards),
-                    per_shard,
-                    layout,
-                    hashes,
-                )?;
-                // The parameters are checked once, for the whole filter.
-                shard.params_key = None;
-                Ok(shard)
-            })
-            .collect::<Result<Vec<_>>>()?;
-        let mut filter = Self::with_layout(conn, key, per_shard, layout, hashes)?;
-        filter.bits = per_shard * u64::from(shards);
-        filter.params_key = Some(keys::sidecar(&filter.key, "redbloom:params")?);
-        filter.shards = Some(parts);
-        Ok(filter)
-    }
-
     /// The same filter using `engine`'s commands.
     #[must_use]
     pub fn with_engine(mut self, engine: Engine) -> Self {
@@ -202,11 +167,6 @@ impl<C> RedisBloom<C> {
             );
         }
         self
-    }
-
-    /// How many keys hold the filter (1 unless built with [`Builder::shards`]).
-    pub fn shards(&self) -> u32 {
-        self.shards.as_ref().map_or(1, |shards| shards.len() as u32)
     }
 
     /// The filter's key in Redis.
@@ -272,62 +232,6 @@ impl<C> RedisBloom<C> {
             && !self.shared.no_merge.load(Ordering::Relaxed)
             && dense::worth_it(self.bits, items, self.hashes);
         self.scratch_key.as_deref().filter(|_| dense)
-    }
-
-    /// The parameters stored beside a native filter: `field=value` pairs.
-    fn fingerprint(&self) -> String {
-        let shards = match &self.shards {
-            Some(shards) => format!(" shards={}", shards.len()),
-            None => String::new(),
-        };
-        format!(
-            "layout={} bits={} hashes={} hash=murmur3_x64_128{shards}",
-            self.layout.name(),
-            self.bits,
-            self.hashes
-        )
-    }
-
-    /// `SET params FINGERPRINT NX GET`, sent with every write of a native filter: it stores the
-    /// parameters again when they went away with the bits (a `clear`, an expiry) and tells
-    /// when another client has since stored different ones.
-    fn params_guard(&self) -> Option<redis::Cmd> {
-        if self.layout != Layout::Native {
-            return None;
-        }
-        let params_key = self.params_key.as_ref()?;
-        let mut cmd = redis::cmd("SET");
-        cmd.arg(params_key)
-            .arg(self.fingerprint())
-            .arg("NX")
-            .arg("GET");
-        Some(cmd)
-    }
-
-    /// The guard's reply: nothing was stored (now ours is), or what was stored must be ours.
-    fn check_guard(&self, reply: &Value) -> Result<()> {
-        match reply {
-            Value::Nil => Ok(()),
-            stored => {
-                let stored: String = redis::from_redis_value_ref(stored).map_err(unexpected)?;
-                self.compare_params(Some(stored))
-            }
-        }
-    }
-
-    /// `Ok` when `stored` equals this filter's parameters; `None` means bits without any.
-    fn compare_params(&self, stored: Option<String>) -> Result<()> {
-        let requested = self.fingerprint();
-        match stored {
-            Some(stored) if stored == requested => Ok(()),
-            stored => Err(Error::ParamsMismatch {
-                key: self.key.clone(),
-                stored: stored.unwrap_or_else(|| {
-                    "none (the key holds bits written without stored parameters)".to_owned()
-                }),
-                requested,
-            }),
-        }
     }
 
     fn redis_error(&self, err: redis::RedisError) -> Error {
@@ -406,94 +310,6 @@ where
             return self.per_shard(items, false).await;
         }
         self.call(|| self.read(items)).await
-    }
-
-    /// For a sharded filter, after checking its parameters: the shard that holds `item`.
-    async fn shard_for(&self, item: &[u8], write: bool) -> Result<Option<&RedisBloom<C>>> {
-        let Some(shards) = &self.shards else {
-            return Ok(None);
-        };
-        self.call(|| self.ensure_params(write)).await?;
-        Ok(Some(&shards[hash::shard_of(item, shards.len() as u32)]))
-    }
-
-    /// A batch on a sharded filter: one call per shard, all at once (each shard is one key, so
-    /// a cluster connection sends each to its node), answers back in input order.
-    async fn per_shard<T: AsRef<[u8]>>(&self, items: &[T], write: bool) -> Result<Vec<bool>> {
-        let Some(shards) = &self.shards else {
-            return Ok(Vec::new());
-        };
-        self.call(|| self.ensure_params(write)).await?;
-        let mut groups: Vec<Vec<usize>> = vec![Vec::new(); shards.len()];
-        for (i, item) in items.iter().enumerate() {
-            groups[hash::shard_of(item.as_ref(), shards.len() as u32)].push(i);
-        }
-        let calls = groups
-            .iter()
-            .zip(shards.iter())
-            .map(|(group, shard)| async move {
-                let part: Vec<&[u8]> = group.iter().map(|&i| items[i].as_ref()).collect();
-                match (part.is_empty(), write) {
-                    (true, _) => Ok(Vec::new()),
-                    (false, true) => shard.call(|| shard.write(&part)).await,
-                    (false, false) => shard.call(|| shard.read(&part)).await,
-                }
-            });
-        let answers = futures_util::future::join_all(calls).await;
-        let mut out = vec![false; items.len()];
-        for (group, answers) in groups.iter().zip(answers) {
-            for (&i, answer) in group.iter().zip(answers?) {
-                out[i] = answer;
-            }
-        }
-        Ok(out)
-    }
-
-    /// Checks the parameters stored beside the filter against this client's now (storing them
-    /// when the filter is new), instead of on the first operation.
-    ///
-    /// Both layouts store their parameters (`layout`, `bits`, `hashes`) beside the bits, so
-    /// that a client with another size gets [`Error::ParamsMismatch`] instead of wrong answers.
-    /// A go-zero filter written by go-zero itself has none; it opens with whatever bits the
-    /// client gives, as in go-zero. A native filter must have them.
-    ///
-    /// # Errors
-    /// [`Error::ParamsMismatch`] when they differ, or for a native filter over bits without
-    /// parameters; otherwise as for [`add`](RedisBloom::add).
-    pub async fn check_params(&self) -> Result<()> {
-        self.call(|| self.ensure_params(true)).await
-    }
-
-    /// The parameters check, once per client (again after [`clear`](RedisBloom::clear));
-    /// `write` lets it store them on a new filter.
-    async fn ensure_params(&self, write: bool) -> Result<()> {
-        let Some(params_key) = &self.params_key else {
-            return Ok(());
-        };
-        if self.shared.params_checked.load(Ordering::Acquire) {
-            return Ok(());
-        }
-        let stored: Result<Option<String>> = scripts::PARAMS
-            .invoke(
-                &mut self.conn.clone(),
-                &[params_key, &self.key],
-                &[&self.fingerprint(), &(if write { "1" } else { "0" })],
-            )
-            .await
-            .map_err(|e| self.redis_error(e));
-        let checked = match (self.layout, stored) {
-            // Nothing exists yet, and a read stores nothing: check again next time.
-            (_, Ok(Some(stored))) if stored.is_empty() => false,
-            (_, Ok(Some(stored))) => self.compare_params(Some(stored)).map(|()| true)?,
-            // go-zero's own filters carry no parameters.
-            (Layout::GoZero, Ok(None)) => true,
-            (Layout::Native, Ok(None)) => return self.compare_params(None),
-            // A user allowed the bits but not the check's script: go-zero's layout does without.
-            (Layout::GoZero, Err(Error::NoPermission(_))) => true,
-            (_, Err(err)) => return Err(err),
-        };
-        self.shared.params_checked.store(checked, Ordering::Release);
-        Ok(())
     }
 
     /// Runs one call under the filter's timeout and retry policy.
@@ -686,21 +502,6 @@ where
         self.query_as(&cmd).await
     }
 
-    /// Runs a write, with the parameters guard in the same round trip for a native filter.
-    async fn query_guarded(&self, cmd: redis::Cmd) -> Result<Value> {
-        let Some(guard) = self.params_guard() else {
-            return self.query(cmd).await;
-        };
-        let (stored, reply): (Value, Value) = redis::pipe()
-            .add_command(guard)
-            .add_command(cmd)
-            .query_async(&mut self.conn.clone())
-            .await
-            .map_err(|e| self.redis_error(e))?;
-        self.check_guard(&stored)?;
-        Ok(reply)
-    }
-
     /// Runs `cmd`; `query_async` turns a server error reply into an `Err`.
     async fn query_as<T: redis::FromRedisValue>(&self, cmd: &redis::Cmd) -> Result<T> {
         cmd.query_async(&mut self.conn.clone())
@@ -713,29 +514,10 @@ where
     /// # Errors
     /// As for [`add`](RedisBloom::add).
     pub async fn info(&self) -> Result<FilterInfo> {
-        let Some(shards) = &self.shards else {
-            return self.call(|| self.info_once()).await;
-        };
-        self.call(|| self.ensure_params(false)).await?;
-        let infos = shards.iter().map(|shard| shard.call(|| shard.info_once()));
-        let infos = futures_util::future::join_all(infos).await;
-        let infos = infos.into_iter().collect::<Result<Vec<_>>>()?;
-        let ttl = infos
-            .iter()
-            .map(|info| info.ttl)
-            .fold(KeyTtl::Missing, KeyTtl::longest_lived);
-        Ok(FilterInfo {
-            key: self.key.clone(),
-            bits: self.bits,
-            hashes: self.hashes,
-            bits_set: infos.iter().map(|info| info.bits_set).sum(),
-            bytes: infos.iter().map(|info| info.bytes).sum(),
-            estimated_items: infos.iter().map(|info| info.estimated_items).sum(),
-            // An absent item goes to one shard, each as likely as the others.
-            estimated_fpr: infos.iter().map(|info| info.estimated_fpr).sum::<f64>()
-                / infos.len() as f64,
-            ttl,
-        })
+        match &self.shards {
+            Some(shards) => self.sharded_info(shards).await,
+            None => self.call(|| self.info_once()).await,
+        }
     }
 
     async fn info_once(&self) -> Result<FilterInfo> {
