@@ -557,29 +557,7 @@ async fn a_wrong_password_is_an_authentication_error_that_never_shows_it() {
     );
 }
 
-/// Asserts a failure: status 2, nothing on stdout, one line on stderr containing every one of
-/// `words` (case-insensitive) and not `password`.
-fn assert_fails(mut cmd: Command, words: &[&str], password: &str) -> String {
-    let shown = format!("{cmd:?}").replace(password, "<password>");
-    let out = cmd.output().unwrap();
-    let (stdout, stderr) = (
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    );
-    assert!(
-        !stdout.contains(password) && !stderr.contains(password),
-        "{shown}: the password shows: {stdout:?} {stderr:?}"
-    );
-    assert_eq!(out.status.code(), Some(2), "{shown}: {stderr}");
-    assert!(stdout.is_empty(), "{shown}: nothing on stdout: {stdout:?}");
-    assert_eq!(stderr.lines().count(), 1, "{shown}: one line: {stderr:?}");
-    assert!(stderr.starts_with("redbloom: "), "{shown}: {stderr:?}");
-    let lower = stderr.to_lowercase();
-    for word in words {
-        assert!(
-            lower.contains(&word.to_lowercase()),
-            "{shown}: {word:?} in {stderr:?}"
-        );
-    }
-    stderr
+/// [`common::cli::assert_fails`], and the password never shows.
+fn assert_fails(cmd: Command, words: &[&str], password: &str) -> String {
+    common::cli::assert_fails(cmd, words, Some(password))
 }

@@ -355,13 +355,7 @@ async fn cli_writes_the_same_bytes_as_gozero_for_the_spec_vectors() {
     ];
     for (item, bits, locations) in vectors {
         let gozero_key = common::unique_key("gozero-vector");
-        let offsets: Vec<String> = locations.iter().map(u64::to_string).collect();
-        let () = redis::Script::new(common::gozero::SET_SCRIPT)
-            .key(&gozero_key)
-            .arg(offsets)
-            .invoke_async(&mut conn)
-            .await
-            .unwrap();
+        common::gozero::set(&mut conn, &gozero_key, &locations).await;
 
         let cli_key = common::unique_key("cli-vector");
         let bits_arg = bits.to_string();

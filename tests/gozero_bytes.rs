@@ -34,16 +34,8 @@ async fn every_write_path_matches_gozeros_own_script() {
         // The filter go-zero would write: its set script fed the SPEC's locations.
         let gozero_key = common::unique_key("gozero");
         for item in &items {
-            let offsets: Vec<String> = redbloom::gozero_locations(item, bits)
-                .iter()
-                .map(u64::to_string)
-                .collect();
-            let () = redis::Script::new(common::gozero::SET_SCRIPT)
-                .key(&gozero_key)
-                .arg(offsets)
-                .invoke_async(&mut conn)
-                .await
-                .unwrap();
+            let offsets = redbloom::gozero_locations(item, bits);
+            common::gozero::set(&mut conn, &gozero_key, &offsets).await;
         }
         let want = common::key_hex(&mut conn, &gozero_key).await;
 

@@ -227,16 +227,8 @@ async fn a_gozero_filter_is_not_taken_over() {
     let key = common::unique_key("native-x");
     let bits = 100_000;
     // What go-zero itself writes: its set script over the item's offsets, and nothing else.
-    let offsets: Vec<String> = redbloom::gozero_locations(b"from-go", bits)
-        .iter()
-        .map(u64::to_string)
-        .collect();
-    let () = redis::Script::new(common::gozero::SET_SCRIPT)
-        .key(&key)
-        .arg(offsets)
-        .invoke_async(&mut conn)
-        .await
-        .unwrap();
+    let offsets = redbloom::gozero_locations(b"from-go", bits);
+    common::gozero::set(&mut conn, &key, &offsets).await;
     let gozero = RedisBloom::new(conn.clone(), &key, bits).unwrap();
     let bytes = common::key_hex(&mut conn, &key).await;
 

@@ -13,7 +13,7 @@ use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair, 
 use redbloom::{Engine, KeyTtl, Layout, RedisBloom};
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::TlsCertificates;
-use serde_json::{json, Value};
+use serde_json::json;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -192,24 +192,9 @@ async fn the_library_works_over_rediss_with_a_private_ca() {
     }
 }
 
-/// Asserts a failure: status 2, nothing on stdout, one line on stderr containing every one of
-/// `words` (case-insensitive).
+/// [`common::cli::assert_fails`] for a command that holds no password.
 fn assert_fails(cmd: Command, words: &[&str]) -> String {
-    let shown = format!("{cmd:?}");
-    let (code, out, stderr) = run(cmd);
-    assert_eq!(code, 2, "{shown}: {stderr}");
-    assert_eq!(out, Value::Null, "{shown}: nothing on stdout");
-    assert_eq!(stderr.lines().count(), 1, "{shown}: one line: {stderr:?}");
-    assert!(stderr.starts_with("redbloom: "), "{shown}: {stderr:?}");
-    let lower = stderr.to_lowercase();
-    for word in words {
-        assert!(
-            lower.contains(&word.to_lowercase()),
-            "{shown}: {word:?} in {stderr:?}"
-        );
-    }
-    assert!(!stderr.contains("panicked"), "{stderr}");
-    stderr
+    common::cli::assert_fails(cmd, words, None)
 }
 
 #[tokio::test]

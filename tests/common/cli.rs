@@ -28,3 +28,38 @@ pub fn run(mut cmd: Command) -> (i32, Value, String) {
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
 }
+
+/// Asserts a failure: status 2, nothing on stdout, one line on stderr that starts with
+/// `redbloom: `, contains every one of `words` (case-insensitive), no panic, and never `secret`
+/// (a password) anywhere. Returns the line.
+pub fn assert_fails(mut cmd: Command, words: &[&str], secret: Option<&str>) -> String {
+    let hide = |text: String| match secret {
+        Some(secret) => text.replace(secret, "<password>"),
+        None => text,
+    };
+    let shown = hide(format!("{cmd:?}"));
+    let out = cmd.output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    if let Some(secret) = secret {
+        assert!(
+            !stdout.contains(secret) && !stderr.contains(secret),
+            "{shown}: the password shows: {:?} {:?}",
+            hide(stdout.clone()),
+            hide(stderr.clone())
+        );
+    }
+    assert_eq!(out.status.code(), Some(2), "{shown}: {stderr}");
+    assert!(stdout.is_empty(), "{shown}: nothing on stdout: {stdout:?}");
+    assert_eq!(stderr.lines().count(), 1, "{shown}: one line: {stderr:?}");
+    assert!(stderr.starts_with("redbloom: "), "{shown}: {stderr:?}");
+    assert!(!stderr.contains("panicked"), "{shown}: {stderr:?}");
+    let lower = stderr.to_lowercase();
+    for word in words {
+        assert!(
+            lower.contains(&word.to_lowercase()),
+            "{shown}: {word:?} in {stderr:?}"
+        );
+    }
+    stderr
+}

@@ -21,3 +21,15 @@ return true
 
 /// What go-zero leaves after adding "hello" and "world" to a 64-bit filter (SPEC.md §1).
 pub const HELLO_WORLD_64_BITS: [u8; 7] = [0xa5, 0x2c, 0x9b, 0x5a, 0xa0, 0x0a, 0x14];
+
+/// What go-zero itself writes for one item: its set script over the item's `offsets` (sent as
+/// decimal strings, as go-zero does), and nothing else.
+pub async fn set(conn: &mut redis::aio::MultiplexedConnection, key: &str, offsets: &[u64]) {
+    let offsets: Vec<String> = offsets.iter().map(u64::to_string).collect();
+    let () = redis::Script::new(SET_SCRIPT)
+        .key(key)
+        .arg(offsets)
+        .invoke_async(conn)
+        .await
+        .unwrap();
+}
