@@ -291,8 +291,8 @@ where
         if items.is_empty() {
             return Ok(Vec::new());
         }
-        if self.shards.is_some() {
-            return self.per_shard(items, true).await;
+        if let Some(shards) = &self.shards {
+            return self.per_shard(shards, items, true).await;
         }
         self.call(|| self.write(items)).await
     }
@@ -306,8 +306,8 @@ where
         if items.is_empty() {
             return Ok(Vec::new());
         }
-        if self.shards.is_some() {
-            return self.per_shard(items, false).await;
+        if let Some(shards) = &self.shards {
+            return self.per_shard(shards, items, false).await;
         }
         self.call(|| self.read(items)).await
     }
@@ -328,7 +328,7 @@ where
         };
         let millis = u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX);
         let acked: u32 = self
-            .query_as(redis::cmd("WAIT").arg(wanted).arg(millis))
+            .query(redis::cmd("WAIT").arg(wanted).arg(millis))
             .await?;
         if acked < wanted {
             return Err(Error::NotReplicated { acked, wanted });
@@ -371,7 +371,7 @@ where
     /// `NOSCRIPT`), then go-zero's set script or its batch form.
     async fn write_scripts(&self, items: usize, offsets: &[u64]) -> Result<Vec<bool>> {
         if let Some(guard) = self.params_guard() {
-            let reply: Value = self.query_as(&guard).await?;
+            let reply: Value = self.query(&guard).await?;
             self.check_guard(&reply)?;
         }
         match items {
@@ -482,7 +482,7 @@ where
                 reply => return reply.map_err(|e| self.redis_error(e)),
             }
         }
-        self.query(bitfield::get(&self.key, offsets, false)).await
+        self.query(&bitfield::get(&self.key, offsets, false)).await
     }
 
     /// Runs a script on the filter's key; the batch scripts take k before the offsets.
@@ -498,12 +498,8 @@ where
         reply.map_err(|e| self.redis_error(e))
     }
 
-    async fn query(&self, cmd: redis::Cmd) -> Result<Value> {
-        self.query_as(&cmd).await
-    }
-
     /// Runs `cmd`; `query_async` turns a server error reply into an `Err`.
-    async fn query_as<T: redis::FromRedisValue>(&self, cmd: &redis::Cmd) -> Result<T> {
+    async fn query<T: redis::FromRedisValue>(&self, cmd: &redis::Cmd) -> Result<T> {
         cmd.query_async(&mut self.conn.clone())
             .await
             .map_err(|e| self.redis_error(e))

@@ -67,3 +67,32 @@ impl KeyTtl {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::KeyTtl;
+    use std::time::Duration;
+
+    #[test]
+    fn the_longest_lived_shard_sets_a_sharded_filters_ttl() {
+        let (short, long) = (
+            KeyTtl::Expires(Duration::from_secs(5)),
+            KeyTtl::Expires(Duration::from_secs(9)),
+        );
+        let fold = |ttls: &[KeyTtl]| {
+            ttls.iter()
+                .copied()
+                .fold(KeyTtl::Missing, KeyTtl::longest_lived)
+        };
+        assert_eq!(fold(&[]), KeyTtl::Missing);
+        assert_eq!(fold(&[KeyTtl::Missing, short, KeyTtl::Missing]), short);
+        assert_eq!(fold(&[short, long, short]), long);
+        assert_eq!(
+            fold(&[long, KeyTtl::Persistent, KeyTtl::Missing]),
+            KeyTtl::Persistent
+        );
+        assert_eq!(KeyTtl::from_pttl(-2), KeyTtl::Missing);
+        assert_eq!(KeyTtl::from_pttl(-1).as_secs(), Some(-1));
+        assert_eq!(KeyTtl::from_pttl(1_500).as_secs(), Some(1));
+    }
+}

@@ -122,7 +122,7 @@ where
     /// Runs a write, with the parameters guard in the same round trip for a native filter.
     pub(super) async fn query_guarded(&self, cmd: redis::Cmd) -> Result<Value> {
         let Some(guard) = self.params_guard() else {
-            return self.query(cmd).await;
+            return self.query(&cmd).await;
         };
         let (stored, reply): (Value, Value) = redis::pipe()
             .add_command(guard)

@@ -75,12 +75,10 @@ where
     /// a cluster connection sends each to its node), answers back in input order.
     pub(super) async fn per_shard<T: AsRef<[u8]>>(
         &self,
+        shards: &[RedisBloom<C>],
         items: &[T],
         write: bool,
     ) -> Result<Vec<bool>> {
-        let Some(shards) = &self.shards else {
-            return Ok(Vec::new());
-        };
         self.call(|| self.ensure_params(write)).await?;
         let mut groups: Vec<Vec<usize>> = vec![Vec::new(); shards.len()];
         for (i, item) in items.iter().enumerate() {
