@@ -49,9 +49,38 @@ echo "load:   $($redbloom --cluster "$seeds" --shards 8 "${size[@]}" load "$out/
 echo "check:  $($redbloom --cluster "$seeds" --shards 8 "${size[@]}" check "$out/items.txt")"
 echo "absent: $($redbloom --cluster "$seeds" --shards 8 "${size[@]}" check "$out/absent.txt")"
 echo "info:   $($redbloom --cluster "$seeds" --shards 8 "${size[@]}" info)"
+# Replicas are listed in CLUSTER SLOTS (so clients route reads to them) once their offset moved.
+cluster_ports=$(IFS='|'; echo "${ports[*]:0:6}")
+for _ in $(seq 100); do
+    [ "$(redis-cli -p "${ports[0]}" cluster slots | grep -cxE "$cluster_ports")" -ge 6 ] && break
+    sleep 0.2
+done
 for p in "${ports[@]:0:6}"; do
     echo "node $p: $(redis-cli -p "$p" role | head -1), $(redis-cli -p "$p" dbsize) keys"
+    redis-cli -p "$p" config resetstat > /dev/null
 done
+# Read calls (BITFIELD_RO, GETRANGE) each node served since its statistics were reset.
+reads() {
+    for p in "${ports[@]:0:6}"; do
+        calls=$(redis-cli -p "$p" info commandstats | { grep -E '^cmdstat_(bitfield_ro|getrange):' || true; } |
+            awk -F'calls=' '{ split($2, n, ","); sum += n[1] } END { print sum + 0 }')
+        printf '%s %s=%s ' "$(redis-cli -p "$p" role | head -1)" "$p" "$calls"
+        redis-cli -p "$p" config resetstat > /dev/null
+    done
+    echo
+}
+echo "--- the same cluster, checks served by the replicas (--read-from-replicas)"
+echo "check:  $($redbloom --cluster "$seeds" --shards 8 --read-from-replicas "${size[@]}" check "$out/items.txt")"
+echo "absent: $($redbloom --cluster "$seeds" --shards 8 --read-from-replicas "${size[@]}" check "$out/absent.txt")"
+echo "read calls: $(reads)"
+echo "--- single-item checks, 64 tasks on one client (bench), masters then replicas"
+bench=(--key blocklist --bits 16777216 --json bench --items 200000 --concurrency 64)
+$redbloom --cluster "$seeds" "${bench[@]}" --op add > /dev/null
+reads > /dev/null
+echo "masters:  $($redbloom --cluster "$seeds" "${bench[@]}" --op exists)"
+echo "read calls: $(reads)"
+echo "replicas: $($redbloom --cluster "$seeds" --read-from-replicas "${bench[@]}" --op exists)"
+echo "read calls: $(reads)"
 echo "--- one redis-server, one key"
 echo "load:   $($redbloom --url "$single" "${size[@]}" load "$out/items.txt")"
 echo "check:  $($redbloom --url "$single" "${size[@]}" check "$out/items.txt")"

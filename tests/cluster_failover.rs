@@ -54,20 +54,6 @@ fn describe(err: &Error) -> String {
     out
 }
 
-/// The port of the replica of the master on `master`, from `ROLE` on every other live node.
-fn replica_of(cluster: &RedisCluster, master: u16) -> Option<u16> {
-    cluster
-        .nodes
-        .iter()
-        .filter(|n| n.is_running() && n.port() != master)
-        .map(|n| n.port())
-        .find(|&port| {
-            let role = cli(port, &["role"]);
-            let lines: Vec<&str> = role.lines().map(str::trim).collect();
-            lines.first() == Some(&"slave") && lines.get(2) == Some(&master.to_string().as_str())
-        })
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_killed_master_fails_over_and_no_acknowledged_add_is_lost_after() {
     let test_start = Instant::now();
@@ -132,7 +118,7 @@ async fn a_killed_master_fails_over_and_no_acknowledged_add_is_lost_after() {
     let masters = tokio::task::block_in_place(|| cluster.master_ports());
     assert_eq!(masters.len(), 3, "masters before the kill: {masters:?}");
     let victim = masters[0];
-    let replica = tokio::task::block_in_place(|| replica_of(&cluster, victim))
+    let replica = tokio::task::block_in_place(|| cluster.replica_of(victim))
         .unwrap_or_else(|| panic!("no node reports being the replica of master {victim}"));
     let index = cluster
         .nodes

@@ -28,6 +28,10 @@ impl RedisCluster {
                     "nodes.conf",
                     "--cluster-node-timeout",
                     "2000",
+                    // A replica is listed in CLUSTER SLOTS only once its replication offset is
+                    // not zero; the master's pings advance it, every 10 s by default.
+                    "--repl-ping-replica-period",
+                    "1",
                     "--save",
                     "",
                     "--appendonly",
@@ -88,8 +92,8 @@ impl RedisCluster {
         }
     }
 
-    /// Waits until every master has a replica whose link is up, so that clients that read the
-    /// topology now see the replicas too.
+    /// Waits until every master has a replica whose link is up and every node lists every
+    /// replica in CLUSTER SLOTS, so that clients that read the topology now see the replicas.
     pub fn wait_for_replicas(&self, timeout: Duration) -> std::io::Result<()> {
         let deadline = Instant::now() + timeout;
         loop {
@@ -104,7 +108,8 @@ impl RedisCluster {
                     .filter(|n| !masters.contains(&n.port()))
                     .all(|node| {
                         cli(node.port(), &["info", "replication"]).contains("master_link_status:up")
-                    });
+                    })
+                && self.slots_list_every_node();
             if linked {
                 return Ok(());
             }
@@ -113,6 +118,48 @@ impl RedisCluster {
             }
             std::thread::sleep(Duration::from_millis(100));
         }
+    }
+
+    /// Whether every live node's CLUSTER SLOTS names every live node (masters and replicas).
+    fn slots_list_every_node(&self) -> bool {
+        let live: Vec<u16> = self
+            .nodes
+            .iter()
+            .filter(|n| n.is_running())
+            .map(RedisServer::port)
+            .collect();
+        live.iter().all(|&port| {
+            let slots = cli(port, &["cluster", "slots"]);
+            let listed: Vec<&str> = slots.lines().map(str::trim).collect();
+            live.iter()
+                .all(|p| listed.contains(&p.to_string().as_str()))
+        })
+    }
+
+    /// The port of the replica of the master on `master`, from `ROLE` on every other live node.
+    pub fn replica_of(&self, master: u16) -> Option<u16> {
+        self.nodes
+            .iter()
+            .filter(|n| n.is_running() && n.port() != master)
+            .map(RedisServer::port)
+            .find(|&port| {
+                let role = cli(port, &["role"]);
+                let lines: Vec<&str> = role.lines().map(str::trim).collect();
+                lines.first() == Some(&"slave")
+                    && lines.get(2) == Some(&master.to_string().as_str())
+            })
+    }
+
+    /// The port of the master that serves `key`'s slot now.
+    pub fn master_of(&self, key: &str) -> u16 {
+        let slot: u16 = cli(self.nodes[0].port(), &["cluster", "keyslot", key])
+            .trim()
+            .parse()
+            .expect("CLUSTER KEYSLOT answers a number");
+        self.master_ports()
+            .into_iter()
+            .find(|&port| owns_slot(port, slot))
+            .expect("a master serves every slot")
     }
 
     /// The ports of the nodes that are masters now.
@@ -134,6 +181,22 @@ pub fn cli(port: u16, args: &[&str]) -> String {
         .output()
         .map(|out| String::from_utf8_lossy(&out.stdout).into_owned())
         .unwrap_or_default()
+}
+
+/// Whether the node on `port` serves `slot`, from its own line of CLUSTER NODES (slot ranges
+/// such as `0-5460` or single slots after the link state).
+fn owns_slot(port: u16, slot: u16) -> bool {
+    let nodes = cli(port, &["cluster", "nodes"]);
+    let Some(me) = nodes.lines().find(|line| line.contains("myself")) else {
+        return false;
+    };
+    me.split_whitespace().skip(8).any(|range| {
+        let (first, last) = range.split_once('-').unwrap_or((range, range));
+        match (first.parse::<u16>(), last.parse::<u16>()) {
+            (Ok(first), Ok(last)) => (first..=last).contains(&slot),
+            _ => false,
+        }
+    })
 }
 
 /// A free port whose cluster bus port (port + 10000) is free too.

@@ -28,6 +28,12 @@ pub(crate) struct Cli {
     #[arg(long, global = true, value_name = "SEEDS")]
     pub(crate) cluster: Option<String>,
 
+    /// With --cluster: serve exists and check from a random replica of each slot (its master
+    /// when it has none). Writes still go to the masters; a read may miss an add made a moment
+    /// ago (replication lag; --wait-replicas on the writer closes that gap).
+    #[arg(long, global = true)]
+    pub(crate) read_from_replicas: bool,
+
     /// The filter's key (required).
     #[arg(long, global = true, value_name = "KEY")]
     pub(crate) key: Option<String>,

@@ -23,7 +23,9 @@ pub(crate) async fn run(cli: Cli) -> Result<ExitCode> {
     let builder = config::builder(&cli)?;
     let timeout = config::timeout(&cli);
     let conn = match &cli.cluster {
-        Some(seeds) => Connection::Cluster(connect_cluster(seeds, timeout).await?),
+        Some(seeds) => {
+            Connection::Cluster(connect_cluster(seeds, timeout, cli.read_from_replicas).await?)
+        }
         None => {
             let url = cli.url.as_deref().unwrap_or(DEFAULT_URL);
             Connection::Single(connect(url, cli.tls_ca.as_deref(), timeout).await?)

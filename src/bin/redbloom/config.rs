@@ -16,6 +16,12 @@ pub(crate) fn builder(cli: &Cli) -> Result<Builder> {
     let mut builder = sized(RedisBloom::builder(key), &cli.size, cli.layout)?
         .retry(Retry::for_duration(Duration::from_secs_f64(cli.retry_for)))
         .shards(cli.shards);
+    if cli.read_from_replicas && cli.cluster.is_none() {
+        bail!(
+            "--read-from-replicas needs --cluster SEEDS; to read a standalone replica, give its \
+             URL with --url"
+        );
+    }
     if let Some(replicas) = cli.wait_replicas {
         builder = builder.wait_for_replicas(replicas, timeout(cli));
     }

@@ -9,7 +9,8 @@ use anyhow::{anyhow, bail, Context, Result};
 use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 use redis::cluster::ClusterClient;
 use redis::cluster_async::ClusterConnection;
-use redis::{Cmd, Pipeline, RedisFuture, Value};
+use redis::cluster_read_routing::RandomReplicaStrategy;
+use redis::{Cmd, Pipeline, RedisFuture, RedisResult, Value};
 use redis::{ConnectionAddr, ErrorKind, RedisError, TlsCertificates};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::CertificateDer;
@@ -52,8 +53,13 @@ impl ConnectionLike for Connection {
     }
 }
 
-/// Connects to the Redis Cluster whose nodes include `seeds` (comma-separated URLs).
-pub(crate) async fn connect_cluster(seeds: &str, timeout: Duration) -> Result<ClusterConnection> {
+/// Connects to the Redis Cluster whose nodes include `seeds` (comma-separated URLs); with
+/// `read_from_replicas`, read-only commands go to a random replica of their slot.
+pub(crate) async fn connect_cluster(
+    seeds: &str,
+    timeout: Duration,
+    read_from_replicas: bool,
+) -> Result<ClusterConnection> {
     let nodes: Vec<&str> = seeds
         .split(',')
         .map(str::trim)
@@ -63,15 +69,35 @@ pub(crate) async fn connect_cluster(seeds: &str, timeout: Duration) -> Result<Cl
         bail!("--cluster needs at least one seed URL");
     }
     // redis-rs's messages about a URL never quote it, so they cannot leak its password.
-    let client = ClusterClient::builder(nodes)
+    let mut builder = ClusterClient::builder(nodes)
         .connection_timeout(timeout)
-        .response_timeout(timeout)
+        .response_timeout(timeout);
+    if read_from_replicas {
+        builder = builder.read_routing_strategy(RandomReplicaStrategy);
+    }
+    let client = builder
         .build()
         .map_err(|err| anyhow!("invalid --cluster: {err}"))?;
-    client
+    let mut conn = client
         .get_async_connection()
         .await
-        .map_err(|err| anyhow!("cannot connect to the Redis Cluster: {err}"))
+        .map_err(|err| anyhow!("cannot connect to the Redis Cluster: {err}"))?;
+    if read_from_replicas && !lists_replicas(&mut conn).await {
+        eprintln!(
+            "warning: --read-from-replicas: the cluster lists no replica (CLUSTER SLOTS), so reads \
+             go to the masters"
+        );
+    }
+    Ok(conn)
+}
+
+/// Whether CLUSTER SLOTS names a replica for any slot range: the topology the connection read.
+/// (Redis leaves out a replica whose replication offset is still 0, as on a new, idle cluster.)
+async fn lists_replicas(conn: &mut ClusterConnection) -> bool {
+    let ranges: RedisResult<Vec<Vec<Value>>> =
+        redis::cmd("CLUSTER").arg("SLOTS").query_async(conn).await;
+    // Each range: start, end, the master, then its replicas.
+    ranges.is_ok_and(|ranges| ranges.iter().any(|range| range.len() > 3))
 }
 
 /// Connects to `url` with a connection that reconnects by itself after a lost connection (the

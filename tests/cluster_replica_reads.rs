@@ -1,0 +1,272 @@
+//! Reads served by replicas: over a cluster connection whose client routes read-only commands
+//! to replicas (redis-rs's `read_routing_strategy`), `exists` and `exists_many` use only
+//! `BITFIELD_RO` and `GETRANGE`, so the replicas answer them and the masters only take writes.
+//! Each node's command statistics show who served what.
+
+mod common;
+
+use common::cli::{assert_fails, run};
+use common::cluster::{cli, RedisCluster};
+use redbloom::{RedisBloom, Retry};
+use redis::cluster::ClusterClient;
+use redis::cluster_async::ClusterConnection;
+use redis::cluster_read_routing::RandomReplicaStrategy;
+use std::time::Duration;
+
+/// A cluster connection whose reads go to a random replica of their slot.
+async fn replica_reading(cluster: &RedisCluster) -> ClusterConnection {
+    ClusterClient::builder(cluster.urls())
+        .read_routing_strategy(RandomReplicaStrategy)
+        .connection_timeout(Duration::from_millis(500))
+        .response_timeout(Duration::from_secs(1))
+        .retries(10)
+        .min_retry_wait(50)
+        .max_retry_wait(500)
+        .build()
+        .unwrap()
+        .get_async_connection()
+        .await
+        .unwrap()
+}
+
+/// Calls of the filter's read commands (`BITFIELD_RO`, `GETRANGE`) the node on `port` served
+/// since its statistics were last reset.
+fn read_calls(port: u16) -> u64 {
+    let stats = cli(port, &["info", "commandstats"]);
+    stats
+        .lines()
+        .filter(|line| {
+            line.starts_with("cmdstat_bitfield_ro:") || line.starts_with("cmdstat_getrange:")
+        })
+        .filter_map(|line| {
+            line.split("calls=")
+                .nth(1)?
+                .split(',')
+                .next()?
+                .parse::<u64>()
+                .ok()
+        })
+        .sum()
+}
+
+fn reset_stats(cluster: &RedisCluster) {
+    for node in cluster.nodes.iter().filter(|n| n.is_running()) {
+        assert_eq!(cli(node.port(), &["config", "resetstat"]).trim(), "OK");
+    }
+}
+
+/// (port, read calls) of some nodes.
+type Reads = Vec<(u16, u64)>;
+
+/// The read calls of the masters and of the replicas.
+fn reads_by_role(cluster: &RedisCluster) -> (Reads, Reads) {
+    let masters = cluster.master_ports();
+    cluster
+        .nodes
+        .iter()
+        .filter(|n| n.is_running())
+        .map(|n| (n.port(), read_calls(n.port())))
+        .partition(|(port, _)| masters.contains(port))
+}
+
+fn items(prefix: &str, n: usize) -> Vec<String> {
+    (0..n).map(|i| format!("{prefix}:{i}")).collect()
+}
+
+#[tokio::test]
+async fn replicas_serve_the_reads_and_masters_only_the_writes() {
+    let cluster = RedisCluster::start().expect("redis-server and redis-cli on PATH");
+    let conn = replica_reading(&cluster).await;
+
+    // One key: the replica of its master answers every read.
+    let key = "blocklist";
+    let bloom = RedisBloom::builder(key)
+        .bits(1 << 20)
+        .build(conn.clone())
+        .unwrap();
+    let added = items("bad", 5_000);
+    bloom.add_many(&added).await.unwrap();
+    // The adds are on the replica before the reads begin (WAIT 1).
+    let master = cluster.master_of(key);
+    let replica = cluster
+        .replica_of(master)
+        .expect("every master has a replica");
+    assert_eq!(cli(master, &["wait", "1", "2000"]).trim(), "1");
+    reset_stats(&cluster);
+    for item in &added[..200] {
+        assert!(bloom.exists(item).await.unwrap(), "{item}");
+    }
+    assert!(bloom.exists_many(&added).await.unwrap().iter().all(|&p| p));
+    let absent = bloom.exists_many(&items("good", 1_000)).await.unwrap();
+    assert!(absent.iter().filter(|&&p| p).count() < 10, "{absent:?}");
+    let (masters, replicas) = reads_by_role(&cluster);
+    assert!(
+        masters.iter().all(|&(_, calls)| calls == 0),
+        "masters served reads: {masters:?}"
+    );
+    let served = replicas
+        .iter()
+        .find(|&&(port, _)| port == replica)
+        .unwrap()
+        .1;
+    assert!(
+        served >= 202,
+        "the key's replica served {served}: {replicas:?}"
+    );
+
+    // Eight shards over three masters: every replica serves its masters' shards.
+    let sharded = RedisBloom::builder("crawler:seen")
+        .shards(8)
+        .expected_items(50_000)
+        .false_positive_rate(0.01)
+        .build(conn.clone())
+        .unwrap();
+    let urls = items("https://example.com/page", 20_000);
+    sharded.add_many(&urls).await.unwrap();
+    for port in cluster.master_ports() {
+        assert_eq!(cli(port, &["wait", "1", "2000"]).trim(), "1");
+    }
+    reset_stats(&cluster);
+    assert!(sharded.exists_many(&urls).await.unwrap().iter().all(|&p| p));
+    for url in urls.iter().step_by(100) {
+        assert!(sharded.exists(url).await.unwrap(), "{url}");
+    }
+    let (masters, replicas) = reads_by_role(&cluster);
+    assert!(
+        masters.iter().all(|&(_, calls)| calls == 0),
+        "masters served reads: {masters:?}"
+    );
+    assert!(
+        replicas.len() == 3 && replicas.iter().all(|&(_, calls)| calls > 0),
+        "every replica serves reads: {replicas:?}"
+    );
+
+    // A writer that waits for one replica makes its adds visible to replica reads at once.
+    let confirmed = RedisBloom::builder("fresh")
+        .bits(1 << 16)
+        .wait_for_replicas(1, Duration::from_secs(2))
+        .build(conn)
+        .unwrap();
+    reset_stats(&cluster);
+    for item in items("new", 300) {
+        assert!(confirmed.add(&item).await.unwrap(), "{item}");
+        assert!(confirmed.exists(&item).await.unwrap(), "{item} read absent");
+    }
+    let (masters, replicas) = reads_by_role(&cluster);
+    assert!(masters.iter().all(|&(_, calls)| calls == 0), "{masters:?}");
+    assert_eq!(replicas.iter().map(|&(_, calls)| calls).sum::<u64>(), 300);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reads_carry_on_when_the_replica_dies() {
+    let mut cluster = RedisCluster::start().expect("redis-server and redis-cli on PATH");
+    let conn = replica_reading(&cluster).await;
+    let key = "replica:dies";
+    let bloom = RedisBloom::builder(key)
+        .bits(1 << 20)
+        .retry(Retry::for_duration(Duration::from_secs(20)))
+        .build(conn)
+        .unwrap();
+    let added = items("item", 1_000);
+    bloom.add_many(&added).await.unwrap();
+    let master = cluster.master_of(key);
+    let replica = cluster
+        .replica_of(master)
+        .expect("every master has a replica");
+    assert_eq!(cli(master, &["wait", "1", "2000"]).trim(), "1");
+    assert!(bloom.exists(&added[0]).await.unwrap());
+    assert!(read_calls(replica) > 0, "the replica served the first read");
+
+    cluster
+        .nodes
+        .iter_mut()
+        .find(|n| n.port() == replica)
+        .unwrap()
+        .kill();
+    reset_stats(&cluster);
+    // Every read still answers, and rightly: the master takes them over.
+    for item in &added[..100] {
+        assert!(bloom.exists(item).await.unwrap(), "{item}");
+    }
+    assert!(bloom.exists_many(&added).await.unwrap().iter().all(|&p| p));
+    assert!(read_calls(master) >= 100, "the master served the reads");
+}
+
+#[tokio::test]
+async fn the_cli_checks_on_replicas_with_read_from_replicas() {
+    let cluster = RedisCluster::start().expect("redis-server and redis-cli on PATH");
+    let seeds = cluster.urls().join(",");
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("items.txt");
+    std::fs::write(&file, items("line", 10_000).join("\n")).unwrap();
+    let file = file.to_str().unwrap();
+    let redbloom = |args: &[&str]| {
+        let mut cmd = assert_cmd::Command::cargo_bin("redbloom").unwrap();
+        cmd.env_remove("REDIS_URL")
+            .args([
+                "--cluster",
+                &seeds,
+                "--key",
+                "cli:replicas",
+                "--shards",
+                "4",
+            ])
+            .args(["--capacity", "10000", "--fpr", "0.01", "--json"])
+            .args(args);
+        cmd
+    };
+
+    let (code, json, _) = run(redbloom(&["--read-from-replicas", "load", file]));
+    assert_eq!((code, json["items"].as_u64()), (0, Some(10_000)), "{json}");
+    // An item is "new" unless all its bits were set by earlier ones: a false positive.
+    assert!(json["new"].as_u64().unwrap() > 9_900, "{json}");
+    for port in cluster.master_ports() {
+        assert_eq!(cli(port, &["wait", "1", "2000"]).trim(), "1");
+    }
+    reset_stats(&cluster);
+    let (code, json, stderr) = run(redbloom(&["--read-from-replicas", "check", file]));
+    assert_eq!(
+        (code, json["present"].as_u64()),
+        (0, Some(10_000)),
+        "{json}"
+    );
+    assert!(
+        stderr.is_empty(),
+        "no warning when replicas are listed: {stderr}"
+    );
+    let (masters, replicas) = reads_by_role(&cluster);
+    assert!(masters.iter().all(|&(_, calls)| calls == 0), "{masters:?}");
+    assert!(replicas.iter().any(|&(_, calls)| calls > 0), "{replicas:?}");
+
+    // Without the flag, the masters answer.
+    reset_stats(&cluster);
+    let (code, json, _) = run(redbloom(&["check", file]));
+    assert_eq!(
+        (code, json["present"].as_u64()),
+        (0, Some(10_000)),
+        "{json}"
+    );
+    let (masters, replicas) = reads_by_role(&cluster);
+    assert!(masters.iter().any(|&(_, calls)| calls > 0), "{masters:?}");
+    assert!(
+        replicas.iter().all(|&(_, calls)| calls == 0),
+        "{replicas:?}"
+    );
+}
+
+#[test]
+fn read_from_replicas_without_a_cluster_is_refused() {
+    let mut cmd = assert_cmd::Command::cargo_bin("redbloom").unwrap();
+    cmd.env_remove("REDIS_URL").args([
+        "--url",
+        "redis://127.0.0.1:1",
+        "--key",
+        "k",
+        "--bits",
+        "64",
+        "--read-from-replicas",
+        "exists",
+        "a",
+    ]);
+    assert_fails(cmd, &["--read-from-replicas", "--cluster", "--url"], None);
+}
