@@ -144,6 +144,13 @@ impl Error {
     }
 }
 
+impl Error {
+    /// Whether the cluster answered `MOVED` to the call or to one command of its batch.
+    pub(crate) fn was_moved(&self) -> bool {
+        matches!(self, Error::Redis(err) if has_server_code(err, "MOVED"))
+    }
+}
+
 /// Every server error in `err`, as (code, detail): itself, or each command's of a pipeline or
 /// transaction (redis-rs wraps those in one error whose own `code()` is `None`).
 fn server_errors(err: &RedisError) -> Vec<(String, String)> {

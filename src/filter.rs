@@ -442,10 +442,7 @@ where
             .cmd("DEL")
             .arg(scratch)
             .ignore();
-        let mut replies: Vec<Value> = pipe
-            .query_async(&mut self.conn.clone())
-            .await
-            .map_err(|e| self.redis_error(e))?;
+        let mut replies: Vec<Value> = self.query_pipe(&pipe).await?;
         let old = replies.pop().unwrap_or(Value::Nil);
         if guarded {
             self.check_guard(replies.first().unwrap_or(&Value::Nil))?;
@@ -464,10 +461,7 @@ where
         for (first, last) in dense::read_ranges(self.bits) {
             pipe.cmd("GETRANGE").arg(&self.key).arg(first).arg(last);
         }
-        let chunks: Vec<Vec<u8>> = pipe
-            .query_async(&mut self.conn.clone())
-            .await
-            .map_err(|e| self.redis_error(e))?;
+        let chunks: Vec<Vec<u8>> = self.query_pipe(&pipe).await?;
         Ok(chunks.concat())
     }
 
@@ -498,6 +492,28 @@ where
         reply.map_err(|e| self.redis_error(e))
     }
 
+    /// Runs a pipeline or a transaction on the filter's slot.
+    ///
+    /// A cluster client follows `MOVED` only when a single command gets it, not when it comes
+    /// inside a batch's replies; the retry would then go to the old node again and again. So
+    /// when a command of the batch was moved, one single-key command on the filter's key makes
+    /// the client follow the redirect and reload the slots before the error goes to the retry.
+    async fn query_pipe<T: redis::FromRedisValue>(&self, pipe: &redis::Pipeline) -> Result<T> {
+        match pipe.query_async(&mut self.conn.clone()).await {
+            Ok(reply) => Ok(reply),
+            Err(err) => {
+                let err = self.redis_error(err);
+                if err.was_moved() {
+                    let _: redis::RedisResult<Value> = redis::cmd("EXISTS")
+                        .arg(&self.key)
+                        .query_async(&mut self.conn.clone())
+                        .await;
+                }
+                Err(err)
+            }
+        }
+    }
+
     /// Runs `cmd`; `query_async` turns a server error reply into an `Err`.
     async fn query<T: redis::FromRedisValue>(&self, cmd: &redis::Cmd) -> Result<T> {
         cmd.query_async(&mut self.conn.clone())
@@ -519,8 +535,8 @@ where
     async fn info_once(&self) -> Result<FilterInfo> {
         self.ensure_params(false).await?;
         let last_byte = (self.bits - 1) / 8;
-        let (bits_set, bytes, pttl): (u64, u64, i64) = redis::pipe()
-            .atomic()
+        let mut pipe = redis::pipe();
+        pipe.atomic()
             .cmd("BITCOUNT")
             .arg(&self.key)
             .arg(0)
@@ -528,10 +544,8 @@ where
             .cmd("STRLEN")
             .arg(&self.key)
             .cmd("PTTL")
-            .arg(&self.key)
-            .query_async(&mut self.conn.clone())
-            .await
-            .map_err(|e| self.redis_error(e))?;
+            .arg(&self.key);
+        let (bits_set, bytes, pttl): (u64, u64, i64) = self.query_pipe(&pipe).await?;
         let hashes = self.hashes;
         Ok(FilterInfo {
             key: self.key.clone(),
@@ -567,10 +581,7 @@ where
         if let Some(params_key) = &self.params_key {
             pipe.cmd("DEL").arg(params_key).ignore();
         }
-        let (deleted,): (i64,) = pipe
-            .query_async(&mut self.conn.clone())
-            .await
-            .map_err(|e| self.redis_error(e))?;
+        let (deleted,): (i64,) = self.query_pipe(&pipe).await?;
         Ok(deleted > 0)
     }
 
@@ -603,10 +614,7 @@ where
         if let Some(params_key) = &self.params_key {
             pipe.cmd("PEXPIRE").arg(params_key).arg(millis).ignore();
         }
-        let (set,): (i64,) = pipe
-            .query_async(&mut self.conn.clone())
-            .await
-            .map_err(|e| self.redis_error(e))?;
+        let (set,): (i64,) = self.query_pipe(&pipe).await?;
         Ok(set == 1)
     }
 }

@@ -50,8 +50,14 @@ const COMMANDS: &[(&str, &str)] = &[
         "dense add (merge script); any script after NOSCRIPT",
     ),
     ("evalsha", "parameters check; Scripts engine"),
-    ("multi", "dense add, info, clear, expire"),
-    ("exec", "dense add, info, clear, expire"),
+    (
+        "multi",
+        "dense add, native write (with its guard), info, clear, expire",
+    ),
+    (
+        "exec",
+        "dense add, native write (with its guard), info, clear, expire",
+    ),
     ("wait", "wait_for_replicas"),
 ];
 

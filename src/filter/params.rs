@@ -120,16 +120,18 @@ where
     }
 
     /// Runs a write, with the parameters guard in the same round trip for a native filter.
+    ///
+    /// The two go as one transaction: while a cluster moves the slot key by key, a plain
+    /// pipeline redirected (`ASK`) for one of its keys would create the other on the new
+    /// node before that key's own move, which then fails (`BUSYKEY`). A transaction is
+    /// checked as a whole, and waits (`TRYAGAIN`) until both keys are on one node.
     pub(super) async fn query_guarded(&self, cmd: redis::Cmd) -> Result<Value> {
         let Some(guard) = self.params_guard() else {
             return self.query(&cmd).await;
         };
-        let (stored, reply): (Value, Value) = redis::pipe()
-            .add_command(guard)
-            .add_command(cmd)
-            .query_async(&mut self.conn.clone())
-            .await
-            .map_err(|e| self.redis_error(e))?;
+        let mut pipe = redis::pipe();
+        pipe.atomic().add_command(guard).add_command(cmd);
+        let (stored, reply): (Value, Value) = self.query_pipe(&pipe).await?;
         self.check_guard(&stored)?;
         Ok(reply)
     }
