@@ -254,6 +254,35 @@ async fn the_cli_checks_on_replicas_with_read_from_replicas() {
     );
 }
 
+#[tokio::test]
+async fn the_cli_warns_when_the_cluster_lists_no_replica() {
+    let cluster =
+        RedisCluster::start_without_replicas().expect("redis-server and redis-cli on PATH");
+    let seeds = cluster.urls().join(",");
+    let mut cmd = assert_cmd::Command::cargo_bin("redbloom").unwrap();
+    cmd.env_remove("REDIS_URL")
+        .args([
+            "--cluster",
+            &seeds,
+            "--key",
+            "no:replicas",
+            "--bits",
+            "1024",
+        ])
+        .args(["--read-from-replicas", "--json", "exists", "a"]);
+    let (code, json, stderr) = run(cmd);
+    // The check still runs, on the masters: "a" was never added.
+    assert_eq!((code, json["absent"].as_u64()), (1, Some(1)), "{json}");
+    assert!(
+        stderr.starts_with("warning: --read-from-replicas")
+            && stderr.contains("lists no replica")
+            && stderr.lines().count() == 1,
+        "{stderr}"
+    );
+    let (masters, _) = reads_by_role(&cluster);
+    assert_eq!(masters.iter().map(|&(_, calls)| calls).sum::<u64>(), 1);
+}
+
 #[test]
 fn read_from_replicas_without_a_cluster_is_refused() {
     let mut cmd = assert_cmd::Command::cargo_bin("redbloom").unwrap();

@@ -16,8 +16,17 @@ impl RedisCluster {
     /// Starts six nodes and joins them into a cluster of 3 masters with a replica each; fails
     /// loudly when `redis-server` or `redis-cli` is missing.
     pub fn start() -> std::io::Result<Self> {
+        Self::start_with_replicas(1)
+    }
+
+    /// Three masters and no replica.
+    pub fn start_without_replicas() -> std::io::Result<Self> {
+        Self::start_with_replicas(0)
+    }
+
+    fn start_with_replicas(replicas: usize) -> std::io::Result<Self> {
         let mut nodes = Vec::new();
-        for _ in 0..6 {
+        for _ in 0..3 * (1 + replicas) {
             let port = cluster_port()?;
             nodes.push(RedisServer::start_on(
                 port,
@@ -46,7 +55,7 @@ impl RedisCluster {
         let out = Command::new("redis-cli")
             .args(["--cluster", "create"])
             .args(&addrs)
-            .args(["--cluster-replicas", "1", "--cluster-yes"])
+            .args(["--cluster-replicas", &replicas.to_string(), "--cluster-yes"])
             .output()?;
         if !out.status.success() {
             return Err(std::io::Error::other(format!(
@@ -56,7 +65,9 @@ impl RedisCluster {
         }
         let cluster = RedisCluster { nodes };
         cluster.wait_until_ok(Duration::from_secs(30))?;
-        cluster.wait_for_replicas(Duration::from_secs(30))?;
+        if replicas > 0 {
+            cluster.wait_for_replicas(Duration::from_secs(30))?;
+        }
         Ok(cluster)
     }
 
