@@ -327,9 +327,18 @@ where
             return Ok(());
         };
         let millis = u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX);
-        let acked: u32 = self
-            .query(redis::cmd("WAIT").arg(wanted).arg(millis))
-            .await?;
+        // Alone, WAIT goes to every master of a cluster, which answers the smallest count: a
+        // master without replicas would fail every write. Behind a command on the filter's key
+        // that changes nothing (a write command, so never routed to a replica), it goes to the
+        // key's master, on the connection that carried the write.
+        let mut pipe = redis::pipe();
+        pipe.cmd("BITFIELD")
+            .arg(&self.key)
+            .ignore()
+            .cmd("WAIT")
+            .arg(wanted)
+            .arg(millis);
+        let (acked,): (u32,) = self.query_pipe(&pipe).await?;
         if acked < wanted {
             return Err(Error::NotReplicated { acked, wanted });
         }

@@ -97,3 +97,48 @@ async fn writes_fail_when_no_replica_confirms() {
     // The write itself is on the primary; reads do not wait.
     assert!(bloom.exists("lonely").await.unwrap());
 }
+
+/// On a cluster, a write waits for the replicas of its own key's master only: another master
+/// without a replica does not fail it, and its own master without one does.
+#[tokio::test]
+async fn on_a_cluster_a_write_waits_for_its_own_masters_replica() {
+    let mut cluster = common::cluster::RedisCluster::start().expect("redis-server on PATH");
+    let conn = cluster.connection().await;
+    let key = "wait:cluster";
+    let home = cluster.master_of(key);
+    let elsewhere = *cluster
+        .master_ports()
+        .iter()
+        .find(|&&port| port != home)
+        .unwrap();
+    let mut kill_replica_of = |master: u16| {
+        let replica = cluster
+            .replica_of(master)
+            .expect("every master has a replica");
+        cluster
+            .nodes
+            .iter_mut()
+            .find(|n| n.port() == replica)
+            .unwrap()
+            .kill();
+    };
+    let bloom = RedisBloom::builder(key)
+        .bits(1 << 16)
+        .wait_for_replicas(1, Duration::from_millis(500))
+        .build(conn)
+        .unwrap();
+    assert!(bloom.add("before").await.unwrap());
+
+    kill_replica_of(elsewhere);
+    assert!(bloom.add("other master bare").await.unwrap());
+    assert!(bloom.add_many(&["a", "b", "c"]).await.unwrap()[0]);
+
+    kill_replica_of(home);
+    match bloom.add("own master bare").await {
+        Err(Error::NotReplicated {
+            acked: 0,
+            wanted: 1,
+        }) => {}
+        other => panic!("expected NotReplicated, got {other:?}"),
+    }
+}
