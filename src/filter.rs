@@ -264,9 +264,15 @@ where
     /// [`Error::Connection`] for network faults; [`Error::Redis`] for other server errors.
     pub async fn add(&self, item: impl AsRef<[u8]>) -> Result<bool> {
         let items = [item.as_ref()];
-        let filter = self.shard_for(items[0], true).await?.unwrap_or(self);
-        let new = filter.call(|| filter.write(&items)).await?;
-        Ok(new[0])
+        let Some(shard) = self.shard_for(items[0], true).await? else {
+            let new = self.call(|| self.write(&items)).await?;
+            return Ok(new[0]);
+        };
+        let (guarded, new) =
+            futures_util::future::join(self.guard_shards(), shard.call(|| shard.write(&items)))
+                .await;
+        guarded?;
+        Ok(new?[0])
     }
 
     /// Whether `item` may be in the filter: `false` means certainly never added; `true` means

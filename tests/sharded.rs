@@ -194,3 +194,52 @@ async fn shards_spread_over_every_master_of_a_cluster() {
     }
     assert_eq!(total, 8);
 }
+
+/// As for one key, a sharded native filter stores its parameters again with its next write
+/// after an expiry, and a client sees another configuration stored since.
+#[tokio::test]
+async fn a_sharded_native_filter_stores_its_parameters_again_after_expiry() {
+    let redis = common::redis().await;
+    let mut conn = redis.connection().await;
+    let key = common::unique_key("sharded-native");
+    let params = format!("{{{key}}}:redbloom:params");
+    let native = |items: u64| {
+        RedisBloom::builder(&key)
+            .layout(redbloom::Layout::Native)
+            .expected_items(items)
+            .false_positive_rate(0.01)
+            .shards(4)
+    };
+    let bloom = native(10_000).build(conn.clone()).unwrap();
+    bloom.add("a").await.unwrap();
+    assert!(common::key_exists(&mut conn, &params).await);
+    assert!(bloom.expire(Duration::from_millis(50)).await.unwrap());
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(!common::key_exists(&mut conn, &params).await);
+
+    // A single add and a batch each bring the parameters back.
+    assert!(bloom.add("b").await.unwrap());
+    assert!(common::key_exists(&mut conn, &params).await);
+    assert!(bloom.clear().await.unwrap());
+    bloom.add_many(&items("again", 100)).await.unwrap();
+    let same = native(10_000).build(conn.clone()).unwrap();
+    assert!(same.exists("again:7").await.unwrap());
+
+    // Another configuration that re-created the filter meanwhile is reported on the next write.
+    assert!(bloom.clear().await.unwrap());
+    native(20_000)
+        .build(conn.clone())
+        .unwrap()
+        .add("c")
+        .await
+        .unwrap();
+    for (what, result) in [
+        ("add", bloom.add("d").await.map(|_| ())),
+        ("add_many", bloom.add_many(&["e", "f"]).await.map(|_| ())),
+    ] {
+        assert!(
+            matches!(result, Err(Error::ParamsMismatch { .. })),
+            "{what}: {result:?}"
+        );
+    }
+}

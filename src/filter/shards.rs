@@ -80,6 +80,12 @@ where
         write: bool,
     ) -> Result<Vec<bool>> {
         self.call(|| self.ensure_params(write)).await?;
+        let guarded = async {
+            match write {
+                true => self.guard_shards().await,
+                false => Ok(()),
+            }
+        };
         let mut groups: Vec<Vec<usize>> = vec![Vec::new(); shards.len()];
         for (i, item) in items.iter().enumerate() {
             groups[hash::shard_of(item.as_ref(), shards.len() as u32)].push(i);
@@ -95,7 +101,9 @@ where
                     (false, false) => shard.call(|| shard.read(&part)).await,
                 }
             });
-        let answers = futures_util::future::join_all(calls).await;
+        let (guarded, answers) =
+            futures_util::future::join(guarded, futures_util::future::join_all(calls)).await;
+        guarded?;
         let mut out = vec![false; items.len()];
         for (group, answers) in groups.iter().zip(answers) {
             for (&i, answer) in group.iter().zip(answers?) {
@@ -103,6 +111,17 @@ where
             }
         }
         Ok(out)
+    }
+
+    /// A sharded native filter's parameters guard, sent beside each write (its key is in
+    /// another slot than the shards'): the parameters are stored again after a clear or an
+    /// expiry, and another client's since then are reported, as for a filter of one key.
+    pub(super) async fn guard_shards(&self) -> Result<()> {
+        let Some(guard) = self.params_guard() else {
+            return Ok(());
+        };
+        let stored = self.call(|| self.query(&guard)).await?;
+        self.check_guard(&stored)
     }
 
     /// [`info`](RedisBloom::info) of a sharded filter: the shards' added up.
