@@ -336,14 +336,14 @@ where
         // Alone, WAIT goes to every master of a cluster, which answers the smallest count: a
         // master without replicas would fail every write. Behind a command on the filter's key
         // that changes nothing (a write command, so never routed to a replica), it goes to the
-        // key's master, on the connection that carried the write.
+        // key's master, on the connection that carried the write. The command is one the
+        // engine needs anyway, so that it needs no other ACL grant.
         let mut pipe = redis::pipe();
-        pipe.cmd("BITFIELD")
-            .arg(&self.key)
-            .ignore()
-            .cmd("WAIT")
-            .arg(wanted)
-            .arg(millis);
+        match self.engine {
+            Engine::Fast => pipe.cmd("BITFIELD").arg(&self.key),
+            Engine::Scripts => pipe.cmd("EVAL").arg("return 0").arg(1).arg(&self.key),
+        };
+        pipe.ignore().cmd("WAIT").arg(wanted).arg(millis);
         let (acked,): (u32,) = self.query_pipe(&pipe).await?;
         if acked < wanted {
             return Err(Error::NotReplicated { acked, wanted });

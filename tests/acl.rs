@@ -20,6 +20,7 @@ const WRITER_PW: &str = "SECRETPW";
 const NOEVAL_PW: &str = "noeval-PW-4711";
 const OTHER_PW: &str = "otherkeys-PW-0815";
 const MINIMAL_PW: &str = "minimal-PW-2718";
+const NOBITFIELD_PW: &str = "nobitfield-PW-1414";
 
 /// Every command some part of redbloom sends, directly or from its Lua scripts (`redis.call`
 /// is checked against the ACL too), with what needs it. The ACL paragraph of the docs is this
@@ -420,6 +421,32 @@ async fn a_user_without_access_to_the_key_gets_no_permission() {
         let cmd = redbloom(&url, "bf:x", &[&["--bits", "1000"][..], args].concat());
         assert_fails(cmd, &["NOPERM", "permission"], OTHER_PW);
     }
+}
+
+#[tokio::test]
+async fn a_user_without_bitfield_uses_the_scripts_engine_even_with_wait() {
+    let (server, mut admin) = acl_server().await;
+    let pw = format!(">{NOBITFIELD_PW}");
+    let rules = [&pw, "~*", "+@all", "-bitfield", "-bitfield_ro"];
+    set_user(&mut admin, "nobitfield", &rules).await;
+    let url = user_url(&server, "nobitfield", NOBITFIELD_PW);
+    let conn = manager(&url).await;
+
+    let fast = RedisBloom::builder("bf:nobitfield")
+        .bits(100_000)
+        .wait_for_replicas(0, Duration::from_millis(100))
+        .build(conn)
+        .unwrap();
+    assert_noperm("Fast engine add", fast.add("a").await, NOBITFIELD_PW);
+    // go-zero's scripts, and the WAIT routed without BITFIELD.
+    let scripts = fast.with_engine(Engine::Scripts);
+    assert!(scripts.add("a").await.unwrap());
+    assert!(scripts.exists("a").await.unwrap());
+    assert_eq!(scripts.add_many(&["a", "b"]).await.unwrap(), [false, true]);
+    assert_eq!(
+        scripts.exists_many(&["b", "c"]).await.unwrap(),
+        [true, false]
+    );
 }
 
 #[tokio::test]

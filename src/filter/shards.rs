@@ -81,9 +81,10 @@ where
     ) -> Result<Vec<bool>> {
         self.call(|| self.ensure_params(write)).await?;
         let guarded = async {
-            match write {
-                true => self.guard_shards().await,
-                false => Ok(()),
+            if write {
+                self.guard_shards().await
+            } else {
+                Ok(())
             }
         };
         let mut groups: Vec<Vec<usize>> = vec![Vec::new(); shards.len()];
