@@ -60,20 +60,12 @@ async fn a_killed_master_fails_over_and_no_acknowledged_add_is_lost_after() {
     let mut cluster = RedisCluster::start().expect("redis-server and redis-cli on PATH");
     // redis-rs's cluster defaults suit a failover poorly: no response timeout at all, and 16
     // retries whose waits (after CLUSTERDOWN, TRYAGAIN, a slot with no connection) are at least
-    // 1.28 s. Here: connecting and each reply bounded, short waits between redis-rs's own
-    // retries, and the whole request bounded (it then fails with a timeout, which the filter
-    // retries), so that the filter's `Retry` (30 s) is what carries a call through the
+    // 1.28 s. The harness's client bounds connecting, each reply and the whole request (it then
+    // fails with a timeout, which the filter retries), with short waits between redis-rs's own
+    // retries, so that the filter's `Retry` (30 s) is what carries a call through the
     // failover. redis-rs's retries run out before the failover is over (MOVED to the dead
     // master, then CLUSTERDOWN, for 2 to 5 s): it then returns its last error as is.
-    let client = redis::cluster::ClusterClient::builder(cluster.urls())
-        .connection_timeout(Duration::from_millis(500))
-        .response_timeout(Duration::from_secs(1))
-        .overall_response_timeout(Some(Duration::from_secs(5)))
-        .retries(10)
-        .min_retry_wait(50)
-        .max_retry_wait(500)
-        .build()
-        .unwrap();
+    let client = cluster.client_builder().build().unwrap();
     let conn = client.get_async_connection().await.unwrap();
     let bloom = RedisBloom::builder("failover:seen")
         .shards(8)

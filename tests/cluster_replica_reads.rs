@@ -8,20 +8,15 @@ mod common;
 use common::cli::{assert_fails, run};
 use common::cluster::{cli, RedisCluster};
 use redbloom::{RedisBloom, Retry};
-use redis::cluster::ClusterClient;
 use redis::cluster_async::ClusterConnection;
 use redis::cluster_read_routing::RandomReplicaStrategy;
 use std::time::Duration;
 
 /// A cluster connection whose reads go to a random replica of their slot.
 async fn replica_reading(cluster: &RedisCluster) -> ClusterConnection {
-    ClusterClient::builder(cluster.urls())
+    cluster
+        .client_builder()
         .read_routing_strategy(RandomReplicaStrategy)
-        .connection_timeout(Duration::from_millis(500))
-        .response_timeout(Duration::from_secs(1))
-        .retries(10)
-        .min_retry_wait(50)
-        .max_retry_wait(500)
         .build()
         .unwrap()
         .get_async_connection()
@@ -86,12 +81,12 @@ async fn replicas_serve_the_reads_and_masters_only_the_writes() {
         .unwrap();
     let added = items("bad", 5_000);
     bloom.add_many(&added).await.unwrap();
-    // The adds are on the replica before the reads begin (WAIT 1).
+    // The adds are on the replica before the reads begin.
     let master = cluster.master_of(key);
     let replica = cluster
         .replica_of(master)
         .expect("every master has a replica");
-    assert_eq!(cli(master, &["wait", "1", "2000"]).trim(), "1");
+    cluster.wait_replicated(master);
     reset_stats(&cluster);
     for item in &added[..200] {
         assert!(bloom.exists(item).await.unwrap(), "{item}");
@@ -124,7 +119,7 @@ async fn replicas_serve_the_reads_and_masters_only_the_writes() {
     let urls = items("https://example.com/page", 20_000);
     sharded.add_many(&urls).await.unwrap();
     for port in cluster.master_ports() {
-        assert_eq!(cli(port, &["wait", "1", "2000"]).trim(), "1");
+        cluster.wait_replicated(port);
     }
     reset_stats(&cluster);
     assert!(sharded.exists_many(&urls).await.unwrap().iter().all(|&p| p));
@@ -173,16 +168,11 @@ async fn reads_carry_on_when_the_replica_dies() {
     let replica = cluster
         .replica_of(master)
         .expect("every master has a replica");
-    assert_eq!(cli(master, &["wait", "1", "2000"]).trim(), "1");
+    cluster.wait_replicated(master);
     assert!(bloom.exists(&added[0]).await.unwrap());
     assert!(read_calls(replica) > 0, "the replica served the first read");
 
-    cluster
-        .nodes
-        .iter_mut()
-        .find(|n| n.port() == replica)
-        .unwrap()
-        .kill();
+    cluster.kill(replica);
     reset_stats(&cluster);
     // Every read still answers, and rightly: the master takes them over.
     for item in &added[..100] {
@@ -221,7 +211,7 @@ async fn the_cli_checks_on_replicas_with_read_from_replicas() {
     // An item is "new" unless all its bits were set by earlier ones: a false positive.
     assert!(json["new"].as_u64().unwrap() > 9_900, "{json}");
     for port in cluster.master_ports() {
-        assert_eq!(cli(port, &["wait", "1", "2000"]).trim(), "1");
+        cluster.wait_replicated(port);
     }
     reset_stats(&cluster);
     let (code, json, stderr) = run(redbloom(&["--read-from-replicas", "check", file]));

@@ -77,14 +77,7 @@ fn migrate_slot(masters: &[u16], slot: u16, source: u16, target: u16, pause: Dur
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn adds_carry_on_while_the_slot_moves_and_none_is_lost() {
     let cluster = RedisCluster::start().expect("redis-server and redis-cli on PATH");
-    let client = redis::cluster::ClusterClient::builder(cluster.urls())
-        .connection_timeout(Duration::from_millis(500))
-        .response_timeout(Duration::from_secs(1))
-        .retries(10)
-        .min_retry_wait(50)
-        .max_retry_wait(500)
-        .build()
-        .unwrap();
+    let client = cluster.client_builder().build().unwrap();
     let conn = client.get_async_connection().await.unwrap();
     let retry = Retry::for_duration(Duration::from_secs(20));
     let builders = [

@@ -115,12 +115,7 @@ async fn on_a_cluster_a_write_waits_for_its_own_masters_replica() {
         let replica = cluster
             .replica_of(master)
             .expect("every master has a replica");
-        cluster
-            .nodes
-            .iter_mut()
-            .find(|n| n.port() == replica)
-            .unwrap()
-            .kill();
+        cluster.kill(replica);
     };
     let bloom = RedisBloom::builder(key)
         .bits(1 << 16)

@@ -80,6 +80,50 @@ impl RedisCluster {
             .expect("the cluster answers")
     }
 
+    /// A client builder for every node as a seed, with short timeouts and retries, so that a
+    /// filter's own `Retry` (not redis-rs's long defaults: no response timeout, 16 retries at
+    /// least 1.28 s apart) carries calls through a failover or a slot move.
+    pub fn client_builder(&self) -> redis::cluster::ClusterClientBuilder {
+        redis::cluster::ClusterClient::builder(self.urls())
+            .connection_timeout(Duration::from_millis(500))
+            .response_timeout(Duration::from_secs(1))
+            .overall_response_timeout(Some(Duration::from_secs(5)))
+            .retries(10)
+            .min_retry_wait(50)
+            .max_retry_wait(500)
+    }
+
+    /// Kills the node on `port` (as `kill -9`).
+    pub fn kill(&mut self, port: u16) {
+        self.nodes
+            .iter_mut()
+            .find(|n| n.port() == port)
+            .unwrap_or_else(|| panic!("no node on port {port}"))
+            .kill();
+    }
+
+    /// Waits until the replica of the master on `master` has everything the master has
+    /// written so far (its replication offset caught up). (`WAIT` from a new connection would
+    /// not do: it waits only for that connection's own writes.)
+    pub fn wait_replicated(&self, master: u16) {
+        let offset = |port: u16, field: &str| -> u64 {
+            cli(port, &["info", "replication"])
+                .lines()
+                .find_map(|line| line.strip_prefix(field)?.trim().parse().ok())
+                .unwrap_or(0)
+        };
+        let replica = self.replica_of(master).expect("the master has a replica");
+        let target = offset(master, "master_repl_offset:");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while offset(replica, "slave_repl_offset:") < target {
+            assert!(
+                Instant::now() < deadline,
+                "replica {replica} did not catch up"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
     /// Seed URLs of every node.
     pub fn urls(&self) -> Vec<String> {
         self.nodes.iter().map(RedisServer::url).collect()
