@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::cli::{assert_fails, run};
+use common::cli::{assert_fails, redbloom, redbloom_cluster, run};
 use common::cluster::{cli, RedisCluster};
 use redbloom::{RedisBloom, Retry};
 use redis::cluster_async::ClusterConnection;
@@ -64,6 +64,22 @@ fn reads_by_role(cluster: &RedisCluster) -> (Reads, Reads) {
         .partition(|(port, _)| masters.contains(port))
 }
 
+/// Adds `added` to the single-key filter `bloom` at `key`, then waits until the replica of the
+/// key's master has them; returns the ports of that master and replica.
+async fn load_and_replicate(
+    cluster: &RedisCluster,
+    bloom: &RedisBloom<ClusterConnection>,
+    added: &[String],
+) -> (u16, u16) {
+    bloom.add_many(added).await.unwrap();
+    let master = cluster.master_of(bloom.key());
+    let replica = cluster
+        .replica_of(master)
+        .expect("every master has a replica");
+    cluster.wait_replicated(master);
+    (master, replica)
+}
+
 fn items(prefix: &str, n: usize) -> Vec<String> {
     (0..n).map(|i| format!("{prefix}:{i}")).collect()
 }
@@ -80,13 +96,8 @@ async fn replicas_serve_the_reads_and_masters_only_the_writes() {
         .build(conn.clone())
         .unwrap();
     let added = items("bad", 5_000);
-    bloom.add_many(&added).await.unwrap();
     // The adds are on the replica before the reads begin.
-    let master = cluster.master_of(key);
-    let replica = cluster
-        .replica_of(master)
-        .expect("every master has a replica");
-    cluster.wait_replicated(master);
+    let (_, replica) = load_and_replicate(&cluster, &bloom, &added).await;
     reset_stats(&cluster);
     for item in &added[..200] {
         assert!(bloom.exists(item).await.unwrap(), "{item}");
@@ -137,6 +148,9 @@ async fn replicas_serve_the_reads_and_masters_only_the_writes() {
     );
 
     // A writer that waits for one replica makes its adds visible to replica reads at once.
+    // (On loopback the lag is so short that the reads would see the adds without WAIT too:
+    // this shows that reads served by replicas see what WAIT confirmed, not that WAIT is
+    // needed; tests/wait_replicas.rs shows that WAIT waits.)
     let confirmed = RedisBloom::builder("fresh")
         .bits(1 << 16)
         .wait_for_replicas(1, Duration::from_secs(2))
@@ -163,12 +177,7 @@ async fn reads_carry_on_when_the_replica_dies() {
         .build(conn)
         .unwrap();
     let added = items("item", 1_000);
-    bloom.add_many(&added).await.unwrap();
-    let master = cluster.master_of(key);
-    let replica = cluster
-        .replica_of(master)
-        .expect("every master has a replica");
-    cluster.wait_replicated(master);
+    let (master, replica) = load_and_replicate(&cluster, &bloom, &added).await;
     assert!(bloom.exists(&added[0]).await.unwrap());
     assert!(read_calls(replica) > 0, "the replica served the first read");
 
@@ -190,23 +199,20 @@ async fn the_cli_checks_on_replicas_with_read_from_replicas() {
     let file = dir.path().join("items.txt");
     std::fs::write(&file, items("line", 10_000).join("\n")).unwrap();
     let file = file.to_str().unwrap();
-    let redbloom = |args: &[&str]| {
-        let mut cmd = assert_cmd::Command::cargo_bin("redbloom").unwrap();
-        cmd.env_remove("REDIS_URL")
-            .args([
-                "--cluster",
-                &seeds,
-                "--key",
-                "cli:replicas",
-                "--shards",
-                "4",
-            ])
-            .args(["--capacity", "10000", "--fpr", "0.01", "--json"])
-            .args(args);
-        cmd
+    let command = |args: &[&str]| {
+        let size = [
+            "--shards",
+            "4",
+            "--capacity",
+            "10000",
+            "--fpr",
+            "0.01",
+            "--json",
+        ];
+        redbloom_cluster(&seeds, "cli:replicas", &[&size[..], args].concat())
     };
 
-    let (code, json, _) = run(redbloom(&["--read-from-replicas", "load", file]));
+    let (code, json, _) = run(command(&["--read-from-replicas", "load", file]));
     assert_eq!((code, json["items"].as_u64()), (0, Some(10_000)), "{json}");
     // An item is "new" unless all its bits were set by earlier ones: a false positive.
     assert!(json["new"].as_u64().unwrap() > 9_900, "{json}");
@@ -214,7 +220,7 @@ async fn the_cli_checks_on_replicas_with_read_from_replicas() {
         cluster.wait_replicated(port);
     }
     reset_stats(&cluster);
-    let (code, json, stderr) = run(redbloom(&["--read-from-replicas", "check", file]));
+    let (code, json, stderr) = run(command(&["--read-from-replicas", "check", file]));
     assert_eq!(
         (code, json["present"].as_u64()),
         (0, Some(10_000)),
@@ -230,7 +236,7 @@ async fn the_cli_checks_on_replicas_with_read_from_replicas() {
 
     // Without the flag, the masters answer.
     reset_stats(&cluster);
-    let (code, json, _) = run(redbloom(&["check", file]));
+    let (code, json, _) = run(command(&["check", file]));
     assert_eq!(
         (code, json["present"].as_u64()),
         (0, Some(10_000)),
@@ -249,17 +255,15 @@ async fn the_cli_warns_when_the_cluster_lists_no_replica() {
     let cluster =
         RedisCluster::start_without_replicas().expect("redis-server and redis-cli on PATH");
     let seeds = cluster.urls().join(",");
-    let mut cmd = assert_cmd::Command::cargo_bin("redbloom").unwrap();
-    cmd.env_remove("REDIS_URL")
-        .args([
-            "--cluster",
-            &seeds,
-            "--key",
-            "no:replicas",
-            "--bits",
-            "1024",
-        ])
-        .args(["--read-from-replicas", "--json", "exists", "a"]);
+    let args = [
+        "--bits",
+        "1024",
+        "--read-from-replicas",
+        "--json",
+        "exists",
+        "a",
+    ];
+    let cmd = redbloom_cluster(&seeds, "no:replicas", &args);
     let (code, json, stderr) = run(cmd);
     // The check still runs, on the masters: "a" was never added.
     assert_eq!((code, json["absent"].as_u64()), (1, Some(1)), "{json}");
@@ -275,17 +279,7 @@ async fn the_cli_warns_when_the_cluster_lists_no_replica() {
 
 #[test]
 fn read_from_replicas_without_a_cluster_is_refused() {
-    let mut cmd = assert_cmd::Command::cargo_bin("redbloom").unwrap();
-    cmd.env_remove("REDIS_URL").args([
-        "--url",
-        "redis://127.0.0.1:1",
-        "--key",
-        "k",
-        "--bits",
-        "64",
-        "--read-from-replicas",
-        "exists",
-        "a",
-    ]);
+    let args = ["--bits", "64", "--read-from-replicas", "exists", "a"];
+    let cmd = redbloom("redis://127.0.0.1:1", "k", &args);
     assert_fails(cmd, &["--read-from-replicas", "--cluster", "--url"], None);
 }

@@ -130,10 +130,7 @@ async fn adds_carry_on_while_the_slot_moves_and_none_is_lost() {
         }
     });
 
-    let slot: u16 = cli(cluster.nodes[0].port(), &["cluster", "keyslot", TAG])
-        .trim()
-        .parse()
-        .unwrap();
+    let slot = cluster.slot_of(TAG);
     let source = cluster.master_of(TAG);
     let masters = cluster.master_ports();
     let target = *masters.iter().find(|&&port| port != source).unwrap();

@@ -13,6 +13,15 @@ pub fn redbloom(url: &str, key: &str, args: &[&str]) -> Command {
     cmd
 }
 
+/// `redbloom --cluster SEEDS --key KEY ARGS...`, with `REDIS_URL` cleared.
+pub fn redbloom_cluster(seeds: &str, key: &str, args: &[&str]) -> Command {
+    let mut cmd = Command::cargo_bin("redbloom").unwrap();
+    cmd.env_remove("REDIS_URL")
+        .args(["--cluster", seeds, "--key", key])
+        .args(args);
+    cmd
+}
+
 /// Runs and returns (exit status, stdout parsed as one JSON line, stderr).
 pub fn run(mut cmd: Command) -> (i32, Value, String) {
     let out = cmd.output().unwrap();

@@ -205,12 +205,22 @@ impl RedisCluster {
             })
     }
 
-    /// The port of the master that serves `key`'s slot now.
-    pub fn master_of(&self, key: &str) -> u16 {
-        let slot: u16 = cli(self.nodes[0].port(), &["cluster", "keyslot", key])
+    /// `key`'s hash slot, from `CLUSTER KEYSLOT` on a live node.
+    pub fn slot_of(&self, key: &str) -> u16 {
+        let node = self
+            .nodes
+            .iter()
+            .find(|n| n.is_running())
+            .expect("a live node");
+        cli(node.port(), &["cluster", "keyslot", key])
             .trim()
             .parse()
-            .expect("CLUSTER KEYSLOT answers a number");
+            .expect("CLUSTER KEYSLOT answers a number")
+    }
+
+    /// The port of the master that serves `key`'s slot now.
+    pub fn master_of(&self, key: &str) -> u16 {
+        let slot = self.slot_of(key);
         self.master_ports()
             .into_iter()
             .find(|&port| owns_slot(port, slot))
