@@ -128,6 +128,11 @@ impl Builder {
     /// `timeout`, and fails with [`Error::NotReplicated`] when fewer confirm: for filters whose
     /// adds must survive a failover. `WAIT` holds the connection, so calls sharing it queue
     /// behind. Defaults to not waiting.
+    ///
+    /// Give the connection a response timeout longer than `timeout` (redis-rs's default is
+    /// 500 ms): otherwise the client stops waiting for `WAIT`'s answer first, and the write
+    /// fails with [`Error::Timeout`], which a [`retry`](Builder::retry) policy then repeats,
+    /// instead of [`Error::NotReplicated`] naming how many replicas confirmed.
     pub fn wait_for_replicas(mut self, replicas: u32, timeout: Duration) -> Self {
         self.options.replicas = Some((replicas, timeout));
         self
@@ -138,7 +143,8 @@ impl Builder {
     /// # Errors
     /// [`Error::InvalidConfig`] when the key is empty, when neither or both of `bits` and
     /// `expected_items` are given, when `bits` is not in `1..=2^32`, or when the items and
-    /// rate are invalid or need more than 2^32 bits.
+    /// rate are invalid or need more than 2^32 bits, or when the key is one that a filter
+    /// keeps for itself (a name holding `:redbloom:`, or a shard's key).
     pub fn build<C: Clone>(self, conn: C) -> Result<RedisBloom<C>> {
         let fixed = self.layout.fixed_hashes();
         let (bits, hashes) = match (self.bits, self.items, self.fpr) {

@@ -45,11 +45,14 @@ pub enum Error {
         requested: String,
     },
 
-    /// The key exists but does not hold a string (Redis `WRONGTYPE`).
-    #[error("key {key:?} holds a value that is not a string, so it is not a Bloom filter")]
+    /// The key exists but does not hold a string (Redis `WRONGTYPE`); nothing was changed.
+    #[error("key {key:?} holds a {found}, not a string, so it is not a Bloom filter")]
     WrongType {
         /// The filter's key.
         key: String,
+        /// What the key holds, as Redis's `TYPE` names it (`hash`, `list`, `set`, `zset`,
+        /// `stream`, ...).
+        found: String,
         /// The server's reply.
         #[source]
         source: RedisError,
@@ -57,8 +60,10 @@ pub enum Error {
 
     /// No reply came within the connection's response timeout.
     ///
-    /// Adding is idempotent (setting a bit that is already 1 changes nothing), so retrying an
-    /// `add` after a timeout is safe.
+    /// A write that timed out may have been applied, in whole or in part: the command may have
+    /// reached the server and run. Adding is idempotent (setting a bit that is already 1
+    /// changes nothing), so retrying it is safe; only its "new" flags may then say `false`
+    /// for items the first attempt added.
     #[error("timed out waiting for Redis")]
     Timeout(#[source] RedisError),
 
@@ -107,6 +112,7 @@ impl Error {
         if has_server_code(&err, "WRONGTYPE") {
             Error::WrongType {
                 key: key.to_owned(),
+                found: "value of another type".to_owned(),
                 source: err,
             }
         } else if has_server_code(&err, "NOPERM") || is_script_acl_refusal(&err) {

@@ -14,6 +14,7 @@ mod params;
 mod shards;
 
 use crate::{dense, keys};
+use futures_util::StreamExt;
 use redis::aio::ConnectionLike;
 use redis::Value;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -23,6 +24,15 @@ use std::time::Duration;
 /// The most bits per item a filter may use: far beyond any useful rate (k = 64 is a rate of
 /// about 1e-20), and a bound on the work one item can ask of the server.
 pub(crate) const MAX_HASHES: u32 = 64;
+
+/// The most bit offsets one command carries (1,170 items of the go-zero layout): a batch
+/// larger than that goes as several commands, so that no command holds the server for long,
+/// nor its memory (one command of 1M items took a server to 3 GB), nor outlasts a response
+/// timeout. Measured in BENCHMARKS.md.
+pub const MAX_OFFSETS_PER_COMMAND: usize = 1 << 14;
+
+/// Commands of one batch in flight at once on the connection.
+const COMMANDS_IN_FLIGHT: usize = 4;
 
 /// A Bloom filter whose bits live in a Redis string, shared by every process that opens the
 /// same key with the same size.
@@ -66,6 +76,9 @@ pub struct RedisBloom<C> {
     shards: Option<Vec<RedisBloom<C>>>,
     /// The dense path's scratch key; `None` when the key's name allows no sidecar.
     scratch_key: Option<String>,
+    /// For a go-zero filter whose key allows no stored parameters (not a shard): check once
+    /// that its bits are not longer than this size holds.
+    check_length: bool,
     shared: Arc<Shared>,
 }
 
@@ -98,9 +111,12 @@ impl<C> RedisBloom<C> {
     /// [`Engine`]. Sends nothing to Redis.
     ///
     /// # Errors
-    /// [`Error::InvalidConfig`] when `bits` is not in `1..=2^32` or the key is empty.
+    /// [`Error::InvalidConfig`] when `bits` is not in `1..=2^32`, the key is empty, or the key
+    /// is one that a filter keeps for itself (a name holding `:redbloom:`, or a shard's key).
     pub fn new(conn: C, key: impl Into<String>, bits: u64) -> Result<Self> {
-        Self::with_layout(conn, key.into(), bits, Layout::GoZero, GOZERO_HASHES as u32)
+        let key = key.into();
+        keys::check_not_reserved(&key)?;
+        Self::with_layout(conn, key, bits, Layout::GoZero, GOZERO_HASHES as u32)
     }
 
     /// A filter in `layout` with `hashes` bits per item (go-zero's layout takes only 14); what
@@ -132,6 +148,7 @@ impl<C> RedisBloom<C> {
             Layout::Native => Some(keys::sidecar(&key, "redbloom:params")?),
         };
         Ok(RedisBloom {
+            check_length: params_key.is_none(),
             scratch_key: keys::sidecar(&key, "redbloom:scratch").ok(),
             conn,
             key,
@@ -256,7 +273,8 @@ where
     /// (it was added before, or this is a false positive). Atomic: of many concurrent adds of
     /// one item, exactly one returns `true`.
     ///
-    /// Adding is idempotent, so retrying after a timeout or a lost connection is safe.
+    /// Adding is idempotent, so retrying after a timeout or a lost connection is safe. A
+    /// timeout does not mean the add failed: it may have been applied.
     ///
     /// # Errors
     /// [`Error::WrongType`] when the key holds a non-string; [`Error::ParamsMismatch`] when a
@@ -287,12 +305,22 @@ where
         Ok(present[0])
     }
 
-    /// Adds every item in one round trip and one atomic command; the result for each item, in
-    /// input order, means what [`add`](RedisBloom::add)'s does. An item repeated in the batch is
-    /// new only at its first occurrence. An empty slice sends nothing.
+    /// Adds every item; the result for each item, in input order, means what
+    /// [`add`](RedisBloom::add)'s does. An item repeated in the batch is new only at its first
+    /// occurrence. An empty slice sends nothing.
+    ///
+    /// A batch of up to [`MAX_OFFSETS_PER_COMMAND`] bit offsets (1,170 items of the go-zero
+    /// layout) is one atomic command and one round trip. A larger batch is split into commands
+    /// of that size, sent a few at a time in order on the connection: each command is atomic,
+    /// the batch as a whole is not (another client may see part of it). So no batch holds the
+    /// server for long or takes its memory, and no command outlasts a response timeout. A
+    /// batch that takes the dense path (a filter of up to 4 MiB and a batch large enough to
+    /// cover it) is one transaction, however many items it holds.
     ///
     /// # Errors
-    /// As for [`add`](RedisBloom::add); on error, some or none of the items may be added.
+    /// As for [`add`](RedisBloom::add). On error, some, all or none of the items may be added:
+    /// a timeout does not mean nothing was written. Retrying the whole batch is safe, since
+    /// adds are idempotent.
     pub async fn add_many<T: AsRef<[u8]>>(&self, items: &[T]) -> Result<Vec<bool>> {
         if items.is_empty() {
             return Ok(Vec::new());
@@ -303,8 +331,10 @@ where
         self.call(|| self.write(items)).await
     }
 
-    /// Checks every item in one round trip; the result for each item, in input order, means
-    /// what [`exists`](RedisBloom::exists)'s does. An empty slice sends nothing.
+    /// Checks every item; the result for each item, in input order, means what
+    /// [`exists`](RedisBloom::exists)'s does. An empty slice sends nothing. Split into commands
+    /// of at most [`MAX_OFFSETS_PER_COMMAND`] offsets as [`add_many`](RedisBloom::add_many)
+    /// is, unless the whole filter is read at once (up to 64 MiB, for batches large enough).
     ///
     /// # Errors
     /// As for [`add`](RedisBloom::add).
@@ -324,7 +354,23 @@ where
         F: FnMut() -> Fut,
         Fut: std::future::Future<Output = Result<T>>,
     {
-        retry::run(self.options.retry, self.options.timeout, attempt).await
+        match retry::run(self.options.retry, self.options.timeout, attempt).await {
+            Err(Error::WrongType { key, source, .. }) => Err(Error::WrongType {
+                found: self.type_of(&key).await,
+                key,
+                source,
+            }),
+            done => done,
+        }
+    }
+
+    /// What `key` holds, as `TYPE` names it, for an error message.
+    async fn type_of(&self, key: &str) -> String {
+        let kind: redis::RedisResult<String> = redis::cmd("TYPE")
+            .arg(key)
+            .query_async(&mut self.conn.clone())
+            .await;
+        kind.unwrap_or_else(|_| "value of another type".to_owned())
     }
 
     /// `WAIT` for the replicas the filter asks for, after a write.
@@ -359,11 +405,11 @@ where
         Ok(new)
     }
 
-    /// The write itself, by the engine's commands or the dense path.
+    /// The write itself, by the dense path (one transaction, bounded by the filter's size) or
+    /// by the engine's commands, at most [`MAX_OFFSETS_PER_COMMAND`] offsets each.
     async fn write_bits<T: AsRef<[u8]>>(&self, items: &[T]) -> Result<Vec<bool>> {
-        let offsets = self.offsets(items)?;
-        let k = self.hashes as usize;
         if let Some(scratch) = self.dense_scratch(items.len()) {
+            let offsets = self.offsets(items)?;
             match self.merge(scratch, &offsets).await {
                 // A user granted the filter's key but not the scratch key or the merge's
                 // commands: the same write by BITFIELD.
@@ -371,6 +417,41 @@ where
                 done => return done,
             }
         }
+        self.in_commands(items, Direction::Write).await
+    }
+
+    /// Runs `command` over `items` split into parts of at most [`MAX_OFFSETS_PER_COMMAND`]
+    /// offsets, [`COMMANDS_IN_FLIGHT`] at a time, in order on the connection; the answers in
+    /// input order.
+    async fn in_commands<T: AsRef<[u8]>>(
+        &self,
+        items: &[T],
+        direction: Direction,
+    ) -> Result<Vec<bool>> {
+        let command = |part| async move {
+            match direction {
+                Direction::Write => self.write_command(part).await,
+                Direction::Read => self.read_command(part).await,
+            }
+        };
+        let per_command = (MAX_OFFSETS_PER_COMMAND / self.hashes as usize).max(1);
+        if items.len() <= per_command {
+            return command(items).await;
+        }
+        let mut answers = Vec::with_capacity(items.len());
+        // Futures do nothing until polled: each part's offsets are computed when it is sent.
+        let parts: Vec<_> = items.chunks(per_command).map(command).collect();
+        let mut parts = futures_util::stream::iter(parts).buffered(COMMANDS_IN_FLIGHT);
+        while let Some(part) = parts.next().await {
+            answers.extend(part?);
+        }
+        Ok(answers)
+    }
+
+    /// One write command (or script, or transaction with the guard) for `items`.
+    async fn write_command<T: AsRef<[u8]>>(&self, items: &[T]) -> Result<Vec<bool>> {
+        let offsets = self.offsets(items)?;
+        let k = self.hashes as usize;
         match self.engine {
             Engine::Fast => {
                 let reply = self
@@ -406,12 +487,19 @@ where
     /// Reads every item's bits; true for each item whose bits are all set.
     async fn read<T: AsRef<[u8]>>(&self, items: &[T]) -> Result<Vec<bool>> {
         self.ensure_params(false).await?;
-        let offsets = self.offsets(items)?;
-        let k = self.hashes as usize;
         if self.engine == Engine::Fast && dense::read_worth_it(self.bits, items.len(), self.hashes)
         {
-            return Ok(dense::present(&self.read_whole().await?, &offsets, k));
+            let bitmap = self.read_whole().await?;
+            let offsets = self.offsets(items)?;
+            return Ok(dense::present(&bitmap, &offsets, self.hashes as usize));
         }
+        self.in_commands(items, Direction::Read).await
+    }
+
+    /// One read command (or script) for `items`.
+    async fn read_command<T: AsRef<[u8]>>(&self, items: &[T]) -> Result<Vec<bool>> {
+        let offsets = self.offsets(items)?;
+        let k = self.hashes as usize;
         match self.engine {
             Engine::Fast => {
                 let reply = self.read_bitfield(&offsets).await?;
@@ -574,64 +662,129 @@ where
         })
     }
 
-    /// Deletes the filter (its bits, and a native filter's stored parameters). Returns whether
+    /// Deletes the filter: its bits (every shard's) and its stored parameters. Returns whether
     /// the bits existed.
     ///
-    /// # Errors
-    /// [`Error::Timeout`], [`Error::Connection`] or [`Error::Redis`].
-    pub async fn clear(&self) -> Result<bool> {
-        let cleared = self.call(|| self.clear_once()).await?;
-        let Some(shards) = &self.shards else {
-            return Ok(cleared);
-        };
-        let all = shards.iter().map(|shard| shard.call(|| shard.clear_once()));
-        let all = futures_util::future::join_all(all).await;
-        Ok(all.into_iter().collect::<Result<Vec<_>>>()?.contains(&true))
-    }
-
-    async fn clear_once(&self) -> Result<bool> {
-        self.shared.params_checked.store(false, Ordering::Release);
-        let mut pipe = redis::pipe();
-        pipe.atomic().cmd("DEL").arg(&self.key);
-        if let Some(params_key) = &self.params_key {
-            pipe.cmd("DEL").arg(params_key).ignore();
-        }
-        let (deleted,): (i64,) = self.query_pipe(&pipe).await?;
-        Ok(deleted > 0)
-    }
-
-    /// Makes the filter (its bits, and a native filter's stored parameters) expire after `ttl`
-    /// (millisecond precision; zero deletes it now). Returns `false` when the bits do not exist,
-    /// since nothing has been added yet.
+    /// Checked first, in the same atomic step as the delete: a key of another type, a filter
+    /// stored with other parameters, or bits longer than this size holds are left untouched
+    /// and reported, as [`add`](RedisBloom::add) reports them. A sharded filter checks its
+    /// parameters, then each shard as it deletes it, then deletes the parameters.
     ///
     /// # Errors
-    /// [`Error::InvalidConfig`] for a TTL Redis cannot hold; otherwise as for
+    /// [`Error::WrongType`], [`Error::ParamsMismatch`], [`Error::Timeout`],
+    /// [`Error::Connection`] or [`Error::Redis`].
+    pub async fn clear(&self) -> Result<bool> {
+        self.shared.params_checked.store(false, Ordering::Release);
+        self.remove_filter(Removal::Delete).await
+    }
+
+    /// Makes the filter (its bits and its stored parameters, every shard's) expire after `ttl`,
+    /// checked as [`clear`](RedisBloom::clear) checks. Millisecond precision; a TTL shorter
+    /// than 1 ms is refused (Redis would delete the filter at once: use `clear` for that).
+    /// Returns `false` when the bits do not exist, since nothing has been added yet.
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] for a TTL below 1 ms or too long for Redis; otherwise as for
     /// [`clear`](RedisBloom::clear).
     pub async fn expire(&self, ttl: Duration) -> Result<bool> {
         let millis = i64::try_from(ttl.as_millis())
             .ok()
             .filter(|ms| *ms < i64::MAX / 2)
             .ok_or_else(|| Error::InvalidConfig(format!("a TTL of {ttl:?} is too long")))?;
-        let set = self.call(|| self.expire_once(millis)).await?;
-        let Some(shards) = &self.shards else {
-            return Ok(set);
-        };
-        let all = shards
-            .iter()
-            .map(|shard| shard.call(|| shard.expire_once(millis)));
-        let all = futures_util::future::join_all(all).await;
-        Ok(all.into_iter().collect::<Result<Vec<_>>>()?.contains(&true))
+        if millis == 0 {
+            return Err(Error::InvalidConfig(format!(
+                "a TTL of {ttl:?} rounds to 0 ms, which would delete the filter at once; \
+                 clear it to delete it"
+            )));
+        }
+        self.remove_filter(Removal::Expire(millis)).await
     }
 
-    async fn expire_once(&self, millis: i64) -> Result<bool> {
-        let mut pipe = redis::pipe();
-        pipe.atomic().cmd("PEXPIRE").arg(&self.key).arg(millis);
+    /// `clear` or `expire`: one checked step for one key; for a sharded filter, its parameters
+    /// checked, each shard in a checked step, then the parameters (never the bare logical key,
+    /// which may hold someone else's filter).
+    async fn remove_filter(&self, how: Removal) -> Result<bool> {
+        let Some(shards) = &self.shards else {
+            return self.call(|| self.remove_once(how)).await;
+        };
+        self.call(|| self.ensure_params(false)).await?;
+        let all = shards
+            .iter()
+            .map(|shard| shard.call(|| shard.remove_once(how)));
+        let all = futures_util::future::join_all(all).await;
+        let any = all.into_iter().collect::<Result<Vec<_>>>()?.contains(&true);
         if let Some(params_key) = &self.params_key {
-            pipe.cmd("PEXPIRE").arg(params_key).arg(millis).ignore();
+            let mut cmd = match how {
+                Removal::Delete => redis::cmd("DEL"),
+                Removal::Expire(_) => redis::cmd("PEXPIRE"),
+            };
+            cmd.arg(params_key);
+            if let Removal::Expire(millis) = how {
+                cmd.arg(millis);
+            }
+            let _: i64 = self.call(|| self.query(&cmd)).await?;
         }
-        let (set,): (i64,) = self.query_pipe(&pipe).await?;
-        Ok(set == 1)
+        Ok(any)
     }
+
+    /// The checked delete or TTL of one key (and its parameters), in one script.
+    async fn remove_once(&self, how: Removal) -> Result<bool> {
+        let mut keys = vec![self.key.as_str()];
+        keys.extend(self.params_key.as_deref());
+        let (op, millis) = match how {
+            Removal::Delete => ("del", 0),
+            Removal::Expire(millis) => ("pexpire", millis),
+        };
+        let bare_bits_are_a_filter = if self.layout == Layout::GoZero {
+            "1"
+        } else {
+            "0"
+        };
+        let reply: Value = scripts::DROP
+            .invoke(
+                &mut self.conn.clone(),
+                &keys,
+                &[
+                    &op,
+                    &millis,
+                    &self.fingerprint(),
+                    &self.bits.div_ceil(8),
+                    &bare_bits_are_a_filter,
+                ],
+            )
+            .await
+            .map_err(|e| self.redis_error(e))?;
+        match &reply {
+            Value::Int(done) => return Ok(*done > 0),
+            Value::Array(refusal) => match refusal.as_slice() {
+                [Value::BulkString(what), Value::BulkString(stored)] if what == b"params" => {
+                    let stored = String::from_utf8_lossy(stored).into_owned();
+                    self.compare_params((!stored.is_empty()).then_some(stored))?;
+                }
+                [Value::BulkString(what), Value::Int(bytes)] if what == b"length" => {
+                    self.compare_length(*bytes)?;
+                }
+                _ => {}
+            },
+            _ => {}
+        }
+        Err(unexpected(format!("{reply:?} from clear or expire")))
+    }
+}
+
+/// Whether a batch's commands set bits or read them.
+#[derive(Debug, Clone, Copy)]
+enum Direction {
+    Write,
+    Read,
+}
+
+/// What [`RedisBloom::clear`] and [`RedisBloom::expire`] do to a filter's keys.
+#[derive(Debug, Clone, Copy)]
+enum Removal {
+    Delete,
+    /// `PEXPIRE` with these milliseconds.
+    Expire(i64),
 }
 
 /// `k` bit replies per item folded into one answer per item.

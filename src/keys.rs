@@ -21,6 +21,53 @@ pub(crate) fn sidecar(key: &str, suffix: &str) -> Result<String> {
     }
 }
 
+/// The part of a key name that marks redbloom's own keys: the companions kept beside a filter
+/// (`{KEY}:redbloom:params`, `{KEY}:redbloom:scratch`) and those of the kinds to come.
+pub(crate) const RESERVED: &str = ":redbloom:";
+
+/// Refuses a filter at a key that some filter uses for itself: a companion key (its name holds
+/// `:redbloom:`) or a shard's key (`{rbI.N}:KEY:shard:I/S`). Writing bits there would corrupt
+/// that other filter.
+///
+/// # Errors
+/// [`Error::InvalidConfig`] naming the key.
+pub(crate) fn check_not_reserved(key: &str) -> Result<()> {
+    if key.contains(RESERVED) {
+        return Err(Error::InvalidConfig(format!(
+            "the key {key:?} is a companion key that redbloom keeps beside a filter (its name \
+             holds {RESERVED:?}), not a filter; open the filter by its own key"
+        )));
+    }
+    if is_shard_key(key) {
+        return Err(Error::InvalidConfig(format!(
+            "the key {key:?} is one shard of a sharded filter, not a filter; open the filter by \
+             its own key with its shard count"
+        )));
+    }
+    Ok(())
+}
+
+/// Whether `key` has the shape of [`shard_key`]'s names: `{rbI.N}:…:shard:I/S`.
+fn is_shard_key(key: &str) -> bool {
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    let Some(rest) = key.strip_prefix("{rb") else {
+        return false;
+    };
+    let Some((tag, rest)) = rest.split_once("}:") else {
+        return false;
+    };
+    let Some((index, n)) = tag.split_once('.') else {
+        return false;
+    };
+    let Some((_, tail)) = rest.rsplit_once(":shard:") else {
+        return false;
+    };
+    let Some((i, shards)) = tail.split_once('/') else {
+        return false;
+    };
+    digits(index) && digits(n) && digits(i) && digits(shards)
+}
+
 /// The Redis Cluster hash slot of `key` (CRC16/XMODEM of its hash tag, or of the whole key,
 /// modulo 16384), as `CLUSTER KEYSLOT` computes it.
 pub(crate) fn slot(key: &str) -> u16 {
@@ -89,6 +136,33 @@ mod tests {
         let a = slot(&shard_key("{t}:x", 0, 2));
         let b = slot(&shard_key("{t}:x", 1, 2));
         assert!(a < 8192 && b >= 8192);
+    }
+
+    #[test]
+    fn companion_and_shard_keys_cannot_be_filters() {
+        for key in [
+            "{foo}:redbloom:params",
+            "{foo}:redbloom:scratch",
+            "{user}:seen:redbloom:params",
+            &sidecar("seen", "redbloom:params").unwrap(),
+            &shard_key("seen", 3, 8),
+            &shard_key("{t}:x", 0, 2),
+        ] {
+            let err = check_not_reserved(key).unwrap_err();
+            assert!(matches!(err, Error::InvalidConfig(_)), "{key}");
+            assert!(err.to_string().contains(key), "{err}");
+        }
+        for key in [
+            "seen",
+            "{foo}:params",
+            "redbloom",
+            "app:redbloom",
+            "{rb1.2}:x",
+            "{rbx.2}:seen:shard:1/2",
+            "seen:shard:1/2",
+        ] {
+            assert!(check_not_reserved(key).is_ok(), "{key}");
+        }
     }
 
     #[test]

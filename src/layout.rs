@@ -7,7 +7,9 @@ use crate::hash::{gozero_locations, murmur3_x64_128, GOZERO_HASHES};
 #[non_exhaustive]
 pub enum Layout {
     /// go-zero's `core/bloom` (SPEC.md §1): k = 14, offset i = `Sum64(item ‖ byte(i)) mod bits`.
-    /// Nothing but the bits is stored, so Go and Rust services share the filter. The default.
+    /// The bits are go-zero's own, so Go and Rust services share the filter; redbloom also
+    /// stores the filter's parameters beside them (`{KEY}:redbloom:params`), which go-zero
+    /// ignores. The default.
     #[default]
     GoZero,
     /// redbloom's own: k chosen from the target rate (SPEC.md §2), offset i =

@@ -20,7 +20,7 @@ pub use self::{
     builder::Builder,
     engine::Engine,
     error::{Error, Result},
-    filter::RedisBloom,
+    filter::{RedisBloom, MAX_OFFSETS_PER_COMMAND},
     hash::{gozero_locations, murmur3_x64_128, sum64, GOZERO_HASHES},
     info::{FilterInfo, KeyTtl},
     layout::{native_locations, Layout},

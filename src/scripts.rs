@@ -113,6 +113,11 @@ script!(
     /// The dense path's OR of a batch's bitmap into the filter, sent as `EVAL` inside a `MULTI`.
     MERGE = "../lua/merge.lua"
 );
+script!(
+    /// `clear` and `expire`: the key's type and the filter's parameters checked, then the
+    /// delete or the TTL, in one atomic step.
+    DROP = "../lua/drop.lua"
+);
 
 #[cfg(test)]
 mod tests {

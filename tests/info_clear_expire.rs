@@ -126,7 +126,7 @@ async fn info_expire_and_clear_on_a_filled_filter() {
 }
 
 #[tokio::test]
-async fn expire_zero_deletes_now_and_too_long_is_invalid() {
+async fn expire_zero_is_refused_and_too_long_is_invalid() {
     let redis = common::redis().await;
     let conn = redis.connection().await;
     let bloom = RedisBloom::new(conn, common::unique_key("expire-zero"), BITS).unwrap();
@@ -136,7 +136,11 @@ async fn expire_zero_deletes_now_and_too_long_is_invalid() {
         Err(redbloom::Error::InvalidConfig(_))
     ));
     assert_eq!(bloom.info().await.unwrap().ttl, KeyTtl::Persistent);
-    assert!(bloom.expire(Duration::ZERO).await.unwrap());
-    assert_eq!(bloom.info().await.unwrap().ttl, KeyTtl::Missing);
-    assert!(!bloom.exists("x").await.unwrap());
+    // A TTL of zero would delete the filter at once: refused (tests/foreign_keys.rs).
+    assert!(matches!(
+        bloom.expire(Duration::ZERO).await,
+        Err(redbloom::Error::InvalidConfig(_))
+    ));
+    assert_eq!(bloom.info().await.unwrap().ttl, KeyTtl::Persistent);
+    assert!(bloom.exists("x").await.unwrap());
 }

@@ -52,6 +52,23 @@ impl<C> RedisBloom<C> {
         }
     }
 
+    /// `Ok` when bits of `bytes` bytes fit this filter's size: longer bits were written by
+    /// another program, or by a filter of another size.
+    pub(super) fn compare_length(&self, bytes: i64) -> Result<()> {
+        let most = self.bits.div_ceil(8);
+        if u64::try_from(bytes).is_ok_and(|bytes| bytes <= most) {
+            return Ok(());
+        }
+        Err(Error::ParamsMismatch {
+            key: self.key.clone(),
+            stored: format!(
+                "{bytes} bytes of bits (more than the {most} bytes that {} bits take)",
+                self.bits
+            ),
+            requested: self.fingerprint(),
+        })
+    }
+
     /// `Ok` when `stored` equals this filter's parameters; `None` means bits without any.
     pub(super) fn compare_params(&self, stored: Option<String>) -> Result<()> {
         let requested = self.fingerprint();
@@ -90,13 +107,13 @@ where
     /// The parameters check, once per client (again after [`clear`](RedisBloom::clear));
     /// `write` lets it store them on a new filter.
     pub(super) async fn ensure_params(&self, write: bool) -> Result<()> {
-        let Some(params_key) = &self.params_key else {
-            return Ok(());
-        };
         if self.shared.params_checked.load(Ordering::Acquire) {
             return Ok(());
         }
-        let stored: Result<Option<String>> = scripts::PARAMS
+        let Some(params_key) = &self.params_key else {
+            return self.ensure_length().await;
+        };
+        let stored: Result<Value> = scripts::PARAMS
             .invoke(
                 &mut self.conn.clone(),
                 &[params_key, &self.key],
@@ -106,16 +123,37 @@ where
             .map_err(|e| self.redis_error(e));
         let checked = match (self.layout, stored) {
             // Nothing exists yet, and a read stores nothing: check again next time.
-            (_, Ok(Some(stored))) if stored.is_empty() => false,
-            (_, Ok(Some(stored))) => self.compare_params(Some(stored)).map(|()| true)?,
-            // go-zero's own filters carry no parameters.
-            (Layout::GoZero, Ok(None)) => true,
-            (Layout::Native, Ok(None)) => return self.compare_params(None),
+            (_, Ok(Value::BulkString(stored))) if stored.is_empty() => false,
+            (_, Ok(stored @ (Value::BulkString(_) | Value::SimpleString(_)))) => {
+                let stored: String = redis::from_redis_value(stored).map_err(unexpected)?;
+                self.compare_params(Some(stored)).map(|()| true)?
+            }
+            // go-zero's own filters carry no parameters; their length must fit the size.
+            (Layout::GoZero, Ok(Value::Int(bytes))) => self.compare_length(bytes).map(|()| true)?,
+            (Layout::Native, Ok(Value::Int(_))) => return self.compare_params(None),
             // A user allowed the bits but not the check's script: go-zero's layout does without.
             (Layout::GoZero, Err(Error::NoPermission(_))) => true,
+            (_, Ok(other)) => {
+                return Err(unexpected(format!("{other:?} from the parameters check")))
+            }
             (_, Err(err)) => return Err(err),
         };
         self.shared.params_checked.store(checked, Ordering::Release);
+        Ok(())
+    }
+
+    /// For a filter whose key allows no stored parameters (a `}` without a hash tag): the one
+    /// check the server's answer allows, that its bits are not longer than this size holds.
+    async fn ensure_length(&self) -> Result<()> {
+        if !self.check_length {
+            return Ok(());
+        }
+        let bytes: i64 = self.query(redis::cmd("STRLEN").arg(&self.key)).await?;
+        self.compare_length(bytes)?;
+        // A missing key proves nothing yet.
+        self.shared
+            .params_checked
+            .store(bytes > 0, Ordering::Release);
         Ok(())
     }
 

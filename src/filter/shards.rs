@@ -23,6 +23,7 @@ impl<C> RedisBloom<C> {
     where
         C: Clone,
     {
+        keys::check_not_reserved(&key)?;
         if shards <= 1 {
             return Self::with_layout(conn, key, bits, layout, hashes);
         }
@@ -38,6 +39,7 @@ impl<C> RedisBloom<C> {
                 )?;
                 // The parameters are checked once, for the whole filter.
                 shard.params_key = None;
+                shard.check_length = false;
                 Ok(shard)
             })
             .collect::<Result<Vec<_>>>()?;
@@ -48,7 +50,7 @@ impl<C> RedisBloom<C> {
         Ok(filter)
     }
 
-    /// How many keys hold the filter (1 unless built with [`Builder::shards`]).
+    /// How many keys hold the filter (1 unless built with [`Builder::shards`](crate::Builder::shards)).
     pub fn shards(&self) -> u32 {
         self.shards.as_ref().map_or(1, |shards| shards.len() as u32)
     }
