@@ -5,8 +5,9 @@
 //! ```
 //!
 //! A queue with at-least-once delivery hands each event to any of several replicas, sometimes
-//! more than once. Each replica runs `if seen.add(id).await? { process(event) }`. `add()` runs
-//! one Lua script, and Redis runs scripts one at a time, so of all concurrent adds of one id
+//! more than once. Each replica runs `if seen.add(id).await? { process(event) }`. `add()` sets
+//! the item's bits with one `BITFIELD` command (with `Engine::Scripts`: one run of go-zero's Lua
+//! set script), and Redis runs each command or script alone, so of all concurrent adds of one id
 //! exactly one sees a bit flip from 0 to 1 and returns `true`: no event is processed twice,
 //! even by replicas on different connections (here: different clients, as separate processes
 //! would have). The one risk is the other way round: a false positive makes a never-seen event

@@ -1,4 +1,6 @@
 #![doc = include_str!("../README.md")]
+// docs/cluster.md's Rust examples are doc tests too, though not part of the rendered docs.
+#![cfg_attr(doctest, doc = include_str!("../docs/cluster.md"))]
 #![forbid(unsafe_code)]
 #![warn(missing_docs, unreachable_pub, missing_debug_implementations)]
 
