@@ -71,6 +71,14 @@ pub(crate) fn describe(err: &anyhow::Error) -> String {
         if !parts.last().is_some_and(|last| last.ends_with(&text)) {
             parts.push(text);
         }
+        // Its own words say it all; the server's reply below is redis-rs's rendering of a
+        // pipeline or script ("Pipeline failures: [(Index 0, ...", a script's SHA).
+        if matches!(
+            cause.downcast_ref::<redbloom::Error>(),
+            Some(redbloom::Error::WrongType { .. })
+        ) {
+            break;
+        }
     }
     parts.join(": ")
 }
