@@ -2,9 +2,10 @@
 
 use crate::engine::Engine;
 use crate::error::{Error, Result};
-use crate::filter::Options;
-use crate::filter::RedisBloom;
+use crate::geometry::Geometry;
+use crate::kinds::plain::RedisBloom;
 use crate::layout::Layout;
+use crate::options::Options;
 use crate::retry::Retry;
 use crate::sizing::{bits_for_fixed_k, optimal_bits, optimal_hashes, MAX_BITS};
 use std::time::Duration;
@@ -12,8 +13,9 @@ use std::time::Duration;
 /// Builds a [`RedisBloom`]: either from a size in bits, or from the number of items you expect
 /// and the false-positive rate you accept (SPEC.md §2, with go-zero's k = 14).
 ///
-/// Nothing is validated until [`build`](Builder::build), which returns a typed error and never
-/// panics, so the values may come straight from configuration.
+/// Nothing is validated until [`build`](Builder::build) (or [`validate`](Builder::validate),
+/// which needs no connection), which returns a typed error and never panics, so the values may
+/// come straight from configuration.
 ///
 /// ```
 /// # async fn demo(conn: redis::aio::MultiplexedConnection) -> redbloom::Result<()> {
@@ -39,9 +41,16 @@ pub struct Builder {
 }
 
 impl Builder {
-    pub(crate) fn new(key: String) -> Self {
+    /// A builder for a filter at `key`; the same as [`RedisBloom::builder`].
+    ///
+    /// ```
+    /// let config = redbloom::Builder::new("seen").bits(1 << 20);
+    /// assert!(config.validate().is_ok());
+    /// assert!(redbloom::Builder::new("seen").bits(0).validate().is_err());
+    /// ```
+    pub fn new(key: impl Into<String>) -> Self {
         Builder {
-            key,
+            key: key.into(),
             bits: None,
             items: None,
             fpr: None,
@@ -138,6 +147,15 @@ impl Builder {
         self
     }
 
+    /// Checks the configuration without a connection: `Ok` exactly when
+    /// [`build`](Builder::build) would succeed.
+    ///
+    /// # Errors
+    /// As for [`build`](Builder::build).
+    pub fn validate(&self) -> Result<()> {
+        self.clone().build(()).map(drop)
+    }
+
     /// Checks the configuration and makes the filter on `conn`. Sends nothing to Redis.
     ///
     /// # Errors
@@ -145,7 +163,7 @@ impl Builder {
     /// `expected_items` are given, when `bits` is not in `1..=2^32`, or when the items and
     /// rate are invalid or need more than 2^32 bits, or when the key is one that a filter
     /// keeps for itself (a name holding `:redbloom:`, or a shard's key).
-    pub fn build<C: Clone>(self, conn: C) -> Result<RedisBloom<C>> {
+    pub fn build<C>(self, conn: C) -> Result<RedisBloom<C>> {
         let fixed = self.layout.fixed_hashes();
         let (bits, hashes) = match (self.bits, self.items, self.fpr) {
             (Some(bits), None, None) => match self.hashes.or(fixed) {
@@ -205,10 +223,14 @@ impl Builder {
                 self.shards
             )));
         }
-        Ok(
-            RedisBloom::sharded(conn, self.key, bits, self.layout, hashes, self.shards)?
-                .with_engine(self.engine)
-                .with_options(self.options),
+        RedisBloom::from_parts(
+            conn,
+            self.key,
+            Geometry::new(self.layout, bits.min(crate::sizing::MAX_BITS), hashes)
+                .map(|geometry| geometry.total(bits))?,
+            self.shards,
+            self.engine,
+            self.options,
         )
     }
 }

@@ -66,6 +66,12 @@ pub fn sum64(data: &[u8]) -> u64 {
 /// ```
 pub fn gozero_locations(data: &[u8], bits: u64) -> [u64; GOZERO_HASHES] {
     debug_assert!(bits > 0, "a filter has at least one bit");
+    gozero_hashes(data).map(|hash| hash % bits)
+}
+
+/// go-zero's 14 hashes of `data` before `mod bits`: `Sum64(data ‖ byte(i))` for `i` in
+/// `0..14`, from which its locations in a filter of any size follow.
+fn gozero_hashes(data: &[u8]) -> [u64; GOZERO_HASHES] {
     // The blocks that lie wholly inside `data` are common to all 14 inputs.
     let (state, rest) = State::absorb_blocks(data);
     // The suffix byte lands at `rest.len()` (0..=15) of the last, zero-padded block.
@@ -77,21 +83,43 @@ pub fn gozero_locations(data: &[u8], bits: u64) -> [u64; GOZERO_HASHES] {
         // `data ‖ i` ends with a full block and has no tail.
         std::array::from_fn(|i| {
             let k2 = k2 | ((i as u64) << shift);
-            state.block(k1, k2).finish(total).0 % bits
+            state.block(k1, k2).finish(total).0
         })
     } else if at >= 8 {
         // The suffix byte is in the tail's second word; the first word is the same for all.
         let state = state.tail(k1, 0);
         std::array::from_fn(|i| {
             let k2 = k2 | ((i as u64) << shift);
-            state.tail(0, k2).finish(total).0 % bits
+            state.tail(0, k2).finish(total).0
         })
     } else {
         // The tail is at most 8 bytes: only its first word is non-zero.
         std::array::from_fn(|i| {
             let k1 = k1 | ((i as u64) << shift);
-            state.tail(k1, 0).finish(total).0 % bits
+            state.tail(k1, 0).finish(total).0
         })
+    }
+}
+
+/// An item's hashes, computed once: its locations in any filter of its layout, whatever the
+/// size, follow from them (go-zero: the 14 `Sum64` values before `mod bits`; native: the
+/// 128-bit murmur3's two halves), so that one hash serves every key an item goes to.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum ItemHash {
+    GoZero([u64; GOZERO_HASHES]),
+    Native(u64, u64),
+}
+
+impl ItemHash {
+    /// `item`'s hashes for `layout`.
+    pub(crate) fn of(item: &[u8], layout: crate::Layout) -> Self {
+        match layout {
+            crate::Layout::GoZero => ItemHash::GoZero(gozero_hashes(item)),
+            crate::Layout::Native => {
+                let (h1, h2) = murmur3_x64_128(item);
+                ItemHash::Native(h1, h2)
+            }
+        }
     }
 }
 

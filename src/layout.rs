@@ -1,6 +1,6 @@
 //! Where an item's bits go: go-zero's layout, or redbloom's native one.
 
-use crate::hash::{gozero_locations, murmur3_x64_128, GOZERO_HASHES};
+use crate::hash::{murmur3_x64_128, GOZERO_HASHES};
 
 /// How items map to bit offsets.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -20,14 +20,6 @@ pub enum Layout {
 }
 
 impl Layout {
-    /// Appends the `hashes` offsets of `item` in a filter of `bits` bits to `out`.
-    pub(crate) fn push_offsets(self, item: &[u8], bits: u64, hashes: u32, out: &mut Vec<u64>) {
-        match self {
-            Layout::GoZero => out.extend_from_slice(&gozero_locations(item, bits)),
-            Layout::Native => out.extend(native_locations(item, bits, hashes)),
-        }
-    }
-
     /// The name stored with a native filter's parameters.
     pub(crate) fn name(self) -> &'static str {
         match self {
@@ -61,11 +53,19 @@ pub fn native_locations(item: &[u8], bits: u64, hashes: u32) -> impl Iterator<It
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::geometry::Geometry;
+    use crate::hash::ItemHash;
+
+    /// An item's offsets as the filter computes them: one hash, then the layout's locations.
+    fn push_offsets(layout: Layout, item: &[u8], bits: u64, hashes: u32, out: &mut Vec<u64>) {
+        let geometry = Geometry::new(layout, bits, hashes).unwrap();
+        geometry.push_offsets(&ItemHash::of(item, layout), out);
+    }
 
     #[test]
     fn gozero_offsets_are_the_spec_locations() {
         let mut out = vec![99];
-        Layout::GoZero.push_offsets(b"hello", 64, 14, &mut out);
+        push_offsets(Layout::GoZero, b"hello", 64, 14, &mut out);
         assert_eq!(
             out,
             [99, 51, 34, 34, 19, 23, 2, 10, 0, 20, 32, 13, 25, 51, 53]
@@ -76,7 +76,7 @@ mod tests {
     fn native_offsets_step_by_h2() {
         let (h1, h2) = murmur3_x64_128(b"hello, world");
         let mut out = Vec::new();
-        Layout::Native.push_offsets(b"hello, world", 1000, 7, &mut out);
+        push_offsets(Layout::Native, b"hello, world", 1000, 7, &mut out);
         assert_eq!(out.len(), 7);
         for (i, offset) in out.iter().enumerate() {
             assert_eq!(*offset, h1.wrapping_add(h2.wrapping_mul(i as u64)) % 1000);

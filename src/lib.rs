@@ -9,22 +9,27 @@ mod builder;
 mod dense;
 mod engine;
 mod error;
-mod filter;
+mod geometry;
 mod hash;
 mod info;
+mod io;
 mod keys;
+mod kinds;
 mod layout;
+mod options;
 mod retry;
 mod scripts;
+mod sharded;
 mod sizing;
 
 pub use self::{
     builder::Builder,
     engine::Engine,
     error::{Error, Result},
-    filter::{RedisBloom, MAX_OFFSETS_PER_COMMAND},
     hash::{gozero_locations, murmur3_x64_128, sum64, GOZERO_HASHES},
     info::{FilterInfo, KeyTtl},
+    io::bits::MAX_OFFSETS_PER_COMMAND,
+    kinds::plain::RedisBloom,
     layout::{native_locations, Layout},
     retry::Retry,
     sizing::{

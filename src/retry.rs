@@ -19,7 +19,11 @@ use tokio::time::Instant;
 /// assert_eq!(policy.budget, Duration::from_secs(30));
 /// assert_eq!(redbloom::Retry::default(), redbloom::Retry::none());
 /// ```
+///
+/// `#[non_exhaustive]`: build one with [`none`](Retry::none) or
+/// [`for_duration`](Retry::for_duration), then [`with_delays`](Retry::with_delays).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Retry {
     /// No retry starts once this long has passed since the call began.
     pub budget: Duration,
@@ -47,6 +51,22 @@ impl Retry {
             max_delay: Duration::from_secs(1),
         }
     }
+
+    /// The same budget, waiting `first` before the first retry, then twice as long each time,
+    /// at most `max`.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let policy = redbloom::Retry::for_duration(Duration::from_secs(5))
+    ///     .with_delays(Duration::from_millis(10), Duration::from_millis(200));
+    /// assert_eq!(policy.max_delay, Duration::from_millis(200));
+    /// ```
+    #[must_use]
+    pub const fn with_delays(mut self, first: Duration, max: Duration) -> Self {
+        self.first_delay = first;
+        self.max_delay = max;
+        self
+    }
 }
 
 impl Default for Retry {
@@ -55,20 +75,40 @@ impl Default for Retry {
     }
 }
 
-/// Runs `attempt` until it succeeds, fails for good, or `policy`'s budget is spent; with a
-/// `timeout`, no attempt runs past `timeout` after the start and the call fails with
-/// [`Error::Timeout`]-like [`Error::Deadline`] then.
-pub(crate) async fn run<T, F, Fut>(
-    policy: Retry,
+/// When a public call began and the most it may take: one per call, shared by every step and
+/// every retry of the call, so that the call as a whole ends within
+/// [`Builder::timeout`](crate::Builder::timeout) however many steps it takes.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Clock {
+    started: Instant,
     timeout: Option<Duration>,
-    mut attempt: F,
-) -> Result<T>
+}
+
+impl Clock {
+    /// A call starting now, with `timeout` for all of it.
+    pub(crate) fn start(timeout: Option<Duration>) -> Self {
+        Clock {
+            started: Instant::now(),
+            timeout,
+        }
+    }
+
+    fn deadline(&self) -> Option<Instant> {
+        self.timeout.map(|timeout| self.started + timeout)
+    }
+}
+
+/// Runs `attempt` until it succeeds, fails for good, or `policy`'s budget (counted from the
+/// call's start) is spent; no attempt runs past the call's deadline, and the call fails with
+/// [`Error::Deadline`] then.
+pub(crate) async fn run<T, F, Fut>(policy: Retry, clock: &Clock, mut attempt: F) -> Result<T>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<T>>,
 {
-    let started = Instant::now();
-    let deadline = timeout.map(|timeout| started + timeout);
+    let started = clock.started;
+    let timeout = clock.timeout;
+    let deadline = clock.deadline();
     let mut delay = policy.first_delay;
     loop {
         let result = match deadline {
@@ -107,7 +147,7 @@ mod tests {
     async fn retries_passing_faults_within_the_budget() {
         let tries = AtomicU32::new(0);
         let policy = Retry::for_duration(Duration::from_secs(5));
-        let result = run(policy, None, || async {
+        let result = run(policy, &Clock::start(None), || async {
             match tries.fetch_add(1, Ordering::Relaxed) {
                 0..=2 => Err(lost()),
                 _ => Ok(7),
@@ -123,7 +163,7 @@ mod tests {
         let tries = AtomicU32::new(0);
         let started = Instant::now();
         let policy = Retry::for_duration(Duration::from_secs(3));
-        let result: Result<()> = run(policy, None, || async {
+        let result: Result<()> = run(policy, &Clock::start(None), || async {
             tries.fetch_add(1, Ordering::Relaxed);
             Err(lost())
         })
@@ -138,13 +178,13 @@ mod tests {
     async fn never_retries_lasting_errors_or_without_a_policy() {
         let tries = AtomicU32::new(0);
         let policy = Retry::for_duration(Duration::from_secs(5));
-        let result: Result<()> = run(policy, None, || async {
+        let result: Result<()> = run(policy, &Clock::start(None), || async {
             tries.fetch_add(1, Ordering::Relaxed);
             Err(Error::InvalidConfig("no".into()))
         })
         .await;
         assert!(matches!(result, Err(Error::InvalidConfig(_))));
-        let result: Result<()> = run(Retry::none(), None, || async {
+        let result: Result<()> = run(Retry::none(), &Clock::start(None), || async {
             tries.fetch_add(1, Ordering::Relaxed);
             Err(lost())
         })
@@ -157,10 +197,14 @@ mod tests {
     async fn the_deadline_bounds_the_whole_call() {
         let started = Instant::now();
         let policy = Retry::for_duration(Duration::from_secs(60));
-        let result: Result<()> = run(policy, Some(Duration::from_secs(2)), || async {
-            tokio::time::sleep(Duration::from_millis(700)).await;
-            Err(lost())
-        })
+        let result: Result<()> = run(
+            policy,
+            &Clock::start(Some(Duration::from_secs(2))),
+            || async {
+                tokio::time::sleep(Duration::from_millis(700)).await;
+                Err(lost())
+            },
+        )
         .await;
         assert!(result.is_err());
         assert!(
@@ -168,9 +212,11 @@ mod tests {
             "{:?}",
             started.elapsed()
         );
-        let hung: Result<()> = run(Retry::none(), Some(Duration::from_secs(1)), || async {
-            std::future::pending().await
-        })
+        let hung: Result<()> = run(
+            Retry::none(),
+            &Clock::start(Some(Duration::from_secs(1))),
+            || async { std::future::pending().await },
+        )
         .await;
         assert!(matches!(hung, Err(Error::Deadline(_))), "{hung:?}");
     }

@@ -1,0 +1,519 @@
+//! One key of bits in its slot group, and the steps on it: set and test bits by the engine's
+//! commands (`BITFIELD`, or go-zero's scripts), the dense merge and the whole-filter read,
+//! info, and the checked delete or TTL. Every kind whose parts are plain bits (the plain
+//! filter's key or shards; a window's generations, a growing filter's levels) runs on these.
+
+use super::exec::Exec;
+use super::guard::{Evidence, Guard};
+use super::tx::{Slot, Tx};
+use crate::bitfield::{self, Fold};
+use crate::dense;
+use crate::engine::Engine;
+use crate::error::{Error, Result};
+use crate::geometry::Geometry;
+use crate::info::{FilterInfo, KeyTtl};
+use crate::layout::Layout;
+use crate::scripts;
+use crate::sizing::{current_fpr, estimate_items};
+use futures_util::StreamExt;
+use redis::aio::ConnectionLike;
+use redis::Value;
+use std::sync::atomic::Ordering;
+use std::sync::OnceLock;
+
+/// The most bit offsets one command carries (1,170 items of the go-zero layout): a batch
+/// larger than that goes as several commands, so that no command holds the server for long,
+/// nor its memory (one command of 60k items took 133 MiB of a server's memory), nor outlasts
+/// a response timeout (`tests/large_batches.rs`).
+pub const MAX_OFFSETS_PER_COMMAND: usize = 1 << 14;
+
+/// Commands of one batch in flight at once on the connection.
+const COMMANDS_IN_FLIGHT: usize = 4;
+
+/// One key of bits, and the scratch key beside it in its slot group.
+#[derive(Debug, Clone)]
+pub(crate) struct Bits {
+    pub(crate) key: String,
+    /// The dense path's scratch key; `None` when the key's name allows no key in its slot.
+    pub(crate) scratch: Option<String>,
+    pub(crate) geometry: Geometry,
+}
+
+/// How the steps run: the filter's executor and engine, and the parameters guard when it
+/// lives in this key's slot group (a filter of one key), so that it goes in the same
+/// transaction as each write.
+#[derive(Debug)]
+pub(crate) struct Ctx<'a, C> {
+    pub(crate) exec: &'a Exec<C>,
+    pub(crate) engine: Engine,
+    pub(crate) guard: Option<&'a Guard>,
+}
+
+impl<C> Clone for Ctx<'_, C> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<C> Copy for Ctx<'_, C> {}
+
+/// A batch's items and their bit offsets, computed once, at first use, for every attempt.
+#[derive(Debug)]
+pub(crate) struct Batch<'a, T> {
+    items: &'a [T],
+    geometry: Geometry,
+    per_command: usize,
+    whole: OnceLock<Vec<u64>>,
+    parts: Vec<OnceLock<Vec<u64>>>,
+}
+
+impl<'a, T: AsRef<[u8]>> Batch<'a, T> {
+    pub(crate) fn new(items: &'a [T], geometry: Geometry) -> Self {
+        let per_command = (MAX_OFFSETS_PER_COMMAND / geometry.hashes as usize).max(1);
+        Batch {
+            items,
+            geometry,
+            per_command,
+            whole: OnceLock::new(),
+            parts: (0..items.len().div_ceil(per_command))
+                .map(|_| OnceLock::new())
+                .collect(),
+        }
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.items.len()
+    }
+
+    /// Every item's offsets, in order.
+    fn whole(&self) -> Result<&[u64]> {
+        cached(&self.whole, || self.geometry.offsets(self.items))
+    }
+
+    /// The offsets of the items of part `i` (of [`MAX_OFFSETS_PER_COMMAND`] at most).
+    fn part(&self, i: usize) -> Result<(usize, &[u64])> {
+        let first = i * self.per_command;
+        let items = &self.items[first..(first + self.per_command).min(self.items.len())];
+        let offsets = cached(&self.parts[i], || self.geometry.offsets(items))?;
+        Ok((items.len(), offsets))
+    }
+}
+
+/// The cell's value, computed by `make` the first time.
+fn cached(cell: &OnceLock<Vec<u64>>, make: impl FnOnce() -> Result<Vec<u64>>) -> Result<&[u64]> {
+    if let Some(done) = cell.get() {
+        return Ok(done);
+    }
+    let made = make()?;
+    Ok(cell.get_or_init(|| made))
+}
+
+/// Whether a batch's commands set bits or read them.
+#[derive(Debug, Clone, Copy)]
+enum Direction {
+    Write,
+    Read,
+}
+
+/// What [`Bits::remove`] does to the keys.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Removal {
+    Delete,
+    /// `PEXPIRE` with these milliseconds.
+    Expire(i64),
+}
+
+impl Bits {
+    pub(crate) fn new(key: String, scratch: Option<String>, geometry: Geometry) -> Self {
+        Bits {
+            key,
+            scratch,
+            geometry,
+        }
+    }
+
+    /// Sets every item's bits: by the dense path (one transaction, bounded by the filter's
+    /// size) or by the engine's commands, at most [`MAX_OFFSETS_PER_COMMAND`] offsets each;
+    /// true for each item one of whose bits flipped. One attempt: the caller retries.
+    pub(crate) async fn write<C, T>(
+        &self,
+        ctx: Ctx<'_, C>,
+        batch: &Batch<'_, T>,
+    ) -> Result<Vec<bool>>
+    where
+        C: ConnectionLike + Clone + Send + Sync,
+        T: AsRef<[u8]>,
+    {
+        if let Some(scratch) = self.dense_scratch(ctx, batch.len()) {
+            match self.merge(ctx, scratch, batch.whole()?).await {
+                // A user granted the filter's key but not the scratch key or the merge's
+                // commands: the same write by BITFIELD.
+                Err(Error::NoPermission(_)) => {
+                    ctx.exec.caps().no_merge.store(true, Ordering::Relaxed);
+                }
+                done => return done,
+            }
+        }
+        self.in_commands(ctx, batch, Direction::Write).await
+    }
+
+    /// Reads every item's bits; true for each item whose bits are all set.
+    pub(crate) async fn read<C, T>(
+        &self,
+        ctx: Ctx<'_, C>,
+        batch: &Batch<'_, T>,
+    ) -> Result<Vec<bool>>
+    where
+        C: ConnectionLike + Clone + Send + Sync,
+        T: AsRef<[u8]>,
+    {
+        let geometry = self.geometry;
+        if ctx.engine == Engine::Fast
+            && dense::read_worth_it(geometry.bits, batch.len(), geometry.hashes)
+        {
+            let bitmap = self.read_whole(ctx).await?;
+            return Ok(dense::present(
+                &bitmap,
+                batch.whole()?,
+                geometry.hashes as usize,
+            ));
+        }
+        self.in_commands(ctx, batch, Direction::Read).await
+    }
+
+    /// The scratch key when a batch of `items` is cheaper as a whole bitmap.
+    fn dense_scratch<C>(&self, ctx: Ctx<'_, C>, items: usize) -> Option<&str> {
+        let dense = ctx.engine == Engine::Fast
+            && !ctx.exec.caps().no_merge.load(Ordering::Relaxed)
+            && dense::worth_it(self.geometry.bits, items, self.geometry.hashes);
+        self.scratch.as_deref().filter(|_| dense)
+    }
+
+    /// Runs the batch's parts, [`COMMANDS_IN_FLIGHT`] at a time, in order on the connection;
+    /// the answers in input order.
+    async fn in_commands<C, T>(
+        &self,
+        ctx: Ctx<'_, C>,
+        batch: &Batch<'_, T>,
+        direction: Direction,
+    ) -> Result<Vec<bool>>
+    where
+        C: ConnectionLike + Clone + Send + Sync,
+        T: AsRef<[u8]>,
+    {
+        let command = |i| async move {
+            let (items, offsets) = batch.part(i)?;
+            match direction {
+                Direction::Write => self.write_command(ctx, items, offsets).await,
+                Direction::Read => self.read_command(ctx, items, offsets).await,
+            }
+        };
+        let parts = batch.parts.len();
+        if parts <= 1 {
+            return match parts {
+                0 => Ok(Vec::new()),
+                _ => command(0).await,
+            };
+        }
+        let mut answers = Vec::with_capacity(batch.len());
+        // Futures do nothing until polled: each part's offsets are computed when it is sent.
+        let parts: Vec<_> = (0..parts).map(command).collect();
+        let mut parts = futures_util::stream::iter(parts).buffered(COMMANDS_IN_FLIGHT);
+        while let Some(part) = parts.next().await {
+            answers.extend(part?);
+        }
+        Ok(answers)
+    }
+
+    /// One write: a `BITFIELD` (in one transaction with the guard for a native filter), or
+    /// go-zero's set script or its batch form.
+    async fn write_command<C>(
+        &self,
+        ctx: Ctx<'_, C>,
+        items: usize,
+        offsets: &[u64],
+    ) -> Result<Vec<bool>>
+    where
+        C: ConnectionLike + Clone + Send + Sync,
+    {
+        let k = self.geometry.hashes as usize;
+        match ctx.engine {
+            Engine::Fast => {
+                // The two go as one transaction: while a cluster moves the slot key by key, a
+                // plain pipeline redirected (`ASK`) for one of its keys would create the other
+                // on the new node before that key's own move, which then fails (`BUSYKEY`).
+                let mut tx = match ctx.guard.is_some_and(|g| g.step_needed()) {
+                    true => Tx::atomic(),
+                    false => Tx::plain(),
+                };
+                let guard = ctx
+                    .guard
+                    .and_then(|g| g.step(&mut tx).map(|slot| (g, slot)));
+                let set = tx.add::<Value>(bitfield::set(&self.key, offsets));
+                let mut replies = ctx.exec.run(&self.key, &tx).await?;
+                if let Some((g, slot)) = guard {
+                    g.check_step(replies.take(slot)?)?;
+                }
+                fold(&replies.take(set)?, k, items, Fold::AnyZero)
+            }
+            Engine::Scripts => {
+                // The guard first: a pipeline would not load a script again on `NOSCRIPT`.
+                if let Some(g) = ctx.guard {
+                    let mut tx = Tx::plain();
+                    if let Some(slot) = g.step(&mut tx) {
+                        let stored = ctx.exec.run(&self.key, &tx).await?.take(slot)?;
+                        g.check_step(stored)?;
+                    }
+                }
+                match items {
+                    1 => {
+                        // go-zero's set script, replying 1 when a bit flipped.
+                        let reply = ctx
+                            .exec
+                            .script(&scripts::ADD, &[&self.key], &[&offsets])
+                            .await?;
+                        Ok(vec![reply == Value::Int(1)])
+                    }
+                    _ => {
+                        // One flag per item, 1 when new.
+                        let hashes = self.geometry.hashes;
+                        let reply = ctx
+                            .exec
+                            .script(&scripts::ADD_MANY, &[&self.key], &[&hashes, &offsets])
+                            .await?;
+                        fold(&reply, 1, items, Fold::AllOne)
+                    }
+                }
+            }
+        }
+    }
+
+    /// One read: `BITFIELD_RO` (plain `BITFIELD` before Redis 6.2), or go-zero's test script
+    /// or its batch form.
+    async fn read_command<C>(
+        &self,
+        ctx: Ctx<'_, C>,
+        items: usize,
+        offsets: &[u64],
+    ) -> Result<Vec<bool>>
+    where
+        C: ConnectionLike + Clone + Send + Sync,
+    {
+        let k = self.geometry.hashes as usize;
+        match ctx.engine {
+            Engine::Fast => {
+                let reply = self.read_bitfield(ctx, offsets).await?;
+                fold(&reply, k, items, Fold::AllOne)
+            }
+            Engine::Scripts if items == 1 => {
+                // go-zero's test script replies Lua true (1) or false (nil).
+                let reply = ctx
+                    .exec
+                    .script(&scripts::EXISTS, &[&self.key], &[&offsets])
+                    .await?;
+                Ok(vec![reply == Value::Int(1)])
+            }
+            Engine::Scripts => {
+                // One flag per item, 1 when present.
+                let hashes = self.geometry.hashes;
+                let reply = ctx
+                    .exec
+                    .script(&scripts::EXISTS_MANY, &[&self.key], &[&hashes, &offsets])
+                    .await?;
+                fold(&reply, 1, items, Fold::AllOne)
+            }
+        }
+    }
+
+    /// `BITFIELD_RO`, or plain `BITFIELD` once the server has said it lacks `BITFIELD_RO`.
+    async fn read_bitfield<C>(&self, ctx: Ctx<'_, C>, offsets: &[u64]) -> Result<Value>
+    where
+        C: ConnectionLike + Clone + Send + Sync,
+    {
+        let caps = ctx.exec.caps();
+        if !caps.no_bitfield_ro.load(Ordering::Relaxed) {
+            match ctx
+                .exec
+                .query(&self.key, &bitfield::get(&self.key, offsets, true))
+                .await
+            {
+                Err(Error::Redis(err)) if is_unknown_command(&err) => {
+                    caps.no_bitfield_ro.store(true, Ordering::Relaxed);
+                }
+                reply => return reply,
+            }
+        }
+        ctx.exec
+            .query(&self.key, &bitfield::get(&self.key, offsets, false))
+            .await
+    }
+
+    /// The dense add: the batch's bits as one bitmap ORed into the filter in one transaction;
+    /// "new" from the bytes before.
+    async fn merge<C>(&self, ctx: Ctx<'_, C>, scratch: &str, offsets: &[u64]) -> Result<Vec<bool>>
+    where
+        C: ConnectionLike + Clone + Send + Sync,
+    {
+        // One transaction: the bytes from before, the batch's bitmap into the scratch key,
+        // the OR (sent as EVAL so that NOSCRIPT cannot happen inside EXEC), the scratch
+        // key gone even if the OR failed.
+        let mut tx = Tx::atomic();
+        let guard = ctx
+            .guard
+            .and_then(|g| g.step(&mut tx).map(|slot| (g, slot)));
+        let old: Slot<Option<Vec<u8>>> = tx.add(redis::cmd("GET").arg(&self.key).to_owned());
+        tx.add_unread(
+            redis::cmd("SET")
+                .arg(scratch)
+                .arg(dense::bitmap(offsets))
+                .to_owned(),
+        );
+        tx.add_unread(
+            redis::cmd("EVAL")
+                .arg(scripts::MERGE.source())
+                .arg(2)
+                .arg(&self.key)
+                .arg(scratch)
+                .to_owned(),
+        );
+        tx.add_unread(redis::cmd("DEL").arg(scratch).to_owned());
+        let mut replies = ctx.exec.run(&self.key, &tx).await?;
+        if let Some((g, slot)) = guard {
+            g.check_step(replies.take(slot)?)?;
+        }
+        let old = replies.take(old)?;
+        Ok(dense::new_flags(
+            old.unwrap_or_default(),
+            offsets,
+            self.geometry.hashes as usize,
+        ))
+    }
+
+    /// The filter's bytes, in chunks of a few MiB, in one round trip (the dense check).
+    async fn read_whole<C>(&self, ctx: Ctx<'_, C>) -> Result<Vec<u8>>
+    where
+        C: ConnectionLike + Clone + Send + Sync,
+    {
+        let mut tx = Tx::plain();
+        let chunks: Vec<Slot<Vec<u8>>> = dense::read_ranges(self.geometry.bits)
+            .map(|(first, last)| {
+                tx.add(
+                    redis::cmd("GETRANGE")
+                        .arg(&self.key)
+                        .arg(first)
+                        .arg(last)
+                        .to_owned(),
+                )
+            })
+            .collect();
+        let mut replies = ctx.exec.run(&self.key, &tx).await?;
+        let mut bytes = Vec::new();
+        for chunk in chunks {
+            bytes.extend(replies.take(chunk)?);
+        }
+        Ok(bytes)
+    }
+
+    /// The key's fill, size and TTL in one atomic round trip; `key` names the filter.
+    pub(crate) async fn info<C>(&self, ctx: Ctx<'_, C>, key: &str) -> Result<FilterInfo>
+    where
+        C: ConnectionLike + Clone + Send + Sync,
+    {
+        let Geometry { bits, hashes, .. } = self.geometry;
+        let mut tx = Tx::atomic();
+        let bits_set = tx.add::<u64>(
+            redis::cmd("BITCOUNT")
+                .arg(&self.key)
+                .arg(0)
+                .arg((bits - 1) / 8)
+                .to_owned(),
+        );
+        let bytes = tx.add::<u64>(redis::cmd("STRLEN").arg(&self.key).to_owned());
+        let pttl = tx.add::<i64>(redis::cmd("PTTL").arg(&self.key).to_owned());
+        let mut replies = ctx.exec.run(&self.key, &tx).await?;
+        let bits_set = replies.take(bits_set)?;
+        Ok(FilterInfo {
+            key: key.to_owned(),
+            bits,
+            hashes,
+            bits_set,
+            bytes: replies.take(bytes)?,
+            estimated_items: estimate_items(bits, hashes, bits_set),
+            estimated_fpr: current_fpr(bits, hashes, bits_set),
+            ttl: KeyTtl::from_pttl(replies.take(pttl)?),
+        })
+    }
+
+    /// Deletes the key (and the parameters, when the guard lives in this slot group) or sets
+    /// their TTL, after checking in the same script that the key is a string no longer than
+    /// this size and the stored parameters are this filter's. Whether the bits existed.
+    pub(crate) async fn remove<C>(&self, ctx: Ctx<'_, C>, how: Removal) -> Result<bool>
+    where
+        C: ConnectionLike + Clone + Send + Sync,
+    {
+        let mut keys = vec![self.key.as_str()];
+        keys.extend(ctx.guard.and_then(Guard::key));
+        let (op, millis) = match how {
+            Removal::Delete => ("del", 0),
+            Removal::Expire(millis) => ("pexpire", millis),
+        };
+        let fingerprint = ctx.guard.map_or("", Guard::fingerprint);
+        let bare_bits_are_a_filter = match self.geometry.layout {
+            Layout::GoZero => "1",
+            Layout::Native => "0",
+        };
+        let reply = ctx
+            .exec
+            .script(
+                &scripts::DROP,
+                &keys,
+                &[
+                    &op,
+                    &millis,
+                    &fingerprint,
+                    &self.geometry.max_bytes(),
+                    &bare_bits_are_a_filter,
+                ],
+            )
+            .await?;
+        let evidence = match &reply {
+            Value::Int(done) => return Ok(*done > 0),
+            Value::Array(refusal) => match refusal.as_slice() {
+                [Value::BulkString(what), Value::BulkString(stored)] if what == b"params" => {
+                    let stored = String::from_utf8_lossy(stored).into_owned();
+                    Some(Evidence::Stored((!stored.is_empty()).then_some(stored)))
+                }
+                [Value::BulkString(what), Value::Int(bytes)] if what == b"length" => {
+                    Some(Evidence::Length(*bytes))
+                }
+                _ => None,
+            },
+            _ => None,
+        };
+        match (evidence, ctx.guard) {
+            (Some(evidence), Some(guard)) => Err(guard.refusal(evidence)),
+            (Some(Evidence::Length(bytes)), None) => Err(Error::ParamsMismatch {
+                key: self.key.clone(),
+                stored: format!("{bytes} bytes of bits"),
+                requested: format!("at most {} bytes", self.geometry.max_bytes()),
+            }),
+            _ => Err(Error::UnexpectedReply(format!(
+                "{reply:?} from clear or expire"
+            ))),
+        }
+    }
+}
+
+/// `k` bit replies per item folded into one answer per item.
+fn fold(reply: &Value, k: usize, items: usize, how: Fold) -> Result<Vec<bool>> {
+    bitfield::fold(reply, k, items, how)
+        .ok_or_else(|| Error::UnexpectedReply(format!("{reply:?} for {items} items of {k} bits")))
+}
+
+/// A server that does not know a command (here: `BITFIELD_RO` before Redis 6.2).
+fn is_unknown_command(err: &redis::RedisError) -> bool {
+    err.code() == Some("ERR")
+        && err
+            .detail()
+            .is_some_and(|d| d.starts_with("unknown command"))
+}

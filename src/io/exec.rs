@@ -1,0 +1,171 @@
+//! The one place commands go out: retries under one deadline per public call, errors sorted
+//! into [`Error`], a cluster's `MOVED` inside a batch, scripts loaded again on `NOSCRIPT`, and
+//! `WAIT` for replicas.
+
+use super::tx::{Replies, Tx};
+use crate::engine::Engine;
+use crate::error::{Error, Result};
+use crate::options::Options;
+use crate::retry::{self, Clock};
+use crate::scripts::{Arg, LuaScript};
+use redis::aio::ConnectionLike;
+use redis::{Cmd, FromRedisValue, Value};
+use std::future::Future;
+use std::sync::atomic::AtomicBool;
+
+/// A filter's connection, its call options, and what it has learned about the server: shared
+/// by every slot group of the filter (learned once per filter, not once per shard).
+#[derive(Debug)]
+pub(crate) struct Exec<C> {
+    conn: C,
+    options: Options,
+    caps: Caps,
+}
+
+/// What a filter learns about the server (and its ACL) as it goes.
+#[derive(Debug, Default)]
+pub(crate) struct Caps {
+    /// The server has answered that it has no `BITFIELD_RO` (Redis < 6.2).
+    pub(crate) no_bitfield_ro: AtomicBool,
+    /// The ACL has refused the dense merge (its scratch key or its commands): adds go by
+    /// `BITFIELD` only.
+    pub(crate) no_merge: AtomicBool,
+}
+
+impl<C> Exec<C> {
+    pub(crate) fn new(conn: C, options: Options) -> Self {
+        Exec {
+            conn,
+            options,
+            caps: Caps::default(),
+        }
+    }
+
+    /// The clock of a public call starting now.
+    pub(crate) fn clock(&self) -> Clock {
+        Clock::start(self.options.timeout)
+    }
+
+    pub(crate) fn conn(&self) -> &C {
+        &self.conn
+    }
+
+    pub(crate) fn caps(&self) -> &Caps {
+        &self.caps
+    }
+
+    pub(crate) fn options(&self) -> Options {
+        self.options
+    }
+}
+
+impl<C> Exec<C>
+where
+    C: ConnectionLike + Clone + Send + Sync,
+{
+    /// Runs `attempt` under the filter's retry policy and the call's deadline; a
+    /// [`Error::WrongType`] gets the type the key holds.
+    pub(crate) async fn retried<T, F, Fut>(&self, clock: &Clock, attempt: F) -> Result<T>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<T>>,
+    {
+        match retry::run(self.options.retry, clock, attempt).await {
+            Err(Error::WrongType { key, source, .. }) => Err(Error::WrongType {
+                found: self.type_of(&key).await,
+                key,
+                source,
+            }),
+            done => done,
+        }
+    }
+
+    /// What `key` holds, as `TYPE` names it, for an error message.
+    async fn type_of(&self, key: &str) -> String {
+        let kind: redis::RedisResult<String> = redis::cmd("TYPE")
+            .arg(key)
+            .query_async(&mut self.conn.clone())
+            .await;
+        kind.unwrap_or_else(|_| "value of another type".to_owned())
+    }
+
+    /// Runs one step on the slot group of `key` (the key errors are reported for).
+    ///
+    /// A cluster client follows `MOVED` only when a single command gets it, not when it comes
+    /// inside a batch's replies; the retry would then go to the old node again and again. So
+    /// when a command of the batch was moved, one single-key command on `key` makes the client
+    /// follow the redirect and reload the slots before the error goes to the retry.
+    pub(crate) async fn run(&self, key: &str, tx: &Tx) -> Result<Replies> {
+        if let Some(cmd) = tx.single() {
+            return Ok(Replies::new(vec![self.query(key, cmd).await?]));
+        }
+        match tx.pipeline().query_async(&mut self.conn.clone()).await {
+            Ok(replies) => Ok(Replies::new(replies)),
+            Err(err) => {
+                let err = Error::from_redis(err, key);
+                if err.was_moved() {
+                    let _: redis::RedisResult<Value> = redis::cmd("EXISTS")
+                        .arg(key)
+                        .query_async(&mut self.conn.clone())
+                        .await;
+                }
+                Err(err)
+            }
+        }
+    }
+
+    /// Runs `cmd` on `key`'s slot; a server error reply is an `Err`.
+    pub(crate) async fn query<T: FromRedisValue>(&self, key: &str, cmd: &Cmd) -> Result<T> {
+        cmd.query_async(&mut self.conn.clone())
+            .await
+            .map_err(|e| Error::from_redis(e, key))
+    }
+
+    /// Runs `script` (`EVALSHA`, and `EVAL` after `NOSCRIPT`) on `keys`, the first of which
+    /// errors are reported for.
+    pub(crate) async fn script(
+        &self,
+        script: &LuaScript,
+        keys: &[&str],
+        args: &[&dyn Arg],
+    ) -> Result<Value> {
+        script
+            .invoke(&mut self.conn.clone(), keys, args)
+            .await
+            .map_err(|e| Error::from_redis(e, keys.first().copied().unwrap_or_default()))
+    }
+
+    /// `WAIT` for the replicas the filter asks for, after a write to `key`.
+    pub(crate) async fn confirm(&self, key: &str, engine: Engine) -> Result<()> {
+        let Some((wanted, timeout)) = self.options.replicas else {
+            return Ok(());
+        };
+        let millis = u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX);
+        // Alone, WAIT goes to every master of a cluster, which answers the smallest count: a
+        // master without replicas would fail every write. Behind a command on the filter's key
+        // that changes nothing (a write command, so never routed to a replica), it goes to the
+        // key's master, on the connection that carried the write. The command is one the
+        // engine needs anyway, so that it needs no other ACL grant.
+        let mut tx = Tx::plain();
+        let mut route = match engine {
+            Engine::Fast => redis::cmd("BITFIELD"),
+            Engine::Scripts => {
+                let mut eval = redis::cmd("EVAL");
+                eval.arg("return 0").arg(1);
+                eval
+            }
+        };
+        route.arg(key);
+        tx.add_unread(route);
+        let acked = tx.add::<u32>({
+            let mut wait = redis::cmd("WAIT");
+            wait.arg(wanted).arg(millis);
+            wait
+        });
+        let acked = self.run(key, &tx).await?.take(acked)?;
+        if acked < wanted {
+            return Err(Error::NotReplicated { acked, wanted });
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,222 @@
+//! The parameters stored beside a filter (`{KEY}:redbloom:params`): checked once per filter
+//! (again after a clear), and for the native layout stored again with every write, so that a
+//! client with another size, layout or shard count gets [`Error::ParamsMismatch`] instead of
+//! wrong answers.
+
+use super::exec::Exec;
+use super::tx::{Slot, Tx};
+use crate::error::{Error, Result};
+use crate::layout::Layout;
+use crate::scripts;
+use redis::aio::ConnectionLike;
+use redis::Value;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// A filter's stored parameters and how they are checked.
+#[derive(Debug)]
+pub(crate) struct Guard {
+    /// The filter's name, for errors.
+    name: String,
+    /// Where the parameters live; `None` when the name allows no key in its slot (a `}`
+    /// without a hash tag), and then only the bits' length is checked.
+    key: Option<String>,
+    /// The key whose existence tells bits without parameters (written by another program)
+    /// from a new filter: the bits of a one-key filter; the parameters key itself for a
+    /// sharded one, whose bits are in other slots.
+    bits_key: String,
+    fingerprint: String,
+    layout: Layout,
+    /// The size of the bits key: it holds at most `bits / 8` bytes.
+    bits: u64,
+    checked: AtomicBool,
+}
+
+/// Why [`clear`](crate::RedisBloom::clear) or another checked step refused: the server's
+/// evidence, compared by [`Guard::refusal`].
+#[derive(Debug)]
+pub(crate) enum Evidence {
+    /// The stored parameters (`None`: bits without any).
+    Stored(Option<String>),
+    /// The bits' length in bytes.
+    Length(i64),
+}
+
+impl Guard {
+    pub(crate) fn new(
+        name: String,
+        key: Option<String>,
+        bits_key: String,
+        fingerprint: String,
+        layout: Layout,
+        bits: u64,
+    ) -> Self {
+        Guard {
+            name,
+            key,
+            bits_key,
+            fingerprint,
+            layout,
+            bits,
+            checked: AtomicBool::new(false),
+        }
+    }
+
+    /// Where the parameters live.
+    pub(crate) fn key(&self) -> Option<&str> {
+        self.key.as_deref()
+    }
+
+    pub(crate) fn fingerprint(&self) -> &str {
+        &self.fingerprint
+    }
+
+    /// Forget the check (after a clear: the next call checks and stores again).
+    pub(crate) fn reset(&self) {
+        self.checked.store(false, Ordering::Release);
+    }
+
+    /// A copy that has checked nothing yet.
+    pub(crate) fn unchecked(&self) -> Self {
+        Guard {
+            name: self.name.clone(),
+            key: self.key.clone(),
+            bits_key: self.bits_key.clone(),
+            fingerprint: self.fingerprint.clone(),
+            layout: self.layout,
+            bits: self.bits,
+            checked: AtomicBool::new(false),
+        }
+    }
+
+    /// Whether writes carry the guard's step (a native filter with a parameters key).
+    pub(crate) fn step_needed(&self) -> bool {
+        self.layout == Layout::Native && self.key.is_some()
+    }
+
+    /// `SET params FINGERPRINT NX GET` in `tx`, sent with every write of a native filter: it
+    /// stores the parameters again when they went away with the bits (a `clear`, an expiry)
+    /// and tells when another client has since stored different ones.
+    pub(crate) fn step(&self, tx: &mut Tx) -> Option<Slot<Value>> {
+        if self.layout != Layout::Native {
+            return None;
+        }
+        let mut cmd = redis::cmd("SET");
+        cmd.arg(self.key.as_ref()?)
+            .arg(&self.fingerprint)
+            .arg("NX")
+            .arg("GET");
+        Some(tx.add(cmd))
+    }
+
+    /// The step's reply: nothing was stored (now ours is), or what was stored must be ours.
+    pub(crate) fn check_step(&self, reply: Value) -> Result<()> {
+        match reply {
+            Value::Nil => Ok(()),
+            stored => {
+                let stored: String = redis::from_redis_value(stored)
+                    .map_err(|e| Error::UnexpectedReply(e.to_string()))?;
+                self.compare(Some(stored))
+            }
+        }
+    }
+
+    /// `Ok` when `stored` equals this filter's parameters; `None` means bits without any.
+    pub(crate) fn compare(&self, stored: Option<String>) -> Result<()> {
+        match stored {
+            Some(stored) if stored == self.fingerprint => Ok(()),
+            stored => Err(Error::ParamsMismatch {
+                key: self.name.clone(),
+                stored: stored.unwrap_or_else(|| {
+                    "none (the key holds bits written without stored parameters)".to_owned()
+                }),
+                requested: self.fingerprint.clone(),
+            }),
+        }
+    }
+
+    /// `Ok` when bits of `bytes` bytes fit this filter's size: longer bits were written by
+    /// another program, or by a filter of another size.
+    pub(crate) fn compare_length(&self, bytes: i64) -> Result<()> {
+        let most = self.bits.div_ceil(8);
+        if u64::try_from(bytes).is_ok_and(|bytes| bytes <= most) {
+            return Ok(());
+        }
+        Err(Error::ParamsMismatch {
+            key: self.name.clone(),
+            stored: format!(
+                "{bytes} bytes of bits (more than the {most} bytes that {} bits take)",
+                self.bits
+            ),
+            requested: self.fingerprint.clone(),
+        })
+    }
+
+    /// The error the server's evidence proves; an `Err` always.
+    pub(crate) fn refusal(&self, evidence: Evidence) -> Error {
+        let checked = match evidence {
+            Evidence::Stored(stored) => self.compare(stored),
+            Evidence::Length(bytes) => self.compare_length(bytes),
+        };
+        checked.err().unwrap_or_else(|| {
+            Error::UnexpectedReply("a refusal for parameters that match".to_owned())
+        })
+    }
+
+    /// The parameters check, once per filter (again after a clear); `write` lets it store
+    /// them on a new filter.
+    pub(crate) async fn ensure<C>(&self, exec: &Exec<C>, write: bool) -> Result<()>
+    where
+        C: ConnectionLike + Clone + Send + Sync,
+    {
+        if self.checked.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        let Some(key) = &self.key else {
+            return self.ensure_length(exec).await;
+        };
+        let stored = exec
+            .script(
+                &scripts::PARAMS,
+                &[key, &self.bits_key],
+                &[&self.fingerprint, &(if write { "1" } else { "0" })],
+            )
+            .await;
+        let checked = match (self.layout, stored) {
+            // Nothing exists yet, and a read stores nothing: check again next time.
+            (_, Ok(Value::BulkString(stored))) if stored.is_empty() => false,
+            (_, Ok(stored @ (Value::BulkString(_) | Value::SimpleString(_)))) => {
+                let stored: String = redis::from_redis_value(stored)
+                    .map_err(|e| Error::UnexpectedReply(e.to_string()))?;
+                self.compare(Some(stored)).map(|()| true)?
+            }
+            // go-zero's own filters carry no parameters; their length must fit the size.
+            (Layout::GoZero, Ok(Value::Int(bytes))) => self.compare_length(bytes).map(|()| true)?,
+            (Layout::Native, Ok(Value::Int(_))) => return self.compare(None),
+            // A user allowed the bits but not the check's script: go-zero's layout does without.
+            (Layout::GoZero, Err(Error::NoPermission(_))) => true,
+            (_, Ok(other)) => {
+                return Err(Error::UnexpectedReply(format!(
+                    "{other:?} from the parameters check"
+                )))
+            }
+            (_, Err(err)) => return Err(err),
+        };
+        self.checked.store(checked, Ordering::Release);
+        Ok(())
+    }
+
+    /// For a filter whose name allows no stored parameters: the one check the server's
+    /// answer allows, that its bits are not longer than this size holds.
+    async fn ensure_length<C>(&self, exec: &Exec<C>) -> Result<()>
+    where
+        C: ConnectionLike + Clone + Send + Sync,
+    {
+        let bytes: i64 = exec
+            .query(&self.bits_key, redis::cmd("STRLEN").arg(&self.bits_key))
+            .await?;
+        self.compare_length(bytes)?;
+        // A missing key proves nothing yet.
+        self.checked.store(bytes > 0, Ordering::Release);
+        Ok(())
+    }
+}

@@ -1,0 +1,580 @@
+//! The plain filter: fixed size, items never forgotten (SPEC.md §1-§3). One key in go-zero's
+//! layout by default, bit-compatible with go-zero's `core/bloom`; or several keys (shards).
+
+use crate::builder::Builder;
+use crate::engine::Engine;
+use crate::error::{Error, Result};
+use crate::geometry::Geometry;
+use crate::hash::GOZERO_HASHES;
+use crate::info::FilterInfo;
+use crate::io::bits::{Batch, Bits, Ctx, Removal};
+use crate::io::exec::Exec;
+use crate::io::guard::Guard;
+use crate::io::tx::Tx;
+use crate::layout::Layout;
+use crate::options::Options;
+use crate::retry::Clock;
+use crate::sharded::{self, Shards};
+use crate::{dense, keys};
+use futures_util::future::{join, join_all};
+use redis::aio::ConnectionLike;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// A Bloom filter whose bits live in a Redis string, shared by every process that opens the
+/// same key with the same size.
+///
+/// The default layout is go-zero's `core/bloom` ([SPEC.md §1](../docs/SPEC.md)): the key is
+/// used as given, and each item sets 14 bits at `murmur3(item ‖ i) mod bits`. A Go service
+/// using go-zero and a Rust service using this type read and write the same filter.
+/// [`Layout::Native`] is an opt-in layout with fewer bits per item for the same rate.
+///
+/// `C` is any redis-rs async connection that can be cloned and shared: a
+/// [`MultiplexedConnection`](redis::aio::MultiplexedConnection), a
+/// [`ConnectionManager`](redis::aio::ConnectionManager) or a cluster connection. Methods take
+/// `&self`; cloning a filter is one reference count, so clone it freely to use it from many
+/// tasks at once. Concurrent calls on one multiplexed connection are pipelined by redis-rs.
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+/// use redbloom::redis;
+/// let client = redis::Client::open("redis://127.0.0.1:6379")?;
+/// let conn = client.get_multiplexed_async_connection().await?;
+/// let seen = redbloom::RedisBloom::new(conn, "events:seen", 20 * 1_000_000)?;
+/// if seen.add("event-42").await? {
+///     // certainly the first time this event was added
+/// }
+/// assert!(seen.exists("event-42").await?);
+/// # Ok(()) }
+/// ```
+#[derive(Debug)]
+pub struct RedisBloom<C>(Arc<Plain<C>>);
+
+impl<C> Clone for RedisBloom<C> {
+    /// Another handle on the same filter: one reference count.
+    fn clone(&self) -> Self {
+        RedisBloom(Arc::clone(&self.0))
+    }
+}
+
+/// What the handles of one filter share.
+#[derive(Debug)]
+struct Plain<C> {
+    exec: Exec<C>,
+    key: String,
+    /// The whole filter's shape (all shards' bits together).
+    geometry: Geometry,
+    engine: Engine,
+    guard: Guard,
+    shards: Shards<Bits>,
+}
+
+impl<C> RedisBloom<C> {
+    /// A filter of `bits` bits at `key`, in go-zero's layout (k = 14), with the default
+    /// [`Engine`]. Sends nothing to Redis.
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] when `bits` is not in `1..=2^32`, the key is empty, or the key
+    /// is one that a filter keeps for itself (a name holding `:redbloom:`, or a shard's key).
+    pub fn new(conn: C, key: impl Into<String>, bits: u64) -> Result<Self> {
+        Self::from_parts(
+            conn,
+            key.into(),
+            Geometry::new(Layout::GoZero, bits, GOZERO_HASHES as u32)?,
+            1,
+            Engine::default(),
+            Options::default(),
+        )
+    }
+
+    /// The filter the [`Builder`] describes: `geometry` is the whole filter's, over `shards`
+    /// keys (one: the key as given).
+    pub(crate) fn from_parts(
+        conn: C,
+        key: String,
+        geometry: Geometry,
+        shards: u32,
+        engine: Engine,
+        options: Options,
+    ) -> Result<Self> {
+        if key.is_empty() {
+            return Err(Error::InvalidConfig("the key must not be empty".into()));
+        }
+        keys::check_not_reserved(&key)?;
+        let Geometry {
+            layout,
+            bits,
+            hashes,
+        } = geometry;
+        let (geometry, guard, parts) = if shards <= 1 {
+            Geometry::new(layout, bits, hashes)?;
+            let params = match layout {
+                // go-zero's own filters go unguarded when the name allows no key beside it.
+                Layout::GoZero => keys::sidecar(&key, "redbloom:params").ok(),
+                Layout::Native => Some(keys::sidecar(&key, "redbloom:params")?),
+            };
+            let guard = Guard::new(
+                key.clone(),
+                params,
+                key.clone(),
+                geometry.fingerprint(1),
+                layout,
+                bits,
+            );
+            let scratch = keys::sidecar(&key, "redbloom:scratch").ok();
+            (
+                geometry,
+                guard,
+                vec![Bits::new(key.clone(), scratch, geometry)],
+            )
+        } else {
+            let per_shard = Geometry::new(layout, bits.div_ceil(u64::from(shards)), hashes)?;
+            let geometry = per_shard.total(per_shard.bits * u64::from(shards));
+            let parts = (0..shards)
+                .map(|i| {
+                    let shard = keys::shard_key(&key, i, shards);
+                    let scratch = keys::sidecar(&shard, "redbloom:scratch").ok();
+                    Bits::new(shard, scratch, per_shard)
+                })
+                .collect();
+            // The parameters are checked once, for the whole filter, in a slot of their own:
+            // the key that tells a new filter from bits without parameters is the parameters
+            // key itself (the shards are in other slots, and the bare name is not the filter's).
+            let params = keys::sidecar(&key, "redbloom:params")?;
+            let guard = Guard::new(
+                key.clone(),
+                Some(params.clone()),
+                params,
+                geometry.fingerprint(shards),
+                layout,
+                geometry.bits,
+            );
+            (geometry, guard, parts)
+        };
+        Ok(RedisBloom(Arc::new(Plain {
+            exec: Exec::new(conn, options),
+            key,
+            geometry,
+            engine,
+            guard,
+            shards: Shards::new(parts),
+        })))
+    }
+
+    /// The same filter using `engine`'s commands.
+    #[must_use]
+    pub fn with_engine(self, engine: Engine) -> Self
+    where
+        C: Clone,
+    {
+        let plain = match Arc::try_unwrap(self.0) {
+            Ok(plain) => plain,
+            Err(shared) => shared.fork(),
+        };
+        RedisBloom(Arc::new(Plain { engine, ..plain }))
+    }
+
+    /// The filter's key in Redis (for a sharded filter, the name its shards' keys derive from).
+    pub fn key(&self) -> &str {
+        &self.0.key
+    }
+
+    /// The filter's size in bits (all shards together).
+    pub fn bits(&self) -> u64 {
+        self.0.geometry.bits
+    }
+
+    /// Bit locations per item (14 in go-zero's layout).
+    pub fn hashes(&self) -> u32 {
+        self.0.geometry.hashes
+    }
+
+    /// How items map to bits.
+    pub fn layout(&self) -> Layout {
+        self.0.geometry.layout
+    }
+
+    /// The commands this filter uses.
+    pub fn engine(&self) -> Engine {
+        self.0.engine
+    }
+
+    /// How many keys hold the filter (1 unless built with
+    /// [`Builder::shards`](crate::Builder::shards)).
+    pub fn shards(&self) -> u32 {
+        self.0.shards.count()
+    }
+
+    /// Items per [`add_many`](RedisBloom::add_many) call that load fastest: large enough for
+    /// the dense path on filters of up to 4 MiB, else 1,000. What `redbloom load` uses by
+    /// default.
+    pub fn bulk_add_batch_size(&self) -> usize {
+        self.bulk_batch_size(dense::MAX_BYTES)
+    }
+
+    /// Items per [`exists_many`](RedisBloom::exists_many) call that check fastest: large enough
+    /// to read the whole filter once on filters of up to 64 MiB, else 1,000. What
+    /// `redbloom check` uses by default.
+    pub fn bulk_check_batch_size(&self) -> usize {
+        self.bulk_batch_size(dense::MAX_READ_BYTES)
+    }
+
+    fn bulk_batch_size(&self, max_bytes: u64) -> usize {
+        let part = &self.0.shards.parts()[0].geometry;
+        dense::batch_size(part.bits, part.hashes, max_bytes) * self.shards() as usize
+    }
+}
+
+impl<C: Clone> Plain<C> {
+    /// A copy on the same connection that has learned nothing yet.
+    fn fork(&self) -> Self {
+        Plain {
+            exec: Exec::new(self.exec_conn(), self.exec.options()),
+            key: self.key.clone(),
+            geometry: self.geometry,
+            engine: self.engine,
+            guard: self.guard.unchecked(),
+            shards: self.shards.clone(),
+        }
+    }
+
+    fn exec_conn(&self) -> C {
+        self.exec.conn().clone()
+    }
+}
+
+impl RedisBloom<()> {
+    /// A [`Builder`] for a filter at `key`, sized in bits or from items and a rate; the
+    /// connection comes last, in [`Builder::build`].
+    pub fn builder(key: impl Into<String>) -> Builder {
+        Builder::new(key)
+    }
+}
+
+impl<C> RedisBloom<C>
+where
+    C: ConnectionLike + Clone + Send + Sync,
+{
+    /// Adds `item`. Returns `true` when at least one of its bits flipped from 0 to 1, so the
+    /// item was certainly not in the filter before; `false` when all its bits were already set
+    /// (it was added before, or this is a false positive). Atomic: of many concurrent adds of
+    /// one item, exactly one returns `true`.
+    ///
+    /// Adding is idempotent, so retrying after a timeout or a lost connection is safe. A
+    /// timeout does not mean the add failed: it may have been applied.
+    ///
+    /// # Errors
+    /// [`Error::WrongType`] when the key holds a non-string; [`Error::ParamsMismatch`] when the
+    /// stored parameters differ from this filter's; [`Error::Timeout`], [`Error::Deadline`]
+    /// and [`Error::Connection`] for network faults; [`Error::Redis`] for other server errors.
+    pub async fn add(&self, item: impl AsRef<[u8]>) -> Result<bool> {
+        let clock = self.0.exec.clock();
+        let new = self.0.write(&clock, &[item.as_ref()]).await?;
+        Ok(new[0])
+    }
+
+    /// Whether `item` may be in the filter: `false` means certainly never added; `true` means
+    /// added, or a false positive. A missing key holds no items.
+    ///
+    /// # Errors
+    /// As for [`add`](RedisBloom::add).
+    pub async fn exists(&self, item: impl AsRef<[u8]>) -> Result<bool> {
+        let clock = self.0.exec.clock();
+        let present = self.0.read(&clock, &[item.as_ref()]).await?;
+        Ok(present[0])
+    }
+
+    /// Adds every item; the result for each item, in input order, means what
+    /// [`add`](RedisBloom::add)'s does. An item repeated in the batch is new only at its first
+    /// occurrence. An empty slice sends nothing.
+    ///
+    /// A batch of up to [`MAX_OFFSETS_PER_COMMAND`](crate::MAX_OFFSETS_PER_COMMAND) bit
+    /// offsets (1,170 items of the go-zero layout) is one atomic command and one round trip. A
+    /// larger batch is split into commands of that size, sent a few at a time in order on the
+    /// connection: each command is atomic, the batch as a whole is not (another client may see
+    /// part of it). So no batch holds the server for long or takes its memory, and no command
+    /// outlasts a response timeout. A batch that takes the dense path (a filter of up to
+    /// 4 MiB and a batch large enough to cover it) is one transaction, however many items it
+    /// holds. A sharded filter sends each shard its items at once.
+    ///
+    /// # Errors
+    /// As for [`add`](RedisBloom::add). On error, some, all or none of the items may be added:
+    /// a timeout does not mean nothing was written. Retrying the whole batch is safe, since
+    /// adds are idempotent.
+    pub async fn add_many<T: AsRef<[u8]>>(&self, items: &[T]) -> Result<Vec<bool>> {
+        if items.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.0.write(&self.0.exec.clock(), items).await
+    }
+
+    /// Checks every item; the result for each item, in input order, means what
+    /// [`exists`](RedisBloom::exists)'s does. An empty slice sends nothing. Split into commands
+    /// as [`add_many`](RedisBloom::add_many) is, unless the whole filter is read at once (up
+    /// to 64 MiB, for batches large enough).
+    ///
+    /// # Errors
+    /// As for [`add`](RedisBloom::add).
+    pub async fn exists_many<T: AsRef<[u8]>>(&self, items: &[T]) -> Result<Vec<bool>> {
+        if items.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.0.read(&self.0.exec.clock(), items).await
+    }
+
+    /// Checks the parameters stored beside the filter against this client's now (storing them
+    /// when the filter is new), instead of on the first operation.
+    ///
+    /// Both layouts store their parameters (`layout`, `bits`, `hashes`) beside the bits, so
+    /// that a client with another size gets [`Error::ParamsMismatch`] instead of wrong answers.
+    /// A go-zero filter written by go-zero itself has none; it opens with whatever bits the
+    /// client gives, as in go-zero, as long as they are not longer than that size holds. A
+    /// native filter must have them.
+    ///
+    /// # Errors
+    /// [`Error::ParamsMismatch`] when they differ, or for a native filter over bits without
+    /// parameters; otherwise as for [`add`](RedisBloom::add).
+    pub async fn check_params(&self) -> Result<()> {
+        let p = &*self.0;
+        let clock = p.exec.clock();
+        p.exec
+            .retried(&clock, || p.guard.ensure(&p.exec, true))
+            .await
+    }
+
+    /// Reads the filter's fill, size and TTL in one atomic round trip (one per shard).
+    ///
+    /// # Errors
+    /// As for [`add`](RedisBloom::add).
+    pub async fn info(&self) -> Result<FilterInfo> {
+        let p = &*self.0;
+        let clock = p.exec.clock();
+        match p.shards.parts() {
+            [one] => {
+                let ctx = p.ctx(Some(&p.guard));
+                p.exec
+                    .retried(&clock, || async {
+                        p.guard.ensure(&p.exec, false).await?;
+                        one.info(ctx, &p.key).await
+                    })
+                    .await
+            }
+            parts => {
+                p.exec
+                    .retried(&clock, || p.guard.ensure(&p.exec, false))
+                    .await?;
+                let ctx = p.ctx(None);
+                let infos = parts
+                    .iter()
+                    .map(|part| p.exec.retried(&clock, move || part.info(ctx, &part.key)));
+                let infos = join_all(infos)
+                    .await
+                    .into_iter()
+                    .collect::<Result<Vec<_>>>()?;
+                let Geometry { bits, hashes, .. } = p.geometry;
+                Ok(sharded::sum_info(&p.key, bits, hashes, &infos))
+            }
+        }
+    }
+
+    /// Deletes the filter: its bits (every shard's) and its stored parameters. Returns whether
+    /// the bits existed.
+    ///
+    /// Checked first, in the same atomic step as the delete: a key of another type, a filter
+    /// stored with other parameters, or bits longer than this size holds are left untouched
+    /// and reported, as [`add`](RedisBloom::add) reports them. A sharded filter checks its
+    /// parameters, then each shard as it deletes it, then deletes the parameters; it never
+    /// touches the bare key of its name.
+    ///
+    /// # Errors
+    /// [`Error::WrongType`], [`Error::ParamsMismatch`], [`Error::Timeout`],
+    /// [`Error::Deadline`], [`Error::Connection`] or [`Error::Redis`].
+    pub async fn clear(&self) -> Result<bool> {
+        self.0.guard.reset();
+        self.0.remove(Removal::Delete).await
+    }
+
+    /// Makes the filter (its bits and its stored parameters, every shard's) expire after `ttl`,
+    /// checked as [`clear`](RedisBloom::clear) checks. Millisecond precision; a TTL shorter
+    /// than 1 ms is refused (Redis would delete the filter at once: use `clear` for that).
+    /// Returns `false` when the bits do not exist, since nothing has been added yet.
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] for a TTL below 1 ms or too long for Redis; otherwise as for
+    /// [`clear`](RedisBloom::clear).
+    pub async fn expire(&self, ttl: Duration) -> Result<bool> {
+        let millis = i64::try_from(ttl.as_millis())
+            .ok()
+            .filter(|ms| *ms < i64::MAX / 2)
+            .ok_or_else(|| Error::InvalidConfig(format!("a TTL of {ttl:?} is too long")))?;
+        if millis == 0 {
+            return Err(Error::InvalidConfig(format!(
+                "a TTL of {ttl:?} rounds to 0 ms, which would delete the filter at once; \
+                 clear it to delete it"
+            )));
+        }
+        self.0.remove(Removal::Expire(millis)).await
+    }
+}
+
+impl<C> Plain<C>
+where
+    C: ConnectionLike + Clone + Send + Sync,
+{
+    fn ctx<'a>(&'a self, guard: Option<&'a Guard>) -> Ctx<'a, C> {
+        Ctx {
+            exec: &self.exec,
+            engine: self.engine,
+            guard,
+        }
+    }
+
+    /// Sets every item's bits; true for each item one of whose bits flipped.
+    async fn write<T: AsRef<[u8]>>(&self, clock: &Clock, items: &[T]) -> Result<Vec<bool>> {
+        let parts = match self.shards.parts() {
+            [one] => return self.write_part(clock, one, Some(&self.guard), items).await,
+            parts => parts,
+        };
+        self.exec
+            .retried(clock, || self.guard.ensure(&self.exec, true))
+            .await?;
+        let groups = self.shards.split(items);
+        let calls = groups.iter().zip(parts).map(|(group, part)| async move {
+            let items: Vec<&[u8]> = group.iter().map(|&i| items[i].as_ref()).collect();
+            match items.is_empty() {
+                true => Ok(Vec::new()),
+                false => self.write_part(clock, part, None, &items).await,
+            }
+        });
+        let (guarded, answers) = join(self.guard_beside(clock), join_all(calls)).await;
+        guarded?;
+        let answers = answers.into_iter().collect::<Result<Vec<_>>>()?;
+        Ok(sharded::gather(&groups, answers, items.len()))
+    }
+
+    /// One part's write, retried as a whole: the parameters check (when the guard lives in
+    /// this part's slot group), the bits, and `WAIT`.
+    async fn write_part<T: AsRef<[u8]>>(
+        &self,
+        clock: &Clock,
+        part: &Bits,
+        guard: Option<&Guard>,
+        items: &[T],
+    ) -> Result<Vec<bool>> {
+        let batch = Batch::new(items, part.geometry);
+        let ctx = self.ctx(guard);
+        self.exec
+            .retried(clock, || async {
+                if let Some(guard) = guard {
+                    guard.ensure(&self.exec, true).await?;
+                }
+                let new = part.write(ctx, &batch).await?;
+                self.exec.confirm(&part.key, self.engine).await?;
+                Ok(new)
+            })
+            .await
+    }
+
+    /// A sharded native filter's guard, sent beside each write (its key is in another slot
+    /// than the shards'): the parameters are stored again after a clear or an expiry, and
+    /// another client's since then are reported, as for a filter of one key.
+    async fn guard_beside(&self, clock: &Clock) -> Result<()> {
+        let Some(key) = self.guard.key().filter(|_| self.guard.step_needed()) else {
+            return Ok(());
+        };
+        self.exec
+            .retried(clock, || async {
+                let mut tx = Tx::plain();
+                let Some(slot) = self.guard.step(&mut tx) else {
+                    return Ok(());
+                };
+                let stored = self.exec.run(key, &tx).await?.take(slot)?;
+                self.guard.check_step(stored)
+            })
+            .await
+    }
+
+    /// Reads every item's bits; true for each item whose bits are all set.
+    async fn read<T: AsRef<[u8]>>(&self, clock: &Clock, items: &[T]) -> Result<Vec<bool>> {
+        let parts = match self.shards.parts() {
+            [one] => return self.read_part(clock, one, Some(&self.guard), items).await,
+            parts => parts,
+        };
+        self.exec
+            .retried(clock, || self.guard.ensure(&self.exec, false))
+            .await?;
+        let groups = self.shards.split(items);
+        let calls = groups.iter().zip(parts).map(|(group, part)| async move {
+            let items: Vec<&[u8]> = group.iter().map(|&i| items[i].as_ref()).collect();
+            match items.is_empty() {
+                true => Ok(Vec::new()),
+                false => self.read_part(clock, part, None, &items).await,
+            }
+        });
+        let answers = join_all(calls)
+            .await
+            .into_iter()
+            .collect::<Result<Vec<_>>>()?;
+        Ok(sharded::gather(&groups, answers, items.len()))
+    }
+
+    async fn read_part<T: AsRef<[u8]>>(
+        &self,
+        clock: &Clock,
+        part: &Bits,
+        guard: Option<&Guard>,
+        items: &[T],
+    ) -> Result<Vec<bool>> {
+        let batch = Batch::new(items, part.geometry);
+        let ctx = self.ctx(guard);
+        self.exec
+            .retried(clock, || async {
+                if let Some(guard) = guard {
+                    guard.ensure(&self.exec, false).await?;
+                }
+                part.read(ctx, &batch).await
+            })
+            .await
+    }
+
+    /// `clear` or `expire`: one checked step for one key; for a sharded filter, its parameters
+    /// checked, each shard in a checked step, then the parameters (never the bare name, which
+    /// may hold someone else's filter).
+    async fn remove(&self, how: Removal) -> Result<bool> {
+        let clock = self.exec.clock();
+        let parts = match self.shards.parts() {
+            [one] => {
+                let ctx = self.ctx(Some(&self.guard));
+                return self.exec.retried(&clock, || one.remove(ctx, how)).await;
+            }
+            parts => parts,
+        };
+        self.exec
+            .retried(&clock, || self.guard.ensure(&self.exec, false))
+            .await?;
+        let ctx = self.ctx(None);
+        let all = parts
+            .iter()
+            .map(|part| self.exec.retried(&clock, move || part.remove(ctx, how)));
+        let any = join_all(all)
+            .await
+            .into_iter()
+            .collect::<Result<Vec<_>>>()?
+            .contains(&true);
+        if let Some(key) = self.guard.key() {
+            let mut cmd = match how {
+                Removal::Delete => redis::cmd("DEL"),
+                Removal::Expire(_) => redis::cmd("PEXPIRE"),
+            };
+            cmd.arg(key);
+            if let Removal::Expire(millis) = how {
+                cmd.arg(millis);
+            }
+            let _: i64 = self
+                .exec
+                .retried(&clock, || self.exec.query(key, &cmd))
+                .await?;
+        }
+        Ok(any)
+    }
+}

@@ -1,0 +1,89 @@
+//! One filter over several slot groups (shards) spread over a Redis Cluster, for any kind:
+//! which part an item goes to, a batch split per part, and the answers put back in input
+//! order.
+
+use crate::hash;
+use crate::info::{FilterInfo, KeyTtl};
+
+/// A filter's parts: one slot group each, one part for a filter of one key.
+#[derive(Debug, Clone)]
+pub(crate) struct Shards<P> {
+    parts: Vec<P>,
+}
+
+impl<P> Shards<P> {
+    pub(crate) fn new(parts: Vec<P>) -> Self {
+        debug_assert!(!parts.is_empty());
+        Shards { parts }
+    }
+
+    pub(crate) fn parts(&self) -> &[P] {
+        &self.parts
+    }
+
+    /// How many parts.
+    pub(crate) fn count(&self) -> u32 {
+        self.parts.len() as u32
+    }
+
+    /// For each part, the indices of the items that go to it (by a hash of the item
+    /// independent of its bits), in input order.
+    pub(crate) fn split<T: AsRef<[u8]>>(&self, items: &[T]) -> Vec<Vec<usize>> {
+        let mut groups: Vec<Vec<usize>> = vec![Vec::new(); self.parts.len()];
+        for (i, item) in items.iter().enumerate() {
+            groups[hash::shard_of(item.as_ref(), self.count())].push(i);
+        }
+        groups
+    }
+}
+
+/// The parts' answers (each in the order of its group) back in input order.
+pub(crate) fn gather<R: Clone + Default>(
+    groups: &[Vec<usize>],
+    answers: Vec<Vec<R>>,
+    items: usize,
+) -> Vec<R> {
+    let mut out = vec![R::default(); items];
+    for (group, answers) in groups.iter().zip(answers) {
+        for (&i, answer) in group.iter().zip(answers) {
+            out[i] = answer;
+        }
+    }
+    out
+}
+
+/// The parts' infos added up into the filter's, under its name.
+pub(crate) fn sum_info(key: &str, bits: u64, hashes: u32, infos: &[FilterInfo]) -> FilterInfo {
+    let ttl = infos
+        .iter()
+        .map(|info| info.ttl)
+        .fold(KeyTtl::Missing, KeyTtl::longest_lived);
+    FilterInfo {
+        key: key.to_owned(),
+        bits,
+        hashes,
+        bits_set: infos.iter().map(|info| info.bits_set).sum(),
+        bytes: infos.iter().map(|info| info.bytes).sum(),
+        estimated_items: infos.iter().map(|info| info.estimated_items).sum(),
+        // An absent item goes to one part, each as likely as the others.
+        estimated_fpr: infos.iter().map(|info| info.estimated_fpr).sum::<f64>()
+            / infos.len().max(1) as f64,
+        ttl,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn split_then_gather_keeps_input_order() {
+        let shards = Shards::new(vec![(), (), ()]);
+        let items: Vec<String> = (0..100).map(|i| format!("item{i}")).collect();
+        let groups = shards.split(&items);
+        assert_eq!(groups.iter().map(Vec::len).sum::<usize>(), 100);
+        assert!(groups.iter().all(|g| !g.is_empty()));
+        let answers = groups.to_vec();
+        assert_eq!(gather(&groups, answers, 100), (0..100).collect::<Vec<_>>());
+    }
+}
