@@ -117,9 +117,10 @@ impl Builder {
         self
     }
 
-    /// The most any one call may take, retries included; past it the call fails with
-    /// [`Error::Deadline`]. Defaults to no limit beyond the connection's own response timeout
-    /// (redis-rs: 500 ms per command by default).
+    /// The deadline of every public call: the most one call may take, every step, shard and
+    /// retry included; past it the call fails with [`Error::Deadline`]. Defaults to no limit
+    /// beyond the connection's own response timeout per command (redis-rs: 500 ms by default),
+    /// whose expiry is [`Error::Timeout`].
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.options.timeout = Some(timeout);
         self

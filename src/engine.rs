@@ -19,3 +19,35 @@ pub enum Engine {
     /// `BITFIELD`.
     Scripts,
 }
+
+impl std::fmt::Display for Engine {
+    /// `fast` or `scripts`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Engine::Fast => "fast",
+            Engine::Scripts => "scripts",
+        })
+    }
+}
+
+impl std::str::FromStr for Engine {
+    type Err = crate::Error;
+
+    /// `fast` or `scripts` (any case).
+    ///
+    /// ```
+    /// use redbloom::Engine;
+    /// assert_eq!("scripts".parse::<Engine>().unwrap(), Engine::Scripts);
+    /// assert_eq!(Engine::Fast.to_string(), "fast");
+    /// assert!("lua".parse::<Engine>().is_err());
+    /// ```
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        match text.to_ascii_lowercase().as_str() {
+            "fast" => Ok(Engine::Fast),
+            "scripts" => Ok(Engine::Scripts),
+            _ => Err(crate::Error::InvalidConfig(format!(
+                "unknown engine {text:?}: fast or scripts"
+            ))),
+        }
+    }
+}

@@ -58,7 +58,9 @@ pub enum Error {
         source: RedisError,
     },
 
-    /// No reply came within the connection's response timeout.
+    /// No reply to one command came within the connection's own response timeout (set on the
+    /// redis-rs connection; 500 ms by default). Not to be confused with [`Error::Deadline`],
+    /// the filter's limit on a whole call.
     ///
     /// A write that timed out may have been applied, in whole or in part: the command may have
     /// reached the server and run. Adding is idempotent (setting a bit that is already 1
@@ -67,9 +69,11 @@ pub enum Error {
     #[error("timed out waiting for Redis")]
     Timeout(#[source] RedisError),
 
-    /// The call did not finish within the filter's
-    /// [`timeout`](crate::Builder::timeout), retries included.
-    #[error("no answer within {0:?}")]
+    /// The call did not finish within the filter's deadline,
+    /// [`Builder::timeout`](crate::Builder::timeout): one limit for the whole public call,
+    /// every step, shard and retry included. Not to be confused with [`Error::Timeout`], one
+    /// command's reply overdue on the connection.
+    #[error("the call did not finish within its deadline of {0:?} (retries included)")]
     Deadline(std::time::Duration),
 
     /// The user has no permission for a command or key (Redis ACL `NOPERM`): grant the filter's

@@ -37,6 +37,38 @@ impl Layout {
     }
 }
 
+impl std::fmt::Display for Layout {
+    /// The name the CLI takes (`--layout gozero|native`).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Layout::GoZero => "gozero",
+            Layout::Native => "native",
+        })
+    }
+}
+
+impl std::str::FromStr for Layout {
+    type Err = crate::Error;
+
+    /// `gozero` or `native` (any case; `go-zero` too).
+    ///
+    /// ```
+    /// use redbloom::Layout;
+    /// assert_eq!("native".parse::<Layout>().unwrap(), Layout::Native);
+    /// assert_eq!(Layout::GoZero.to_string().parse::<Layout>().unwrap(), Layout::GoZero);
+    /// assert!("fast".parse::<Layout>().is_err());
+    /// ```
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        match text.to_ascii_lowercase().as_str() {
+            "gozero" | "go-zero" => Ok(Layout::GoZero),
+            "native" => Ok(Layout::Native),
+            _ => Err(crate::Error::InvalidConfig(format!(
+                "unknown layout {text:?}: gozero or native"
+            ))),
+        }
+    }
+}
+
 /// The native layout's offsets: `(h1 + i·h2) mod bits` for `i` in `0..hashes`, where
 /// `(h1, h2)` is the item's MurmurHash3_x64_128 (seed 0), with wrapping 64-bit arithmetic.
 ///

@@ -270,7 +270,7 @@ impl Bits {
                         // go-zero's set script, replying 1 when a bit flipped.
                         let reply = ctx
                             .exec
-                            .script(&scripts::ADD, &[&self.key], &[&offsets])
+                            .script(&self.key, &scripts::ADD, &[&self.key], &[&offsets])
                             .await?;
                         Ok(vec![reply == Value::Int(1)])
                     }
@@ -279,7 +279,12 @@ impl Bits {
                         let hashes = self.geometry.hashes;
                         let reply = ctx
                             .exec
-                            .script(&scripts::ADD_MANY, &[&self.key], &[&hashes, &offsets])
+                            .script(
+                                &self.key,
+                                &scripts::ADD_MANY,
+                                &[&self.key],
+                                &[&hashes, &offsets],
+                            )
                             .await?;
                         fold(&reply, 1, items, Fold::AllOne)
                     }
@@ -309,7 +314,7 @@ impl Bits {
                 // go-zero's test script replies Lua true (1) or false (nil).
                 let reply = ctx
                     .exec
-                    .script(&scripts::EXISTS, &[&self.key], &[&offsets])
+                    .script(&self.key, &scripts::EXISTS, &[&self.key], &[&offsets])
                     .await?;
                 Ok(vec![reply == Value::Int(1)])
             }
@@ -318,7 +323,12 @@ impl Bits {
                 let hashes = self.geometry.hashes;
                 let reply = ctx
                     .exec
-                    .script(&scripts::EXISTS_MANY, &[&self.key], &[&hashes, &offsets])
+                    .script(
+                        &self.key,
+                        &scripts::EXISTS_MANY,
+                        &[&self.key],
+                        &[&hashes, &offsets],
+                    )
                     .await?;
                 fold(&reply, 1, items, Fold::AllOne)
             }
@@ -465,6 +475,7 @@ impl Bits {
         let reply = ctx
             .exec
             .script(
+                &self.key,
                 &scripts::DROP,
                 &keys,
                 &[

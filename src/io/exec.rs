@@ -121,10 +121,11 @@ where
             .map_err(|e| Error::from_redis(e, key))
     }
 
-    /// Runs `script` (`EVALSHA`, and `EVAL` after `NOSCRIPT`) on `keys`, the first of which
-    /// errors are reported for.
+    /// Runs `script` (`EVALSHA`, and `EVAL` after `NOSCRIPT`) on `keys`; errors are reported
+    /// for `key`, the filter's bits.
     pub(crate) async fn script(
         &self,
+        key: &str,
         script: &LuaScript,
         keys: &[&str],
         args: &[&dyn Arg],
@@ -132,7 +133,7 @@ where
         script
             .invoke(&mut self.conn.clone(), keys, args)
             .await
-            .map_err(|e| Error::from_redis(e, keys.first().copied().unwrap_or_default()))
+            .map_err(|e| Error::from_redis(e, key))
     }
 
     /// `WAIT` for the replicas the filter asks for, after a write to `key`.

@@ -176,6 +176,7 @@ impl Guard {
         };
         let stored = exec
             .script(
+                &self.bits_key,
                 &scripts::PARAMS,
                 &[key, &self.bits_key],
                 &[&self.fingerprint, &(if write { "1" } else { "0" })],
