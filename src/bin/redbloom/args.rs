@@ -253,7 +253,7 @@ pub(crate) enum Command {
     Expire {
         /// Seconds until the key expires, a whole number.
         #[arg(
-            value_parser = whole::<u64>("a whole number of seconds, 1 or more"),
+            value_parser = ttl_seconds,
             allow_negative_numbers = true
         )]
         seconds: u64,
@@ -363,6 +363,19 @@ fn whole<T: std::str::FromStr + Clone + Send + Sync + 'static>(
         text.trim()
             .parse::<T>()
             .map_err(|_| format!("expected {expected}"))
+    }
+}
+
+/// A TTL: a whole number of seconds, at least 1 (a TTL of 0 would delete the filter at once).
+fn ttl_seconds(text: &str) -> Result<u64, String> {
+    match text.trim().parse::<u64>() {
+        Ok(secs) if secs >= 1 => Ok(secs),
+        Ok(_) => Err(
+            "expected a whole number of seconds, 1 or more: a TTL of 0 would delete \
+                      the filter at once (use clear to delete it)"
+                .to_owned(),
+        ),
+        Err(_) => Err("expected a whole number of seconds, 1 or more".to_owned()),
     }
 }
 
