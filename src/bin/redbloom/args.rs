@@ -227,7 +227,11 @@ pub(crate) enum Command {
         override_usage = usage!("load [--batch N] [--pipeline N] FILE"),
         after_help = "Examples:
   redbloom --key seen --capacity 10000000 --fpr 0.001 load items.txt
-  zcat items.gz | redbloom --key seen --capacity 10000000 --fpr 0.001 --json load -"
+  zcat items.gz | redbloom --key seen --capacity 10000000 --fpr 0.001 --json load -
+
+Items are lines of at most 64 KiB; at most 128 MiB of items are in flight (a batch at most
+16 MiB), and a partial batch goes after 250 ms. SIGINT/SIGTERM print the summary of what was
+acknowledged and exit 130/143."
     )]
     Load(FileArgs),
     /// Check every line of FILE (- for stdin), in batches; exit status 0 whatever the counts.
@@ -235,7 +239,11 @@ pub(crate) enum Command {
         override_usage = usage!("check [--batch N] [--pipeline N] FILE"),
         after_help = "Examples:
   redbloom --key seen --capacity 10000000 --fpr 0.001 check today.txt
-  cat today.txt | redbloom --key seen --capacity 10000000 --fpr 0.001 --json check -"
+  cat today.txt | redbloom --key seen --capacity 10000000 --fpr 0.001 --json check -
+
+Items are lines of at most 64 KiB; at most 128 MiB of items are in flight (a batch at most
+16 MiB), and a partial batch goes after 250 ms. SIGINT/SIGTERM print the summary of what was
+acknowledged and exit 130/143."
     )]
     Check(FileArgs),
     /// Describe the filter.
