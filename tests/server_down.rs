@@ -1,5 +1,6 @@
 //! A server stopped for longer than the retry budget: a clear error within the timeout, no
-//! hang, no panic; for the library and for `redbloom load`.
+//! hang, no panic; for the library and for `redbloom load`. A server that starts within the
+//! budget is waited for, by the first connection too.
 
 mod common;
 
@@ -71,7 +72,8 @@ async fn the_cli_exits_2_with_the_acknowledged_count() {
     for i in 0..1_000 {
         writeln!(file, "down-item:{i}").unwrap();
     }
-    // The server is gone before the load starts its writes: connecting fails at once.
+    // The server is gone before the load starts its writes: connecting gives up after its
+    // retry budget.
     let url = server.url();
     server.kill();
     let started = Instant::now();
@@ -159,4 +161,87 @@ async fn the_cli_exits_2_with_the_acknowledged_count() {
         "{stderr}"
     );
     assert!(!stderr.contains("panicked"), "{stderr}");
+}
+
+/// A port nothing listens on (yet).
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn cli(target: &[&str], key: &str, retry_for: &str) -> Command {
+    let mut cmd = Command::new(assert_cmd::cargo::cargo_bin("redbloom"));
+    cmd.env_remove("REDIS_URL")
+        .args(target)
+        .args(["--key", key, "--bits", "1000", "--json", "--timeout", "1"])
+        .args(["--retry-for", retry_for, "add", "early", "bird"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    cmd
+}
+
+/// A server that starts 1.5 s after the command: the first connection is retried within
+/// `--retry-for` as a lost one would be, for `--url` and `--cluster`; with `--retry-for 0` the
+/// command fails at once.
+#[tokio::test]
+async fn the_cli_waits_for_a_server_that_starts_within_retry_for() {
+    for cluster in [false, true] {
+        let port = free_port();
+        let url = format!("redis://127.0.0.1:{port}");
+        let target = match cluster {
+            false => ["--url", url.as_str()],
+            true => ["--cluster", url.as_str()],
+        };
+        let key = common::unique_key("late-server");
+
+        let started = Instant::now();
+        let out = cli(&target, &key, "0").output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        assert!(stderr.contains("cannot connect to"), "{stderr}");
+        assert!(stderr.contains("Connection refused"), "{stderr}");
+        assert!(
+            started.elapsed() < Duration::from_secs(1),
+            "{:?}",
+            started.elapsed()
+        );
+
+        let started = Instant::now();
+        let child = cli(&target, &key, "30").spawn().unwrap();
+        tokio::time::sleep(Duration::from_millis(1_500)).await;
+        let cluster_args = ["--cluster-enabled", "yes"];
+        let extra = [
+            &["--save", "", "--appendonly", "no"][..],
+            if cluster { &cluster_args[..] } else { &[] },
+        ]
+        .concat();
+        let _server = RedisServer::start_on(port, &extra).expect("redis-server on PATH");
+        if cluster {
+            // A one-node cluster holding every slot.
+            let client = redis::Client::open(url.as_str()).unwrap();
+            let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+            let () = redis::cmd("CLUSTER")
+                .arg("ADDSLOTSRANGE")
+                .arg(0)
+                .arg(16383)
+                .query_async(&mut conn)
+                .await
+                .unwrap();
+        }
+        let out = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "cluster: {cluster}: {stderr}");
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout).trim(),
+            r#"{"items":2,"new":2}"#
+        );
+        let took = started.elapsed();
+        assert!(
+            took >= Duration::from_millis(1_500) && took < Duration::from_secs(15),
+            "{took:?}"
+        );
+    }
 }

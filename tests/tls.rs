@@ -373,3 +373,159 @@ async fn bad_tls_ca_files_and_plain_urls_are_one_line_errors() {
     );
     assert!(!stderr.contains("hunter2secret"), "{stderr}");
 }
+
+/// `openssl req -x509 ...` exactly as SPEC.md §3's recipe: a self-signed certificate for
+/// localhost and 127.0.0.1, which openssl marks a CA (basicConstraints CA:TRUE). Writes
+/// `NAME.pem` and `NAME.key`; `san` replaces the recipe's subjectAltName when given.
+fn openssl_self_signed(certs: &Certs, name: &str, san: Option<&str>) {
+    let (cert, key) = (
+        certs.arg(&format!("{name}.pem")),
+        certs.arg(&format!("{name}.key")),
+    );
+    let san = san.unwrap_or("DNS:localhost,IP:127.0.0.1");
+    let out = std::process::Command::new("openssl")
+        .args(["req", "-x509", "-newkey", "rsa:2048", "-nodes"])
+        .args(["-subj", "/CN=localhost", "-addext"])
+        .arg(format!("subjectAltName={san}"))
+        .args(["-keyout", &key, "-out", &cert])
+        .output()
+        .unwrap_or_else(|err| {
+            panic!("this test needs the openssl binary on PATH (apt-get install openssl): {err}")
+        });
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = std::process::Command::new("openssl")
+        .args(["x509", "-noout", "-text", "-in", &cert])
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&text.stdout).contains("CA:TRUE"),
+        "openssl marks its self-signed certificate a CA"
+    );
+}
+
+/// SPEC.md §3: `--tls-ca FILE` holding the server's own self-signed certificate, made by
+/// `openssl req -x509` (marked a CA, which webpki alone refuses as a server's certificate:
+/// `CaUsedAsEndEntity`), trusts that exact certificate, as `redis-cli --tls --cacert` does. Another
+/// self-signed certificate, or the same one reached by a name it does not hold, is refused.
+#[tokio::test]
+async fn an_openssl_self_signed_certificate_is_trusted_as_itself() {
+    let certs = Certs::make();
+    openssl_self_signed(&certs, "openssl", None);
+    openssl_self_signed(&certs, "openssl-other", None);
+    let server = tls_server(&certs, "openssl.pem", "openssl.key", "openssl.pem");
+    let ca = certs.arg("openssl.pem");
+    let args = |extra: &[&'static str]| {
+        [
+            &["--tls-ca", ca.as_str(), "--bits", "64", "--json"][..],
+            extra,
+        ]
+        .concat()
+    };
+
+    for host in ["127.0.0.1", "localhost"] {
+        let url = format!("rediss://{host}:{}", server.port());
+        let (code, out, err) = run(redbloom(&url, "tls:openssl", &args(&["add", "hello"])));
+        assert_eq!((code, &out["items"]), (0, &json!(1)), "{url}: {err}");
+        let (code, out, err) = run(redbloom(&url, "tls:openssl", &args(&["exists", "hello"])));
+        assert_eq!(
+            (code, out["present"].as_u64()),
+            (0, Some(1)),
+            "{url}: {err}"
+        );
+    }
+
+    // Another openssl certificate (same name, not the same bytes) is not trusted.
+    let other = certs.arg("openssl-other.pem");
+    assert_fails(
+        redbloom(
+            &server.url(),
+            "tls:x",
+            &["--tls-ca", other.as_str(), "--bits", "64", "info"],
+        ),
+        &["TLS handshake failed", "self-signed", "--tls-ca"],
+    );
+
+    // The exact certificate, but for another name than the URL's host.
+    openssl_self_signed(&certs, "openssl-elsewhere", Some("DNS:redis.example"));
+    let elsewhere = tls_server(
+        &certs,
+        "openssl-elsewhere.pem",
+        "openssl-elsewhere.key",
+        "openssl-elsewhere.pem",
+    );
+    let ca = certs.arg("openssl-elsewhere.pem");
+    assert_fails(
+        redbloom(
+            &elsewhere.url(),
+            "tls:x",
+            &["--tls-ca", ca.as_str(), "--bits", "64", "info"],
+        ),
+        &["does not name the host"],
+    );
+}
+
+/// The exact certificate is trusted only while it is valid: an expired one, marked a CA like
+/// openssl's, is refused for having expired.
+#[tokio::test]
+async fn an_expired_self_signed_certificate_is_refused() {
+    let certs = Certs::make();
+    let mut params =
+        CertificateParams::new(vec!["127.0.0.1".to_owned(), "localhost".to_owned()]).unwrap();
+    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    params.not_before = rcgen::date_time_ymd(2020, 1, 1);
+    params.not_after = rcgen::date_time_ymd(2021, 1, 1);
+    let key = KeyPair::generate().unwrap();
+    let cert = params.self_signed(&key).unwrap();
+    certs.write("expired.pem", &cert.pem());
+    certs.write("expired.key", &key.serialize_pem());
+    let server = tls_server(&certs, "expired.pem", "expired.key", "expired.pem");
+    let ca = certs.arg("expired.pem");
+    assert_fails(
+        redbloom(
+            &server.url(),
+            "tls:x",
+            &["--tls-ca", ca.as_str(), "--bits", "64", "info"],
+        ),
+        &["TLS handshake failed", "expired"],
+    );
+}
+
+/// With such a certificate the CLI opens its TLS connections itself; after a restart of the
+/// server in the middle of a load, the next call reconnects and the load completes.
+#[tokio::test]
+async fn the_own_tls_connection_reconnects_after_a_restart() {
+    let certs = Certs::make();
+    openssl_self_signed(&certs, "openssl", None);
+    let mut server = tls_server(&certs, "openssl.pem", "openssl.key", "openssl.pem");
+    let mut file = tempfile::NamedTempFile::new().unwrap();
+    for i in 0..100_000 {
+        writeln!(file, "line-{i}").unwrap();
+    }
+    let ca = certs.arg("openssl.pem");
+    let url = server.url();
+    let mut load = std::process::Command::new(assert_cmd::cargo::cargo_bin("redbloom"))
+        .env_remove("REDIS_URL")
+        .args(["--url", &url, "--key", "tls:restart", "--tls-ca", &ca])
+        .args(["--bits", "4000000", "--json", "load"])
+        .arg(file.path())
+        .args(["--batch", "50", "--pipeline", "1"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    assert!(
+        load.try_wait().unwrap().is_none(),
+        "the load ended too soon"
+    );
+    server.restart().unwrap();
+    let out = load.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let out: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(out["items"], 100_000);
+}

@@ -137,3 +137,32 @@ async fn on_a_cluster_a_write_waits_for_its_own_masters_replica() {
         other => panic!("expected NotReplicated, got {other:?}"),
     }
 }
+
+/// The CLI's `--wait-replicas` against a lone server: the write fails within about the WAIT
+/// timeout (`--timeout`) with the typed error naming how many replicas confirmed, not a client
+/// timeout retried for `--retry-for` (the connection's reply timeout outlasts WAIT's).
+#[test]
+fn the_cli_fails_fast_naming_how_many_replicas_confirmed() {
+    let primary = RedisServer::start().expect("redis-server on PATH");
+    let key = common::unique_key("cli-not-durable");
+    for command in [&["add", "lonely"][..], &["load", "-"]] {
+        let mut cmd = common::cli::redbloom(
+            &primary.url(),
+            &key,
+            &[
+                &["--bits", "1024", "--wait-replicas", "1", "--timeout", "1"],
+                command,
+            ]
+            .concat(),
+        );
+        cmd.write_stdin("one\ntwo\n");
+        let started = Instant::now();
+        let stderr = common::cli::assert_fails(cmd, &["0 of 1", "replicas confirmed"], None);
+        let took = started.elapsed();
+        assert!(
+            took < Duration::from_secs(5),
+            "{command:?} took {took:?}: {stderr}"
+        );
+        assert!(!stderr.contains("timed out"), "{stderr}");
+    }
+}

@@ -23,7 +23,9 @@ fuzz_target!(|data: &[u8]| {
             // Valid flags give a filter whose size is within the limits.
             let bloom = builder.build(()).expect("validated");
             assert!((1..=redbloom::MAX_BITS).contains(&bloom.bits()));
-            assert!(config::timeout(&cli) > std::time::Duration::ZERO);
+            let timeouts = config::timeout(&cli);
+            assert!(timeouts.connect > std::time::Duration::ZERO);
+            assert!(timeouts.response >= timeouts.connect);
         }
     }
 });

@@ -4,38 +4,79 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::ffi::OsString;
 use std::path::PathBuf;
 
+/// A subcommand's usage line: the options every command needs, then its own.
+macro_rules! usage {
+    ($own:literal) => {
+        concat!(
+            "redbloom --key KEY (--bits N | --capacity N --fpr P) [OPTIONS] ",
+            $own
+        )
+    };
+}
+
+/// The usage line every help shows: the key and the size are required, the rest optional.
+const USAGE: &str = "redbloom --key KEY (--bits N | --capacity N --fpr P) [OPTIONS] <COMMAND>";
+
+/// Help headings of the options every command takes.
+const CONNECTION: &str = "Connection options";
+const FILTER: &str = "Filter options";
+const OUTPUT: &str = "Output options";
+
+const EXAMPLES: &str = "\
+Examples:
+  # Load a file (one item per line) into a filter sized for 10 million items at 0.1%
+  redbloom --key seen --capacity 10000000 --fpr 0.001 load items.txt
+
+  # Check the lines of standard input against it
+  cat today.txt | redbloom --key seen --capacity 10000000 --fpr 0.001 check -
+
+  # Describe it as one line of JSON
+  redbloom --key seen --capacity 10000000 --fpr 0.001 info --json
+
+  # One filter over 16 shards of a Redis Cluster, each write confirmed by a replica
+  redbloom --cluster redis://10.0.0.1:7000,redis://10.0.0.2:7000 --shards 16 \\
+      --wait-replicas 1 --key big --capacity 5000000000 --fpr 0.01 load items.txt
+
+The size flags must be the same for every command on one filter.";
+
 /// Load, check and inspect Bloom filters kept in Redis (go-zero's layout by default).
 #[derive(Debug, Parser)]
-#[command(name = "redbloom", version, about)]
+#[command(name = "redbloom", version, about, override_usage = USAGE, after_help = EXAMPLES)]
 pub(crate) struct Cli {
-    /// Redis URL (redis://, rediss://, user:password@, /db); default $REDIS_URL, else
-    /// redis://127.0.0.1:6379.
+    /// Redis URL (redis://, rediss://, user:password@, /db) [default: $REDIS_URL, else
+    /// redis://127.0.0.1:6379].
     #[arg(
         long,
         global = true,
         value_name = "URL",
         env = "REDIS_URL",
-        hide_env_values = true
+        hide_env_values = true,
+        help_heading = CONNECTION
     )]
     pub(crate) url: Option<String>,
 
-    /// PEM file of the CA that signed the server's certificate, trusted instead of the system's
-    /// CAs for a rediss:// URL (a private CA, or a self-signed server certificate).
-    #[arg(long, global = true, value_name = "FILE")]
+    /// Whether the URL came from `$REDIS_URL` rather than `--url` (set by [`parse`]).
+    #[arg(skip)]
+    pub(crate) url_from_env: bool,
+
+    /// PEM file of the certificates trusted instead of the system's CAs for a rediss:// URL:
+    /// the CA that signed the server's certificate, or the server's own self-signed
+    /// certificate (as `openssl req -x509` makes it).
+    #[arg(long, global = true, value_name = "FILE", help_heading = CONNECTION)]
     pub(crate) tls_ca: Option<PathBuf>,
 
     /// A Redis Cluster instead of one server: comma-separated seed URLs of some of its nodes.
-    #[arg(long, global = true, value_name = "SEEDS")]
+    #[arg(long, global = true, value_name = "SEEDS", help_heading = CONNECTION)]
     pub(crate) cluster: Option<String>,
 
     /// With --cluster: serve exists and check from a random replica of each slot (its master
     /// when it has none). Writes still go to the masters; a read may miss an add made a moment
     /// ago (replication lag; --wait-replicas on the writer closes that gap).
-    #[arg(long, global = true)]
+    #[arg(long, global = true, help_heading = CONNECTION)]
     pub(crate) read_from_replicas: bool,
 
     /// The filter's key (required).
-    #[arg(long, global = true, value_name = "KEY")]
+    #[arg(long, global = true, value_name = "KEY", help_heading = FILTER)]
     pub(crate) key: Option<String>,
 
     #[command(flatten)]
@@ -43,49 +84,119 @@ pub(crate) struct Cli {
 
     /// How items map to bits: go-zero's (k = 14, shared with Go services) or the native layout
     /// (k from the rate, parameters stored with the filter; sized with --capacity and --fpr).
-    #[arg(long, global = true, value_enum, default_value_t = LayoutArg::Gozero)]
+    #[arg(long, global = true, value_enum, default_value_t = LayoutArg::Gozero, help_heading = FILTER)]
     pub(crate) layout: LayoutArg,
 
-    /// Seconds to wait for a connection or a reply before the attempt counts as failed.
-    #[arg(long, global = true, value_name = "SECONDS", default_value_t = 5.0, value_parser = positive_seconds)]
+    /// Seconds to wait for a connection or a reply before the attempt counts as failed,
+    /// more than 0 and at most 86400.
+    #[arg(
+        long,
+        global = true,
+        value_name = "SECONDS",
+        default_value_t = 5.0,
+        value_parser = positive_seconds,
+        allow_negative_numbers = true,
+        help_heading = CONNECTION
+    )]
     pub(crate) timeout: f64,
 
-    /// Seconds a call keeps retrying (reconnecting, with backoff) after a lost connection or a
-    /// timeout before the command gives up; 0 never retries.
-    #[arg(long, global = true, value_name = "SECONDS", default_value_t = 30.0, value_parser = seconds)]
+    /// Seconds a call keeps retrying (reconnecting, with backoff from 50 ms to 1 s) after a
+    /// lost connection or a timeout before the command gives up, connecting first included (a
+    /// server that is starting); 0 to 86400, 0 never retries. A refused password, a bad URL or
+    /// certificate, or a server that does not speak Redis fails at once.
+    #[arg(
+        long,
+        global = true,
+        value_name = "SECONDS",
+        default_value_t = 30.0,
+        value_parser = seconds,
+        allow_negative_numbers = true,
+        help_heading = CONNECTION
+    )]
     pub(crate) retry_for: f64,
 
-    /// After every write, wait until N replicas have it (Redis WAIT, up to --timeout) and fail
-    /// when fewer confirm.
-    #[arg(long, global = true, value_name = "N")]
+    /// After every write, wait up to --timeout until N replicas have it (Redis WAIT) and fail,
+    /// naming how many confirmed, when fewer do: a write's reply may then take up to twice
+    /// --timeout. 0..=4294967295.
+    #[arg(
+        long,
+        global = true,
+        value_name = "N",
+        value_parser = ranged::<u32>(0, u32::MAX as u64),
+        allow_negative_numbers = true,
+        help_heading = CONNECTION
+    )]
     pub(crate) wait_replicas: Option<u32>,
 
     /// Split the filter over N keys in hash slots spread evenly over a cluster (the size is the
-    /// total; each key holds at most 2^32 bits).
-    #[arg(long, global = true, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    /// total; each key holds at most 2^32 bits), 1..=1024.
+    #[arg(
+        long,
+        global = true,
+        value_name = "N",
+        default_value_t = 1,
+        value_parser = ranged::<u32>(1, 1024),
+        allow_negative_numbers = true,
+        help_heading = FILTER
+    )]
     pub(crate) shards: u32,
 
     /// Print one line of JSON instead of text.
-    #[arg(long, global = true)]
+    #[arg(long, global = true, help_heading = OUTPUT)]
     pub(crate) json: bool,
 
     #[command(subcommand)]
     pub(crate) command: Command,
 }
 
+/// Parses the process's arguments, noting where the URL came from.
+pub(crate) fn parse() -> Result<Cli, clap::Error> {
+    use clap::parser::ValueSource;
+    use clap::{CommandFactory, FromArgMatches};
+    let matches = Cli::command().try_get_matches()?;
+    let mut cli = Cli::from_arg_matches(&matches)?;
+    cli.url_from_env = matches.value_source("url") == Some(ValueSource::EnvVariable);
+    Ok(cli)
+}
+
 /// The filter's size: `--bits N`, or `--capacity N --fpr P`.
 #[derive(Debug, Args)]
 pub(crate) struct Size {
-    /// The filter's size in bits (go-zero layout, k = 14), 1..=4294967296.
-    #[arg(long, global = true, value_name = "N", conflicts_with_all = ["capacity", "fpr"])]
+    /// The filter's size in bits (go-zero layout, k = 14), 1..=4294967296 (2^32; with --shards,
+    /// 2^32 per shard).
+    #[arg(
+        long,
+        global = true,
+        value_name = "N",
+        conflicts_with_all = ["capacity", "fpr"],
+        value_parser = whole::<u64>("1..=4294967296 (2^32 per shard)"),
+        allow_negative_numbers = true,
+        help_heading = FILTER
+    )]
     pub(crate) bits: Option<u64>,
 
-    /// Size the filter for this many items (with --fpr).
-    #[arg(long, global = true, value_name = "N", requires = "fpr")]
+    /// Size the filter for this many items (with --fpr), 1 or more.
+    #[arg(
+        long,
+        global = true,
+        value_name = "N",
+        requires = "fpr",
+        value_parser = whole::<u64>("1 or more items"),
+        allow_negative_numbers = true,
+        help_heading = FILTER
+    )]
     pub(crate) capacity: Option<u64>,
 
-    /// The false-positive rate to reach at --capacity, in (0, 1).
-    #[arg(long, global = true, value_name = "P", requires = "capacity")]
+    /// The false-positive rate to reach at --capacity, between 0 and 1 (exclusive), e.g. 0.01.
+    #[arg(
+        long,
+        global = true,
+        value_name = "P",
+        requires = "capacity",
+        value_parser = rate,
+        allow_negative_numbers = true,
+        help_heading = FILTER
+    )]
     pub(crate) fpr: Option<f64>,
 }
 
@@ -98,31 +209,67 @@ pub(crate) enum LayoutArg {
 #[derive(Debug, Subcommand)]
 pub(crate) enum Command {
     /// Add items; "new" counts those that were certainly not there before.
+    #[command(override_usage = usage!("add ITEM..."))]
     Add {
         /// Items, taken as raw bytes.
         #[arg(required = true)]
         items: Vec<OsString>,
     },
     /// Check items; exit status 0 if all are present, 1 if any is absent.
+    #[command(override_usage = usage!("exists ITEM..."))]
     Exists {
         /// Items, taken as raw bytes.
         #[arg(required = true)]
         items: Vec<OsString>,
     },
     /// Add every line of FILE (- for stdin), in batches.
+    #[command(
+        override_usage = usage!("load [--batch N] [--pipeline N] FILE"),
+        after_help = "Examples:
+  redbloom --key seen --capacity 10000000 --fpr 0.001 load items.txt
+  zcat items.gz | redbloom --key seen --capacity 10000000 --fpr 0.001 --json load -
+
+Items are lines of at most 64 KiB; at most 128 MiB of items are in flight (a batch at most
+16 MiB), and a partial batch goes after 250 ms. SIGINT/SIGTERM print the summary of what was
+acknowledged and exit 130/143."
+    )]
     Load(FileArgs),
     /// Check every line of FILE (- for stdin), in batches; exit status 0 whatever the counts.
+    #[command(
+        override_usage = usage!("check [--batch N] [--pipeline N] FILE"),
+        after_help = "Examples:
+  redbloom --key seen --capacity 10000000 --fpr 0.001 check today.txt
+  cat today.txt | redbloom --key seen --capacity 10000000 --fpr 0.001 --json check -
+
+Items are lines of at most 64 KiB; at most 128 MiB of items are in flight (a batch at most
+16 MiB), and a partial batch goes after 250 ms. SIGINT/SIGTERM print the summary of what was
+acknowledged and exit 130/143."
+    )]
     Check(FileArgs),
     /// Describe the filter.
+    #[command(
+        override_usage = usage!("info"),
+        after_help = "Example:
+  redbloom --key seen --capacity 10000000 --fpr 0.001 info --json"
+    )]
     Info,
     /// Delete the filter's key.
+    #[command(override_usage = usage!("clear"))]
     Clear,
     /// Make the filter's key expire after SECONDS.
+    #[command(override_usage = usage!("expire SECONDS"))]
     Expire {
-        /// Seconds until the key expires.
+        /// Seconds until the key expires, a whole number.
+        #[arg(
+            value_parser = ttl_seconds,
+            allow_negative_numbers = true
+        )]
         seconds: u64,
     },
     /// Load generator: C tasks sharing one client, items bench:0..N-1.
+    #[command(override_usage = usage!(
+        "bench --op add|exists --items N --concurrency C [--batch B]"
+    ))]
     Bench(BenchArgs),
 }
 
@@ -131,13 +278,25 @@ pub(crate) struct FileArgs {
     /// One item per line; "-" reads standard input.
     pub(crate) file: PathBuf,
 
-    /// Items per round trip [default: chosen for the filter's size: large when the whole
-    /// filter can travel at once (adds: up to 4 MiB, checks: up to 64 MiB), else 1,000].
-    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    /// Items per round trip, 1..=1000000 [default: chosen for the filter's size: large when
+    /// the whole filter can travel at once (adds: up to 4 MiB, checks: up to 64 MiB), else
+    /// 1,000].
+    #[arg(
+        long,
+        value_name = "N",
+        value_parser = ranged::<u64>(1, 1_000_000),
+        allow_negative_numbers = true
+    )]
     pub(crate) batch: Option<u64>,
 
-    /// Batches in flight at once on the connection.
-    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u64).range(1..=1024))]
+    /// Batches in flight at once on the connection, 1..=1024.
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 8,
+        value_parser = ranged::<u64>(1, 1024),
+        allow_negative_numbers = true
+    )]
     pub(crate) pipeline: u64,
 }
 
@@ -147,16 +306,32 @@ pub(crate) struct BenchArgs {
     #[arg(long)]
     pub(crate) op: BenchOp,
 
-    /// Items in all: bench:0 .. bench:N-1.
-    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    /// Items in all: bench:0 .. bench:N-1, 1 or more.
+    #[arg(
+        long,
+        value_name = "N",
+        value_parser = ranged::<u64>(1, u64::MAX),
+        allow_negative_numbers = true
+    )]
     pub(crate) items: u64,
 
-    /// Tasks sharing the one client.
-    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=100_000))]
+    /// Tasks sharing the one client, 1..=100000.
+    #[arg(
+        long,
+        value_name = "C",
+        value_parser = ranged::<u64>(1, 100_000),
+        allow_negative_numbers = true
+    )]
     pub(crate) concurrency: u64,
 
-    /// Items per call.
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=100_000))]
+    /// Items per call, 1..=100000.
+    #[arg(
+        long,
+        value_name = "B",
+        default_value_t = 1,
+        value_parser = ranged::<u64>(1, 100_000),
+        allow_negative_numbers = true
+    )]
     pub(crate) batch: u64,
 }
 
@@ -167,20 +342,71 @@ pub(crate) enum BenchOp {
     Exists,
 }
 
-/// A number of seconds, 0 or more (at most a day).
-fn seconds(text: &str) -> Result<f64, String> {
-    match text.parse::<f64>() {
-        Ok(secs) if (0.0..=86_400.0).contains(&secs) => Ok(secs),
-        _ => Err(format!(
-            "expected seconds between 0 and 86400, not {text:?}"
-        )),
+/// A whole number in `min..=max`, the range named when it is not one (a negative number
+/// included).
+fn ranged<T: TryFrom<u64> + Clone + Send + Sync + 'static>(
+    min: u64,
+    max: u64,
+) -> impl Fn(&str) -> Result<T, String> + Clone + Send + Sync + 'static {
+    move |text| {
+        let expected = match max {
+            u64::MAX => format!("expected {min} or more"),
+            _ => format!("expected {min}..={max}"),
+        };
+        text.trim()
+            .parse::<u64>()
+            .ok()
+            .filter(|n| (min..=max).contains(n))
+            .and_then(|n| T::try_from(n).ok())
+            .ok_or(expected)
     }
 }
 
-/// A number of seconds above 0.
+/// A whole number, checked further by the library (which knows, say, the shard count); a
+/// negative number or a fraction says `expected`.
+fn whole<T: std::str::FromStr + Clone + Send + Sync + 'static>(
+    expected: &'static str,
+) -> impl Fn(&str) -> Result<T, String> + Clone + Send + Sync + 'static {
+    move |text| {
+        text.trim()
+            .parse::<T>()
+            .map_err(|_| format!("expected {expected}"))
+    }
+}
+
+/// A TTL: a whole number of seconds, at least 1 (a TTL of 0 would delete the filter at once).
+fn ttl_seconds(text: &str) -> Result<u64, String> {
+    match text.trim().parse::<u64>() {
+        Ok(secs) if secs >= 1 => Ok(secs),
+        Ok(_) => Err(
+            "expected a whole number of seconds, 1 or more: a TTL of 0 would delete \
+                      the filter at once (use clear to delete it)"
+                .to_owned(),
+        ),
+        Err(_) => Err("expected a whole number of seconds, 1 or more".to_owned()),
+    }
+}
+
+/// A false-positive rate: strictly between 0 and 1.
+fn rate(text: &str) -> Result<f64, String> {
+    match text.trim().parse::<f64>() {
+        Ok(rate) if rate > 0.0 && rate < 1.0 => Ok(rate),
+        _ => Err("expected a false-positive rate between 0 and 1 (exclusive), e.g. 0.01".into()),
+    }
+}
+
+/// A number of seconds, 0 or more (at most a day).
+fn seconds(text: &str) -> Result<f64, String> {
+    match text.trim().parse::<f64>() {
+        Ok(secs) if (0.0..=86_400.0).contains(&secs) => Ok(secs),
+        _ => Err("expected seconds between 0 and 86400".to_owned()),
+    }
+}
+
+/// A number of seconds above 0 (at most a day).
 fn positive_seconds(text: &str) -> Result<f64, String> {
-    match seconds(text)? {
-        secs if secs > 0.0 => Ok(secs),
-        _ => Err("expected more than 0 seconds".to_owned()),
+    match text.trim().parse::<f64>() {
+        Ok(secs) if secs > 0.0 && secs <= 86_400.0 => Ok(secs),
+        _ => Err("expected more than 0 and at most 86400 seconds".to_owned()),
     }
 }

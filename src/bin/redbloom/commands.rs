@@ -1,17 +1,17 @@
 //! Runs one parsed command line against Redis.
 
+mod stream;
+
 use crate::args::{Cli, Command, FileArgs};
+use crate::bench;
 use crate::config;
 use crate::connect::{connect, connect_cluster, Connection};
-use crate::lines::LineBatches;
 use crate::output::{self, print};
-use crate::{bench, progress};
-use anyhow::{anyhow, bail, Context, Result};
-use futures_util::StreamExt;
+use anyhow::Result;
 use redbloom::RedisBloom;
 use std::ffi::OsString;
 use std::process::ExitCode;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const DEFAULT_URL: &str = "redis://127.0.0.1:6379";
 
@@ -60,28 +60,31 @@ pub(crate) async fn run(cli: Cli) -> Result<ExitCode> {
             }
         }
         Command::Load(args) => {
-            let (items, new, seconds) = stream_file(&bloom, &args, Op::Add).await?;
+            let run = stream_file(&bloom, &args, Op::Add).await?;
             print(
                 &output::Loaded {
-                    items,
-                    new,
-                    seconds,
+                    items: run.items,
+                    new: run.hits,
+                    seconds: run.seconds,
+                    interrupted: run.interrupted.map(|stop| stop.signal),
                 },
                 json,
             );
+            return Ok(interrupted(&run, "acknowledged as added"));
         }
         Command::Check(args) => {
-            let (items, present, seconds) = stream_file(&bloom, &args, Op::Exists).await?;
-            let absent = items - present;
+            let run = stream_file(&bloom, &args, Op::Exists).await?;
             print(
                 &output::CheckedFile {
-                    items,
-                    present,
-                    absent,
-                    seconds,
+                    items: run.items,
+                    present: run.hits,
+                    absent: run.items - run.hits,
+                    seconds: run.seconds,
+                    interrupted: run.interrupted.map(|stop| stop.signal),
                 },
                 json,
             );
+            return Ok(interrupted(&run, "checked"));
         }
         Command::Info => print(&output::Info::from(bloom.info().await?), json),
         Command::Clear => print(
@@ -128,81 +131,29 @@ enum Op {
     Exists,
 }
 
-/// Sends every line of the file in batches, `args.pipeline` batches in flight; returns
-/// (items, items answered true, seconds).
-async fn stream_file(bloom: &Bloom, args: &FileArgs, op: Op) -> Result<(u64, u64, f64)> {
-    let (reader, size) = open(&args.file)?;
-    let started = Instant::now();
-    let progress = progress::bar(size);
-    let (tx, mut rx) = tokio::sync::mpsc::channel(args.pipeline as usize * 2);
+/// Sends every line of the file in batches (see the `stream` module for the bounds).
+async fn stream_file(bloom: &Bloom, args: &FileArgs, op: Op) -> Result<stream::Streamed> {
     let batch = match (args.batch, op) {
         (Some(batch), _) => batch as usize,
         (None, Op::Add) => bloom.bulk_add_batch_size(),
         (None, Op::Exists) => bloom.bulk_check_batch_size(),
     };
-    // Reading runs on its own thread so that it overlaps with the round trips.
-    let reader_thread = std::thread::spawn(move || {
-        let mut batches = LineBatches::new(reader, batch);
-        while let Some(next) = batches.next() {
-            if tx
-                .blocking_send(next.map(|b| (b, batches.bytes_read())))
-                .is_err()
-            {
-                break;
-            }
-        }
-    });
-    let file = args.file.display().to_string();
-    let calls = futures_util::stream::poll_fn(|cx| rx.poll_recv(cx)).map(|next| {
-        let file = &file;
-        async move {
-            let (items, bytes) = next.with_context(|| format!("cannot read {file}"))?;
-            let flags = match op {
-                Op::Add => bloom.add_many(&items).await,
-                Op::Exists => bloom.exists_many(&items).await,
-            };
-            Ok::<_, anyhow::Error>((flags, bytes))
-        }
-    });
-    let mut calls = calls.buffered(args.pipeline as usize);
-    let (mut items, mut hits) = (0u64, 0u64);
-    while let Some(result) = calls.next().await {
-        let (flags, bytes) = result?;
-        let flags = flags.map_err(|err| {
-            // A timed-out batch may still be applied: only acknowledged items are counted.
-            let done = match op {
-                Op::Add => "acknowledged as added",
-                Op::Exists => "checked",
-            };
-            let err = crate::describe(&anyhow!(err));
-            anyhow!("{err} ({items} items {done} before the error)")
-        })?;
-        items += flags.len() as u64;
-        hits += count(&flags);
-        progress.update(bytes, items);
-    }
-    drop(calls);
-    progress.finish();
-    let _ = reader_thread.join();
-    Ok((items, hits, started.elapsed().as_secs_f64()))
+    stream::stream_file(bloom, &args.file, batch, args.pipeline as usize, op).await
 }
 
-/// The file's reader and size (`None` for standard input and other streams).
-fn open(path: &std::path::Path) -> Result<(Box<dyn std::io::BufRead + Send>, Option<u64>)> {
-    if path.as_os_str() == "-" {
-        return Ok((Box::new(std::io::BufReader::new(std::io::stdin())), None));
-    }
-    let file =
-        std::fs::File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
-    let meta = file
-        .metadata()
-        .with_context(|| format!("cannot read {}", path.display()))?;
-    if meta.is_dir() {
-        bail!("cannot read {}: it is a directory", path.display());
-    }
-    let size = meta.is_file().then_some(meta.len());
-    Ok((
-        Box::new(std::io::BufReader::with_capacity(1 << 20, file)),
-        size,
-    ))
+/// Exit status 0, or after SIGINT/SIGTERM a line on stderr and 130/143, so that a script
+/// knows the run stopped early and how far it got.
+fn interrupted(run: &stream::Streamed, done: &str) -> ExitCode {
+    let Some(stop) = run.interrupted else {
+        return ExitCode::SUCCESS;
+    };
+    let abandoned = match run.abandoned {
+        0 => String::new(),
+        n => format!("; {n} batches in flight were abandoned (they may have been applied)"),
+    };
+    eprintln!(
+        "redbloom: interrupted by {}: {} items {done}{abandoned}",
+        stop.signal, run.items
+    );
+    ExitCode::from(stop.status)
 }

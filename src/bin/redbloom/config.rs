@@ -3,6 +3,7 @@
 
 use crate::args::{Cli, LayoutArg, Size};
 use anyhow::{anyhow, bail, Result};
+use redbloom::redis::IntoConnectionInfo;
 use redbloom::{Builder, Layout, RedisBloom, Retry};
 use std::time::Duration;
 
@@ -22,15 +23,55 @@ pub(crate) fn builder(cli: &Cli) -> Result<Builder> {
              URL with --url"
         );
     }
+    if let (Some(url), None) = (&cli.url, &cli.cluster) {
+        // redis-rs's messages about a URL never quote it, so they cannot leak its password.
+        let flag = if cli.url_from_env {
+            "$REDIS_URL"
+        } else {
+            "--url"
+        };
+        url.as_str()
+            .into_connection_info()
+            .map_err(|err| anyhow!("invalid {flag}: {err}"))?;
+    }
     if let Some(replicas) = cli.wait_replicas {
-        builder = builder.wait_for_replicas(replicas, timeout(cli));
+        builder = builder.wait_for_replicas(replicas, wait_timeout(cli));
     }
     builder.clone().build(())?;
     Ok(builder)
 }
 
-/// `--timeout` as a duration.
-pub(crate) fn timeout(cli: &Cli) -> Duration {
+/// The connection's time limits, from `--timeout`, `--retry-for` and `--wait-replicas`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct Timeouts {
+    /// For connecting (TCP, TLS and the first commands): `--timeout`.
+    pub(crate) connect: Duration,
+    /// For a reply: `--timeout`, and with `--wait-replicas` the WAIT timeout on top, since the
+    /// server holds a write's reply until its replicas confirm or WAIT times out. (Were it only
+    /// `--timeout`, the client would give up first, with a timeout retried for `--retry-for`
+    /// instead of the "not replicated" error.)
+    pub(crate) response: Duration,
+    /// How long connecting keeps retrying a server that is down or starting: `--retry-for`
+    /// (the filter's calls retry for as long, each).
+    pub(crate) retry_for: Duration,
+}
+
+/// The connection's time limits for these flags.
+pub(crate) fn timeout(cli: &Cli) -> Timeouts {
+    let timeout = Duration::from_secs_f64(cli.timeout);
+    let response = match cli.wait_replicas {
+        Some(_) => timeout + wait_timeout(cli),
+        None => timeout,
+    };
+    Timeouts {
+        connect: timeout,
+        response,
+        retry_for: Duration::from_secs_f64(cli.retry_for),
+    }
+}
+
+/// How long a write waits for `--wait-replicas` replicas (Redis WAIT): `--timeout`.
+fn wait_timeout(cli: &Cli) -> Duration {
     Duration::from_secs_f64(cli.timeout)
 }
 

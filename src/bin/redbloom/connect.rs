@@ -1,34 +1,54 @@
 //! The connection to Redis: one server (`--url`) or a Redis Cluster (`--cluster`), TLS
-//! (`rediss://`, optionally trusting a private CA given by `--tls-ca`) and ACL users
-//! (`user:password@`).
+//! (`rediss://`, optionally trusting a private CA or a self-signed certificate given by
+//! `--tls-ca`) and ACL users (`user:password@`).
+//!
+//! The first connection is retried like any call (`--retry-for`) while the server is down or
+//! starting; what waiting cannot mend fails at once, saying what it most likely is: a refused
+//! password or certificate, a server that does not speak Redis, TLS to a plain port or plain to
+//! a TLS port (found by a second look at the port, see [`probe`]).
 //!
 //! Errors name the server's address and the CA file, never the URL itself, which may hold a
 //! password.
 
+use crate::config::Timeouts;
+use crate::tls::{self, TlsConnection};
 use anyhow::{anyhow, bail, Context, Result};
+use redbloom::Retry;
 use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 use redis::cluster::ClusterClient;
 use redis::cluster_async::ClusterConnection;
 use redis::cluster_read_routing::RandomReplicaStrategy;
-use redis::{Cmd, Pipeline, RedisFuture, RedisResult, Value};
-use redis::{ConnectionAddr, ErrorKind, RedisError, TlsCertificates};
+use redis::{AsyncConnectionConfig, Cmd, Pipeline, RedisFuture, RedisResult, Value};
+use redis::{ConnectionAddr, ConnectionInfo, ErrorKind, IntoConnectionInfo, RedisError};
 use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::CertificateDer;
+use rustls::pki_types::{CertificateDer, ServerName};
+use std::future::Future;
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
+use tokio::time::Instant;
 
-/// One server, through a connection that reconnects by itself, or a Redis Cluster, whose
-/// connection follows the slots (MOVED/ASK) and reconnects to its nodes.
+/// One server or a Redis Cluster, whose connection follows the slots (MOVED/ASK) and
+/// reconnects to its nodes.
 #[derive(Clone)]
 pub(crate) enum Connection {
-    Single(ConnectionManager),
+    Single(Server),
     Cluster(ClusterConnection),
+}
+
+/// One server, through a connection that reconnects by itself: redis-rs's, or with `--tls-ca`
+/// the CLI's own TLS (see `tls.rs`).
+#[derive(Clone)]
+pub(crate) enum Server {
+    Managed(ConnectionManager),
+    OwnTls(TlsConnection),
 }
 
 impl ConnectionLike for Connection {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         match self {
-            Connection::Single(conn) => conn.req_packed_command(cmd),
+            Connection::Single(Server::Managed(conn)) => conn.req_packed_command(cmd),
+            Connection::Single(Server::OwnTls(conn)) => conn.req_packed_command(cmd),
             Connection::Cluster(conn) => conn.req_packed_command(cmd),
         }
     }
@@ -40,24 +60,31 @@ impl ConnectionLike for Connection {
         count: usize,
     ) -> RedisFuture<'a, Vec<Value>> {
         match self {
-            Connection::Single(conn) => conn.req_packed_commands(pipeline, offset, count),
+            Connection::Single(Server::Managed(conn)) => {
+                conn.req_packed_commands(pipeline, offset, count)
+            }
+            Connection::Single(Server::OwnTls(conn)) => {
+                conn.req_packed_commands(pipeline, offset, count)
+            }
             Connection::Cluster(conn) => conn.req_packed_commands(pipeline, offset, count),
         }
     }
 
     fn get_db(&self) -> i64 {
         match self {
-            Connection::Single(conn) => conn.get_db(),
+            Connection::Single(Server::Managed(conn)) => conn.get_db(),
+            Connection::Single(Server::OwnTls(conn)) => conn.get_db(),
             Connection::Cluster(conn) => conn.get_db(),
         }
     }
 }
 
 /// Connects to the Redis Cluster whose nodes include `seeds` (comma-separated URLs); with
-/// `read_from_replicas`, read-only commands go to a random replica of their slot.
+/// `read_from_replicas`, read-only commands go to a random replica of their slot. A cluster that
+/// cannot be reached yet is tried again for `timeouts.retry_for`.
 pub(crate) async fn connect_cluster(
     seeds: &str,
-    timeout: Duration,
+    timeouts: Timeouts,
     read_from_replicas: bool,
 ) -> Result<ClusterConnection> {
     let nodes: Vec<&str> = seeds
@@ -68,20 +95,32 @@ pub(crate) async fn connect_cluster(
     if nodes.is_empty() {
         bail!("--cluster needs at least one seed URL");
     }
+    let infos = nodes
+        .iter()
+        .map(|node| node.into_connection_info())
+        .collect::<RedisResult<Vec<_>>>()
+        .map_err(|err| anyhow!("invalid --cluster: {err}"))?;
+    // The first seed is the one looked at when a failure is diagnosed.
+    let mut target = Target::new(&infos[0], false, "the Redis Cluster");
+    target.addr = infos
+        .iter()
+        .map(|info| info.addr().to_string())
+        .collect::<Vec<_>>()
+        .join(", ");
     // redis-rs's messages about a URL never quote it, so they cannot leak its password.
     let mut builder = ClusterClient::builder(nodes)
-        .connection_timeout(timeout)
-        .response_timeout(timeout);
+        .connection_timeout(timeouts.connect)
+        .response_timeout(timeouts.response);
     if read_from_replicas {
         builder = builder.read_routing_strategy(RandomReplicaStrategy);
     }
     let client = builder
         .build()
         .map_err(|err| anyhow!("invalid --cluster: {err}"))?;
-    let mut conn = client
-        .get_async_connection()
-        .await
-        .map_err(|err| anyhow!("cannot connect to the Redis Cluster: {err}"))?;
+    let mut conn = retry_first(timeouts.retry_for, &target, || {
+        client.get_async_connection()
+    })
+    .await?;
     if read_from_replicas && !lists_replicas(&mut conn).await {
         eprintln!(
             "warning: --read-from-replicas: the cluster lists no replica (CLUSTER SLOTS), so reads \
@@ -101,74 +140,305 @@ async fn lists_replicas(conn: &mut ClusterConnection) -> bool {
 }
 
 /// Connects to `url` with a connection that reconnects by itself after a lost connection (the
-/// filter's retries then succeed once the server is back). `tls_ca` is a PEM file of CA
-/// certificates trusted, instead of the system's, for a `rediss://` URL.
+/// filter's retries then succeed once the server is back). `tls_ca` is a PEM file of
+/// certificates trusted, instead of the system's CAs, for a `rediss://` URL: a CA, or the
+/// server's own self-signed certificate. A server that is down or starting is tried again for
+/// `timeouts.retry_for`.
 pub(crate) async fn connect(
     url: &str,
     tls_ca: Option<&Path>,
-    timeout: Duration,
-) -> Result<ConnectionManager> {
-    let client = client(url, tls_ca)?;
-    let info = client.get_connection_info();
-    let addr = info.addr().to_string();
-    let tls = matches!(info.addr(), ConnectionAddr::TcpTls { .. });
-    let user = info.redis_settings().username().map(str::to_owned);
-    let config = ConnectionManagerConfig::new()
-        .set_connection_timeout(Some(timeout))
-        .set_response_timeout(Some(timeout))
-        // Reconnection attempts per lost connection; the filter's retry budget bounds the rest.
-        .set_number_of_retries(2)
-        .set_max_delay(Duration::from_secs(1));
-    client
-        .get_connection_manager_with_config(config)
-        .await
-        .map_err(|err| connect_error(&err, &addr, tls, user.as_deref(), tls_ca.is_some()))
-}
-
-/// The client for `url`, with `tls_ca` as its only trusted CA when given.
-fn client(url: &str, tls_ca: Option<&Path>) -> Result<redis::Client> {
+    timeouts: Timeouts,
+) -> Result<Server> {
     // redis-rs's messages about a URL never quote it, so they cannot leak its password.
-    let invalid_url = |err: RedisError| anyhow!("invalid --url: {err}");
-    let client = redis::Client::open(url).map_err(invalid_url)?;
-    let tls = matches!(
-        client.get_connection_info().addr(),
-        ConnectionAddr::TcpTls { .. }
-    );
+    let client = redis::Client::open(url).map_err(|err| anyhow!("invalid --url: {err}"))?;
+    let info = client.get_connection_info().clone();
+    let tls = matches!(info.addr(), ConnectionAddr::TcpTls { .. });
     if tls {
         // rustls needs a crypto provider; pick ring even when another crate's features made
         // more than one available.
         install_crypto_provider();
     }
-    let Some(ca) = tls_ca else {
-        return Ok(client);
-    };
-    if !tls {
-        bail!("--tls-ca needs a rediss:// URL (TLS); --url is not one");
+    let target = Target::new(&info, tls_ca.is_some(), "Redis");
+    if let Some(ca) = tls_ca {
+        if !tls {
+            bail!("--tls-ca needs a rediss:// URL (TLS); --url is not one");
+        }
+        let certs = read_ca(ca)?;
+        let config = tls::client_config(certs)
+            .with_context(|| format!("cannot use the CA certificates of {}", ca.display()))?;
+        let ConnectionAddr::TcpTls { host, port, .. } = info.addr() else {
+            unreachable!("a rediss:// URL");
+        };
+        let conn = retry_first(timeouts.retry_for, &target, || {
+            TlsConnection::connect(
+                host,
+                *port,
+                config.clone(),
+                info.redis_settings().clone(),
+                timeouts,
+            )
+        })
+        .await?;
+        return Ok(Server::OwnTls(conn));
     }
-    let pem = read_ca(ca)?;
-    redis::Client::build_with_tls(
-        url,
-        TlsCertificates {
-            client_tls: None,
-            root_cert: Some(pem),
-        },
-    )
-    .with_context(|| format!("cannot use the CA certificates of {}", ca.display()))
+    // The manager tries a few times itself, each try as long as the timeout: one connection
+    // tried once tells sooner whether the server is there (and what it is).
+    let once = AsyncConnectionConfig::new()
+        .set_connection_timeout(Some(timeouts.connect))
+        .set_response_timeout(Some(timeouts.connect));
+    retry_first(timeouts.retry_for, &target, || {
+        client.get_multiplexed_async_connection_with_config(&once)
+    })
+    .await?;
+    let config = ConnectionManagerConfig::new()
+        .set_connection_timeout(Some(timeouts.connect))
+        .set_response_timeout(Some(timeouts.response))
+        // Reconnection attempts per lost connection; the filter's retry budget bounds the rest.
+        .set_number_of_retries(2)
+        .set_max_delay(Duration::from_secs(1));
+    let conn = client
+        .get_connection_manager_with_config(config)
+        .await
+        .map_err(|err| connect_error(&err, &target))?;
+    Ok(Server::Managed(conn))
 }
 
-/// The PEM file's bytes, once it is known to hold at least one well-formed certificate.
-fn read_ca(path: &Path) -> Result<Vec<u8>> {
+/// What a connection failure is reported against: the server's address (never the URL, which
+/// may hold a password) and what was asked of it.
+struct Target {
+    /// `host:port`, or a socket's path.
+    addr: String,
+    /// Host and port to probe, for TCP.
+    tcp: Option<(String, u16)>,
+    tls: bool,
+    user: Option<String>,
+    custom_ca: bool,
+    /// "Redis", or "the Redis Cluster" (whose `addr` lists the seeds).
+    what: &'static str,
+}
+
+impl Target {
+    fn new(info: &ConnectionInfo, custom_ca: bool, what: &'static str) -> Target {
+        let tcp = match info.addr() {
+            ConnectionAddr::Tcp(host, port) | ConnectionAddr::TcpTls { host, port, .. } => {
+                Some((host.clone(), *port))
+            }
+            _ => None,
+        };
+        Target {
+            addr: info.addr().to_string(),
+            tcp,
+            tls: matches!(info.addr(), ConnectionAddr::TcpTls { .. }),
+            user: info.redis_settings().username().map(str::to_owned),
+            custom_ca,
+            what,
+        }
+    }
+}
+
+/// Runs `attempt` (one try at connecting) until it succeeds, fails in a way that waiting cannot
+/// mend (see [`diagnose`]), or `budget` is spent: a server that is down or starting is waited
+/// for, with the library's backoff (`Retry::for_duration`: 50 ms, doubling, at most 1 s).
+async fn retry_first<T, F, Fut>(budget: Duration, target: &Target, mut attempt: F) -> Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = RedisResult<T>>,
+{
+    let policy = Retry::for_duration(budget);
+    let started = Instant::now();
+    let mut delay = policy.first_delay;
+    loop {
+        let err = match attempt().await {
+            Ok(conn) => return Ok(conn),
+            Err(err) => err,
+        };
+        if let Some(lasting) = diagnose(&err, target).await {
+            return Err(lasting);
+        }
+        let retry_at = Instant::now() + delay;
+        if retry_at.duration_since(started) >= policy.budget {
+            let err = connect_error(&err, target);
+            return Err(match budget.is_zero() {
+                true => err,
+                false => anyhow!(
+                    "{err} (still failing after {:.1} s of --retry-for)",
+                    started.elapsed().as_secs_f64()
+                ),
+            });
+        }
+        tokio::time::sleep_until(retry_at).await;
+        delay = (delay * 2).min(policy.max_delay);
+    }
+}
+
+/// The error to stop at, when waiting cannot mend `err`: a refused password, a certificate, a
+/// server that does not speak Redis or not the URL's TLS-or-plain, a refusal by the server.
+/// `None` for what passes: a server that is down, starting, loading its data or slow.
+async fn diagnose(err: &RedisError, target: &Target) -> Option<anyhow::Error> {
+    if is_auth_failure(err) {
+        return Some(connect_error(err, target));
+    }
+    let text = err.to_string();
+    if target.tls && certificate_problem(&text, target.custom_ca).is_some() {
+        return Some(connect_error(err, target));
+    }
+    let garbled = err.kind() == ErrorKind::Parse
+        || (target.tls && is_tls_garbled(&text))
+        || (!target.tls && err.kind() == ErrorKind::UnexpectedReturnType);
+    let lost = err.is_timeout() || err.is_connection_dropped() && !err.is_connection_refusal();
+    if garbled || lost {
+        if let Some(found) = probe(target).await {
+            return Some(found.explain(target, &text));
+        }
+        if garbled {
+            return Some(anyhow!(
+                "cannot connect to {} at {}: the server did not answer as {} (is it a Redis \
+                 port?): {text}",
+                target.what,
+                target.addr,
+                if target.tls {
+                    "Redis over TLS"
+                } else {
+                    "Redis"
+                }
+            ));
+        }
+        return None;
+    }
+    if err.is_io_error()
+        || err.kind() == ErrorKind::ClusterConnectionNotFound
+        || ["LOADING", "BUSY", "MASTERDOWN", "TRYAGAIN", "CLUSTERDOWN"]
+            .iter()
+            .any(|code| err.code() == Some(code))
+    {
+        return None;
+    }
+    Some(connect_error(err, target))
+}
+
+/// Whether rustls's error says the bytes received were not TLS.
+fn is_tls_garbled(text: &str) -> bool {
+    let text = text.to_ascii_lowercase();
+    [
+        "corrupt message",
+        "invalidcontenttype",
+        "invalid message",
+        "peer misbehaved",
+    ]
+    .iter()
+    .any(|sign| text.contains(sign))
+}
+
+fn is_auth_failure(err: &RedisError) -> bool {
+    // redis-rs keeps only "authentication failed"; Redis 6+ answers WRONGPASS to all three.
+    err.kind() == ErrorKind::AuthenticationFailed || err.code() == Some("WRONGPASS")
+}
+
+/// What a second look at the server's port found.
+enum Found {
+    /// A TLS server, to a redis:// URL.
+    Tls,
+    /// A plain Redis, to a rediss:// URL.
+    PlainRedis,
+    /// Something that is not Redis, which answered this first line.
+    NotRedis(String),
+}
+
+impl Found {
+    fn explain(&self, target: &Target, text: &str) -> anyhow::Error {
+        let (what, addr) = (target.what, &target.addr);
+        match self {
+            Found::Tls => anyhow!(
+                "cannot connect to {what} at {addr}: the server speaks TLS; use a rediss:// URL \
+                 ({text})"
+            ),
+            Found::PlainRedis => anyhow!(
+                "cannot connect to {what} at {addr}: the server may not speak TLS: it answers \
+                 plain Redis (use a redis:// URL, or the server's TLS port) ({text})"
+            ),
+            Found::NotRedis(said) => anyhow!(
+                "cannot connect to {what} at {addr}: the server did not answer as Redis (is it a \
+                 Redis port?); it said {said:?}"
+            ),
+        }
+    }
+}
+
+/// Looks again at the target's port, the other way round from the URL: a TLS hello for a
+/// redis:// URL, a plain PING for rediss:// (and for redis:// when the hello gets nothing that
+/// looks like TLS). `None` when nothing tells.
+async fn probe(target: &Target) -> Option<Found> {
+    let (host, port) = target.tcp.as_ref()?;
+    if !target.tls {
+        let hello = client_hello(host)?;
+        let reply = exchange(host, *port, &hello).await;
+        if reply.len() >= 2 && matches!(reply[0], 0x15 | 0x16) && reply[1] == 0x03 {
+            return Some(Found::Tls);
+        }
+    }
+    let reply = exchange(host, *port, b"PING\r\n").await;
+    let line = reply.split(|&b| b == b'\n').next().unwrap_or_default();
+    match reply.first() {
+        None => None,
+        Some(b'+' | b'-') if target.tls => Some(Found::PlainRedis),
+        Some(b'+' | b'-') => None,
+        Some(_) => {
+            let said = String::from_utf8_lossy(line);
+            let said: String = said.trim_end().chars().take(60).collect();
+            Some(Found::NotRedis(said))
+        }
+    }
+}
+
+/// Sends `bytes` to `host:port` and returns the first bytes of the answer (empty when there is
+/// none within a second, or the connection fails).
+async fn exchange(host: &str, port: u16, bytes: &[u8]) -> Vec<u8> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let talk = async {
+        let mut stream = tokio::net::TcpStream::connect((host, port)).await?;
+        stream.write_all(bytes).await?;
+        let mut reply = vec![0; 256];
+        let n = stream.read(&mut reply).await?;
+        reply.truncate(n);
+        Ok::<_, std::io::Error>(reply)
+    };
+    match tokio::time::timeout(Duration::from_secs(1), talk).await {
+        Ok(Ok(reply)) => reply,
+        _ => Vec::new(),
+    }
+}
+
+/// The bytes of a TLS ClientHello to `host`, as rustls sends it (nothing is verified: the
+/// answer is only looked at, never used).
+fn client_hello(host: &str) -> Option<Vec<u8>> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .ok()?
+        .with_root_certificates(rustls::RootCertStore::empty())
+        .with_no_client_auth();
+    let name = ServerName::try_from(host.to_owned())
+        .unwrap_or_else(|_| ServerName::try_from("localhost").expect("a valid name"));
+    let mut conn = rustls::ClientConnection::new(Arc::new(config), name).ok()?;
+    let mut hello = Vec::new();
+    conn.write_tls(&mut hello).ok()?;
+    Some(hello)
+}
+
+/// The certificates of the PEM file, once it is known to hold at least one.
+fn read_ca(path: &Path) -> Result<Vec<CertificateDer<'static>>> {
     let shown = path.display();
     let pem = std::fs::read(path).with_context(|| format!("cannot read --tls-ca {shown}"))?;
-    let mut certificates = 0;
+    let mut certificates = Vec::new();
     for cert in CertificateDer::pem_slice_iter(&pem) {
-        cert.map_err(|err| anyhow!("invalid --tls-ca {shown}: not a PEM certificate: {err}"))?;
-        certificates += 1;
+        certificates.push(
+            cert.map_err(|err| anyhow!("invalid --tls-ca {shown}: not a PEM certificate: {err}"))?,
+        );
     }
-    if certificates == 0 {
+    if certificates.is_empty() {
         bail!("invalid --tls-ca {shown}: no PEM certificate (-----BEGIN CERTIFICATE-----) in it");
     }
-    Ok(pem)
+    Ok(certificates)
 }
 
 fn install_crypto_provider() {
@@ -178,30 +448,24 @@ fn install_crypto_provider() {
 
 /// One line naming the cause: the address, the user for an authentication failure, a hint for
 /// an untrusted certificate; never the password.
-fn connect_error(
-    err: &RedisError,
-    addr: &str,
-    tls: bool,
-    user: Option<&str>,
-    custom_ca: bool,
-) -> anyhow::Error {
-    if err.kind() == ErrorKind::AuthenticationFailed || err.code() == Some("WRONGPASS") {
-        // redis-rs keeps only "authentication failed"; Redis 6+ answers WRONGPASS to all three.
-        let user = user.unwrap_or("default");
+fn connect_error(err: &RedisError, target: &Target) -> anyhow::Error {
+    let (what, addr) = (target.what, &target.addr);
+    if is_auth_failure(err) {
+        let user = target.user.as_deref().unwrap_or("default");
         return anyhow!(
             "authentication failed at {addr} as user {user:?}: the server refused the password \
              (WRONGPASS: wrong password, unknown user, or user disabled)"
         );
     }
     let text = err.to_string();
-    if tls {
-        if let Some(problem) = certificate_problem(&text, custom_ca) {
+    if target.tls {
+        if let Some(problem) = certificate_problem(&text, target.custom_ca) {
             return anyhow!(
-                "cannot connect to Redis at {addr}: TLS handshake failed ({problem}): {text}"
+                "cannot connect to {what} at {addr}: TLS handshake failed ({problem}): {text}"
             );
         }
     }
-    anyhow!("cannot connect to Redis at {addr}: {text}")
+    anyhow!("cannot connect to {what} at {addr}: {text}")
 }
 
 /// What was wrong with the server's certificate, when rustls refused it (`text` is its error).
@@ -209,12 +473,18 @@ fn certificate_problem(text: &str, custom_ca: bool) -> Option<&'static str> {
     let text = text.to_ascii_lowercase().replace(' ', "");
     Some(if text.contains("notvalidforname") {
         "the server's certificate does not name the host of --url"
+    } else if text.contains("causedasendentity") && custom_ca {
+        "the server's certificate is a self-signed one that --tls-ca does not hold, nor a CA of"
+    } else if text.contains("causedasendentity") {
+        "the server's certificate is self-signed: trust it with --tls-ca FILE"
     } else if text.contains("unknownissuer") && custom_ca {
         "the server's certificate is not signed by the --tls-ca CA"
     } else if text.contains("unknownissuer") {
         "the server's certificate is signed by a CA this machine does not trust: give it with --tls-ca FILE"
     } else if text.contains("expired") {
         "the server's certificate has expired"
+    } else if text.contains("notvalidyet") {
+        "the server's certificate is not valid yet"
     } else if text.contains("certificate") {
         "the server's certificate was refused"
     } else {

@@ -10,8 +10,8 @@ mod connect;
 mod lines;
 mod output;
 mod progress;
+mod tls;
 
-use clap::Parser;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
@@ -19,7 +19,7 @@ fn main() -> ExitCode {
         eprintln!("redbloom: internal error: {}", one_line(&info.to_string()));
         std::process::exit(2);
     }));
-    let cli = match args::Cli::try_parse() {
+    let cli = match args::parse() {
         Ok(cli) => cli,
         Err(err) => return usage_error(err),
     };

@@ -50,16 +50,20 @@ pub(crate) struct Loaded {
     pub(crate) items: u64,
     pub(crate) new: u64,
     pub(crate) seconds: f64,
+    /// The signal that stopped the run early ("SIGINT", "SIGTERM"); absent when it finished.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) interrupted: Option<&'static str>,
 }
 
 impl Report for Loaded {
     fn text(&self) -> String {
         format!(
-            "{} items, {} new, in {:.3} s ({:.0} items/s)",
+            "{} items, {} new, in {:.3} s ({:.0} items/s){}",
             self.items,
             self.new,
             self.seconds,
-            per_sec(self.items, self.seconds)
+            per_sec(self.items, self.seconds),
+            stopped(self.interrupted)
         )
     }
 }
@@ -70,17 +74,21 @@ pub(crate) struct CheckedFile {
     pub(crate) present: u64,
     pub(crate) absent: u64,
     pub(crate) seconds: f64,
+    /// The signal that stopped the run early ("SIGINT", "SIGTERM"); absent when it finished.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) interrupted: Option<&'static str>,
 }
 
 impl Report for CheckedFile {
     fn text(&self) -> String {
         format!(
-            "{} items, {} present, {} absent, in {:.3} s ({:.0} items/s)",
+            "{} items, {} present, {} absent, in {:.3} s ({:.0} items/s){}",
             self.items,
             self.present,
             self.absent,
             self.seconds,
-            per_sec(self.items, self.seconds)
+            per_sec(self.items, self.seconds),
+            stopped(self.interrupted)
         )
     }
 }
@@ -194,4 +202,9 @@ fn per_sec(items: u64, seconds: f64) -> f64 {
     } else {
         0.0
     }
+}
+
+/// ", interrupted by SIGINT" for a run a signal stopped early.
+fn stopped(interrupted: Option<&str>) -> String {
+    interrupted.map_or_else(String::new, |signal| format!(", interrupted by {signal}"))
 }

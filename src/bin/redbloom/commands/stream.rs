@@ -1,0 +1,411 @@
+//! `load` and `check`: every line of a file to Redis in batches, in bounded memory, promptly
+//! for slow streams, and stopping cleanly on SIGINT or SIGTERM.
+//!
+//! A reader thread cuts the input into small chunks of items (what its buffer held, at most
+//! [`CHUNK_BYTES`]) and hands each over as soon as it is read; the async side assembles the
+//! chunks into batches and keeps up to `--pipeline` of them in flight. The bounds, fixed
+//! constants rather than flags:
+//!
+//! - one item: at most [`MAX_ITEM_BYTES`] (64 KiB; see the `lines` module for why), else the
+//!   command fails naming the line, after the items before it were sent and acknowledged
+//!   (the error says how many);
+//! - one batch: at most `--batch` items and [`BATCH_BYTES`] (16 MiB) of items, an item counting
+//!   its length plus [`ITEM_OVERHEAD_BYTES`] for its `Vec` and allocation;
+//! - all items read but not yet acknowledged (in the channel, in the batch being assembled, in
+//!   calls awaiting their reply): at most [`IN_FLIGHT_BYTES`] (128 MiB) counted the same way;
+//!   the reader waits while that budget is spent (unless nothing is in flight), whatever
+//!   `--batch` and `--pipeline` say. With the reader's 1 MiB buffer, one line and one chunk
+//!   besides, the CLI's items stay under about 131 MiB; what the library holds per call is the
+//!   library's bound. Measured (tests/cli_memory.rs, 300 MiB of 4 KiB lines with `--batch
+//!   1000000 --pipeline 1024`): a peak RSS of 165-200 MiB for the whole process, against 333
+//!   MiB and growing with the input before these bounds.
+//! - a batch that is not full is sent [`FLUSH_AFTER`] (250 ms) after its first item arrived, so
+//!   a slow pipe's items reach the filter promptly;
+//! - on SIGINT or SIGTERM: reading stops, batches not yet sent are dropped, the calls in flight
+//!   get up to [`GRACE`] (5 s; a second signal cuts it short) to be acknowledged, and the summary
+//!   counts what was acknowledged. The caller exits 130 (SIGINT) or 143 (SIGTERM).
+
+use super::{count, Bloom, Op};
+use crate::lines::{cost, LineBatches, LineError, ITEM_OVERHEAD_BYTES, MAX_ITEM_BYTES};
+use crate::progress;
+use anyhow::{anyhow, bail, Context, Result};
+use futures_util::stream::{FuturesOrdered, StreamExt};
+use std::io::BufRead;
+use std::path::Path;
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
+use std::time::Duration;
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+/// The most bytes of items (see [`cost`]) read but not yet acknowledged.
+pub(crate) const IN_FLIGHT_BYTES: usize = 128 << 20;
+/// The most bytes of items (see [`cost`]) in one batch.
+pub(crate) const BATCH_BYTES: usize = 16 << 20;
+/// The most bytes of items (see [`cost`]) the reader hands over at once.
+pub(crate) const CHUNK_BYTES: usize = 1 << 20;
+/// How long a batch that is not full waits for more items before it is sent.
+pub(crate) const FLUSH_AFTER: Duration = Duration::from_millis(250);
+/// How long the calls in flight may take to be acknowledged after SIGINT or SIGTERM.
+pub(crate) const GRACE: Duration = Duration::from_secs(5);
+/// The reader's buffer (files and standard input).
+const READ_BUFFER: usize = 1 << 20;
+
+// A batch one item short of full and a chunk fit the budget together, so the reader never
+// waits on a batch that waits for it.
+const _: () =
+    assert!(BATCH_BYTES + CHUNK_BYTES + MAX_ITEM_BYTES + ITEM_OVERHEAD_BYTES <= IN_FLIGHT_BYTES);
+
+/// A signal that stopped the run: its name and the exit status it calls for.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Interrupt {
+    pub(crate) signal: &'static str,
+    pub(crate) status: u8,
+}
+
+/// What a run did: items acknowledged, those answered true, seconds, and how it stopped early.
+pub(crate) struct Streamed {
+    pub(crate) items: u64,
+    pub(crate) hits: u64,
+    pub(crate) seconds: f64,
+    pub(crate) interrupted: Option<Interrupt>,
+    /// Batches still unanswered when the run stopped (they may have been applied).
+    pub(crate) abandoned: usize,
+}
+
+/// A byte budget shared by the reader thread, which takes, and the calls, which give back.
+struct Budget {
+    state: Mutex<BudgetState>,
+    freed: Condvar,
+    limit: usize,
+}
+
+struct BudgetState {
+    used: usize,
+    closed: bool,
+}
+
+impl Budget {
+    fn new(limit: usize) -> Self {
+        Budget {
+            state: Mutex::new(BudgetState {
+                used: 0,
+                closed: false,
+            }),
+            freed: Condvar::new(),
+            limit,
+        }
+    }
+
+    /// Takes `bytes`, waiting while the budget is spent unless nothing is taken; `false` once
+    /// the budget is closed.
+    fn take(&self, bytes: usize) -> bool {
+        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        while !state.closed && state.used > 0 && state.used + bytes > self.limit {
+            state = self
+                .freed
+                .wait(state)
+                .unwrap_or_else(PoisonError::into_inner);
+        }
+        state.used += bytes;
+        !state.closed
+    }
+
+    fn give(&self, bytes: usize) {
+        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        state.used = state.used.saturating_sub(bytes);
+        self.freed.notify_all();
+    }
+
+    /// Wakes and stops the reader for good.
+    fn close(&self) {
+        self.state
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .closed = true;
+        self.freed.notify_all();
+    }
+}
+
+/// Closes the budget when the run ends however it ends, so the reader never waits forever.
+struct CloseOnDrop(Arc<Budget>);
+
+impl Drop for CloseOnDrop {
+    fn drop(&mut self) {
+        self.0.close();
+    }
+}
+
+/// What the reader thread hands over.
+enum Read {
+    /// Items (their cost taken from the budget) and the bytes read so far (for progress).
+    Chunk(Vec<Vec<u8>>, u64),
+    /// Reading stopped on this error (after the items before it).
+    Failed(LineError),
+}
+
+/// Items being assembled into, or sent as, one call.
+#[derive(Default)]
+struct Batch {
+    items: Vec<Vec<u8>>,
+    cost: usize,
+    /// Bytes of input read up to its last item, for progress.
+    bytes: u64,
+}
+
+/// Sends every line of `file` in batches of up to `batch` items, `pipeline` batches in flight.
+pub(crate) async fn stream_file(
+    bloom: &Bloom,
+    file: &Path,
+    batch: usize,
+    pipeline: usize,
+    op: Op,
+) -> Result<Streamed> {
+    let (reader, size) = open(file)?;
+    let name = file.display().to_string();
+    let mut signals = Signals::new()?;
+    let started = Instant::now();
+    let progress = progress::bar(size);
+    let budget = Arc::new(Budget::new(IN_FLIGHT_BYTES));
+    let _close = CloseOnDrop(budget.clone());
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    // Reading runs on its own thread so that it overlaps with the round trips; it is not
+    // joined when the run stops early, as it may be waiting on a pipe (the process exits).
+    let reader_budget = budget.clone();
+    let reader_thread = std::thread::spawn(move || {
+        let mut lines =
+            LineBatches::with_limits(reader, batch, MAX_ITEM_BYTES, CHUNK_BYTES).eager();
+        while let Some(next) = lines.next() {
+            let read = match next {
+                Ok(items) => {
+                    let cost = items.iter().map(|item| cost(item)).sum();
+                    if !reader_budget.take(cost) {
+                        break;
+                    }
+                    Read::Chunk(items, lines.bytes_read())
+                }
+                Err(err) => Read::Failed(err),
+            };
+            if tx.send(read).is_err() {
+                break;
+            }
+        }
+    });
+
+    let done = match op {
+        Op::Add => "acknowledged as added",
+        Op::Exists => "checked",
+    };
+    let mut calls = FuturesOrdered::new();
+    let mut ready: std::collections::VecDeque<Batch> = Default::default();
+    let mut pending = Batch::default();
+    let mut pending_since: Option<Instant> = None;
+    let mut read_error: Option<LineError> = None;
+    let mut eof = false;
+    let mut interrupted: Option<(Interrupt, Instant)> = None;
+    let (mut items, mut hits) = (0u64, 0u64);
+    loop {
+        if interrupted.is_none() {
+            let now = Instant::now();
+            while calls.len() < pipeline {
+                let due = pending_since.is_some_and(|since| eof || now >= since + FLUSH_AFTER);
+                let next = match ready.pop_front() {
+                    Some(next) => next,
+                    None if due => {
+                        pending_since = None;
+                        std::mem::take(&mut pending)
+                    }
+                    None => break,
+                };
+                calls.push_back(call(bloom, op, next, &budget));
+            }
+            if eof && ready.is_empty() && pending_since.is_none() && calls.is_empty() {
+                break;
+            }
+        } else if calls.is_empty() {
+            break;
+        }
+        let flush_at = pending_since
+            .filter(|_| interrupted.is_none() && calls.len() < pipeline)
+            .map(|since| since + FLUSH_AFTER);
+        let reading = interrupted.is_none() && !eof && ready.is_empty();
+        tokio::select! {
+            interrupt = signals.recv() => {
+                if interrupted.is_some() {
+                    break;
+                }
+                interrupted = Some((interrupt, Instant::now() + GRACE));
+                budget.close();
+                rx.close();
+                ready.clear();
+                pending = Batch::default();
+                pending_since = None;
+            }
+            Some((flags, bytes)) = calls.next(), if !calls.is_empty() => {
+                let flags = flags.map_err(|err| {
+                    // A timed-out batch may still be applied: only acknowledged items count.
+                    let err = crate::describe(&anyhow!(err));
+                    anyhow!("{err} ({items} items {done} before the error)")
+                })?;
+                items += flags.len() as u64;
+                hits += count(&flags);
+                progress.update(bytes, items);
+            }
+            read = rx.recv(), if reading => match read {
+                None => eof = true,
+                Some(Read::Failed(err)) => {
+                    read_error = Some(err);
+                    eof = true;
+                }
+                Some(Read::Chunk(chunk, bytes)) => {
+                    for item in chunk {
+                        let cost = cost(&item);
+                        let full = pending.items.len() >= batch || pending.cost + cost > BATCH_BYTES;
+                        if !pending.items.is_empty() && full {
+                            ready.push_back(std::mem::take(&mut pending));
+                            pending_since = None;
+                        }
+                        pending.items.push(item);
+                        pending.cost += cost;
+                        pending_since.get_or_insert_with(Instant::now);
+                    }
+                    pending.bytes = bytes;
+                    if pending.items.len() >= batch || pending.cost >= BATCH_BYTES {
+                        ready.push_back(std::mem::take(&mut pending));
+                        pending_since = None;
+                    }
+                }
+            },
+            () = sleep_until(flush_at), if flush_at.is_some() => {}
+            () = sleep_until(interrupted.map(|(_, end)| end)), if interrupted.is_some() => break,
+        }
+    }
+    progress.finish();
+    if let Some((interrupt, _)) = interrupted {
+        return Ok(Streamed {
+            items,
+            hits,
+            seconds: started.elapsed().as_secs_f64(),
+            interrupted: Some(interrupt),
+            abandoned: calls.len(),
+        });
+    }
+    if let Some(err) = read_error {
+        bail!("{} ({items} items before it {done})", err.describe(&name));
+    }
+    let _ = reader_thread.join();
+    Ok(Streamed {
+        items,
+        hits,
+        seconds: started.elapsed().as_secs_f64(),
+        interrupted: None,
+        abandoned: 0,
+    })
+}
+
+/// One batch's call; gives its bytes back to the budget once answered.
+async fn call(
+    bloom: &Bloom,
+    op: Op,
+    batch: Batch,
+    budget: &Budget,
+) -> (redbloom::Result<Vec<bool>>, u64) {
+    let flags = match op {
+        Op::Add => bloom.add_many(&batch.items).await,
+        Op::Exists => bloom.exists_many(&batch.items).await,
+    };
+    let Batch { items, cost, bytes } = batch;
+    drop(items);
+    budget.give(cost);
+    (flags, bytes)
+}
+
+async fn sleep_until(deadline: Option<Instant>) {
+    if let Some(deadline) = deadline {
+        tokio::time::sleep_until(deadline).await;
+    }
+}
+
+/// SIGINT and SIGTERM, caught from the start of the run.
+struct Signals {
+    #[cfg(unix)]
+    int: tokio::signal::unix::Signal,
+    #[cfg(unix)]
+    term: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    #[cfg(unix)]
+    fn new() -> Result<Self> {
+        use tokio::signal::unix::{signal, SignalKind};
+        Ok(Signals {
+            int: signal(SignalKind::interrupt()).context("cannot catch SIGINT")?,
+            term: signal(SignalKind::terminate()).context("cannot catch SIGTERM")?,
+        })
+    }
+
+    #[cfg(not(unix))]
+    fn new() -> Result<Self> {
+        Ok(Signals {})
+    }
+
+    #[cfg(unix)]
+    async fn recv(&mut self) -> Interrupt {
+        tokio::select! {
+            _ = self.int.recv() => Interrupt { signal: "SIGINT", status: 130 },
+            _ = self.term.recv() => Interrupt { signal: "SIGTERM", status: 143 },
+        }
+    }
+
+    #[cfg(not(unix))]
+    async fn recv(&mut self) -> Interrupt {
+        match tokio::signal::ctrl_c().await {
+            Ok(()) => Interrupt {
+                signal: "SIGINT",
+                status: 130,
+            },
+            Err(_) => std::future::pending().await,
+        }
+    }
+}
+
+/// The file's reader and size (`None` for standard input and other streams).
+fn open(path: &Path) -> Result<(Box<dyn BufRead + Send>, Option<u64>)> {
+    if path.as_os_str() == "-" {
+        let stdin = std::io::BufReader::with_capacity(READ_BUFFER, std::io::stdin());
+        return Ok((Box::new(stdin), None));
+    }
+    let file =
+        std::fs::File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
+    let meta = file
+        .metadata()
+        .with_context(|| format!("cannot read {}", path.display()))?;
+    if meta.is_dir() {
+        bail!("cannot read {}: it is a directory", path.display());
+    }
+    let size = meta.is_file().then_some(meta.len());
+    Ok((
+        Box::new(std::io::BufReader::with_capacity(READ_BUFFER, file)),
+        size,
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_budget_waits_while_spent_unless_nothing_is_taken() {
+        let budget = Arc::new(Budget::new(100));
+        assert!(budget.take(250), "alone, a chunk passes whatever its size");
+        let taker = {
+            let budget = budget.clone();
+            std::thread::spawn(move || budget.take(10))
+        };
+        std::thread::sleep(Duration::from_millis(50));
+        assert!(!taker.is_finished(), "waits while the budget is spent");
+        budget.give(250);
+        assert!(taker.join().unwrap());
+        budget.close();
+        assert!(!budget.take(1), "closed");
+    }
+}

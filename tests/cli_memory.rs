@@ -1,0 +1,211 @@
+//! `redbloom load` and `check` stay in bounded memory whatever the input: a stream without
+//! newlines (`/dev/zero`) or a line over the 64 KiB item limit fails at once with one line
+//! naming it, and `--batch 1000000 --pipeline 1024` over hundreds of megabytes of long lines
+//! keeps the CLI's peak RSS under 224 MiB (its items in flight are bounded by 128 MiB, see
+//! `src/bin/redbloom/commands/stream.rs`; the rest is the library's calls and the binary). Each child runs under `ulimit -v` so that a
+//! regression fails the test instead of taking the machine; its peak RSS is the larger of
+//! `VmHWM` polled from `/proc/PID/status` while it runs and `ru_maxrss` from `wait4`.
+
+mod common;
+
+use common::cli::{assert_fails, redbloom};
+use std::io::{Read, Write};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+/// The item limit (`lines::MAX_ITEM_BYTES`).
+const LIMIT: usize = 64 * 1024;
+/// Address space the child may map: room for the runtime's thread stacks and malloc arenas,
+/// far below what an unbounded read reaches (5 GB in 4 s before the limit existed).
+const CAP_KIB: u64 = 2 << 20;
+/// The peak RSS allowed to a failing read: the item limit, buffers and the binary.
+const FAIL_RSS_KIB: u64 = 48 << 10;
+/// The peak RSS allowed to the big load: 128 MiB of items in flight, the 1 MiB read buffer, a
+/// line, a chunk, the library's work on the (at most 8) 16 MiB batches in flight, each with a
+/// 1 MiB filter's dense bitmaps, and the binary's ~12 MiB. Measured: 165 MiB from a pipe, about
+/// 195 MiB from a file; before the bound, 333 MiB for this 300 MiB input, growing with it.
+const LOAD_RSS_KIB: u64 = 224 << 10;
+
+/// Exit status, stdout, stderr and peak RSS (KiB) of `redbloom ARGS` under [`CAP_KIB`], fed
+/// `input` (a writer of standard input) when given.
+fn measured(
+    url: &str,
+    key: &str,
+    args: &[&str],
+    input: Option<Box<dyn FnOnce(std::process::ChildStdin) + Send>>,
+) -> (i32, String, String, u64) {
+    let bin = assert_cmd::cargo::cargo_bin("redbloom");
+    // Reaped by `wait4` below, which also gives its peak RSS.
+    #[allow(clippy::zombie_processes)]
+    let mut child = Command::new("sh")
+        .arg("-c")
+        .arg(format!("ulimit -v {CAP_KIB} && exec \"$0\" \"$@\""))
+        .arg(bin)
+        .env_remove("REDIS_URL")
+        .args(["--url", url, "--key", key])
+        .args(args)
+        .stdin(if input.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id() as libc::pid_t;
+    let writer = input.map(|write| {
+        let stdin = child.stdin.take().unwrap();
+        std::thread::spawn(move || write(stdin))
+    });
+    let drain = |mut pipe: Box<dyn Read + Send>| {
+        std::thread::spawn(move || {
+            let mut text = String::new();
+            let _ = pipe.read_to_string(&mut text);
+            text
+        })
+    };
+    let stdout = drain(Box::new(child.stdout.take().unwrap()));
+    let stderr = drain(Box::new(child.stderr.take().unwrap()));
+    let mut peak = 0u64;
+    let status = loop {
+        peak = peak.max(vm_hwm_kib(pid).unwrap_or(0));
+        let mut status = 0;
+        // SAFETY: plain syscalls on our own child, with valid pointers to locals.
+        let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+        let done = unsafe { libc::wait4(pid, &mut status, libc::WNOHANG, &mut usage) };
+        assert!(done >= 0, "wait4: {}", std::io::Error::last_os_error());
+        if done == pid {
+            peak = peak.max(usage.ru_maxrss as u64);
+            break status;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    if let Some(writer) = writer {
+        writer.join().unwrap();
+    }
+    let (stdout, stderr) = (stdout.join().unwrap(), stderr.join().unwrap());
+    assert!(
+        libc::WIFEXITED(status),
+        "killed by signal {} (the memory cap?): {stderr}",
+        libc::WTERMSIG(status)
+    );
+    (libc::WEXITSTATUS(status), stdout, stderr, peak)
+}
+
+/// `VmHWM` (peak RSS, KiB) of a running process.
+fn vm_hwm_kib(pid: libc::pid_t) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|line| line.starts_with("VmHWM:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}
+
+#[tokio::test]
+async fn a_stream_without_newlines_fails_at_once_in_bounded_memory() {
+    let redis = common::redis().await;
+    let key = common::unique_key("cli-zero");
+    for command in ["load", "check"] {
+        let args = ["--bits", "100000", command, "/dev/zero"];
+        let (code, stdout, stderr, peak) = measured(redis.url(), &key, &args, None);
+        println!("{command} /dev/zero: peak RSS {peak} KiB");
+        assert_eq!(code, 2, "{stderr}");
+        assert!(stdout.is_empty(), "{stdout}");
+        assert!(
+            peak < FAIL_RSS_KIB,
+            "{command}: peak RSS {peak} KiB, bound {FAIL_RSS_KIB} KiB"
+        );
+        // The same run through the shared checks of a failure: one line naming the cause.
+        let mut cmd = redbloom(redis.url(), &key, &args);
+        cmd.timeout(Duration::from_secs(60));
+        assert_fails(
+            cmd,
+            &["line 1 of /dev/zero is longer than the 65536-byte limit for one item"],
+            None,
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_line_just_over_the_limit_is_named_and_one_at_it_is_loaded() {
+    let redis = common::redis().await;
+    let key = common::unique_key("cli-long-line");
+    let dir = tempfile::tempdir().unwrap();
+    let at_limit = dir.path().join("at-limit.txt");
+    let mut text = b"first\n".to_vec();
+    text.extend(std::iter::repeat_n(b'a', LIMIT));
+    text.extend(b"\r\n\nlast\n");
+    std::fs::write(&at_limit, &text).unwrap();
+    let over = dir.path().join("over.txt");
+    let mut text = b"first\n\n".to_vec();
+    text.extend(std::iter::repeat_n(b'b', LIMIT + 1));
+    text.extend(b"\nlast\n");
+    std::fs::write(&over, &text).unwrap();
+
+    let path = at_limit.to_str().unwrap();
+    for command in ["load", "check"] {
+        let args = ["--bits", "100000", "--json", command, path];
+        let (code, stdout, stderr, _) = measured(redis.url(), &key, &args, None);
+        assert_eq!(code, 0, "{command} of a line at the limit: {stderr}");
+        let out: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+        assert_eq!(out["items"], 3, "{command}: {out}");
+    }
+
+    let path = over.to_str().unwrap();
+    for command in ["load", "check"] {
+        let args = ["--bits", "100000", command, path];
+        let (code, _, stderr, peak) = measured(redis.url(), &key, &args, None);
+        assert_eq!(code, 2, "{stderr}");
+        assert!(peak < FAIL_RSS_KIB, "{command}: peak RSS {peak} KiB");
+        let line = assert_fails(
+            redbloom(redis.url(), &key, &args),
+            &[&format!("line 3 of {path}"), "65536-byte limit"],
+            None,
+        );
+        // The item before the bad line was sent and acknowledged.
+        assert!(line.contains("(1 items before it"), "{line}");
+    }
+}
+
+#[tokio::test]
+async fn huge_batches_and_pipelines_keep_memory_bounded() {
+    const LINE: usize = 4096;
+    const LINES: usize = 300 << 20 >> 12; // 300 MiB of 4 KiB lines
+    let redis = common::redis().await;
+    let key = common::unique_key("cli-big-load");
+    let generate = Box::new(|mut stdin: std::process::ChildStdin| {
+        let mut line = vec![b'x'; LINE];
+        line[LINE - 1] = b'\n';
+        for i in 0..LINES {
+            let id = format!("{i:>12}");
+            line[..12].copy_from_slice(id.as_bytes());
+            if stdin.write_all(&line).is_err() {
+                return;
+            }
+        }
+    });
+    let args = [
+        "--bits",
+        "8000000",
+        "--json",
+        "load",
+        "-",
+        "--batch",
+        "1000000",
+        "--pipeline",
+        "1024",
+    ];
+    let started = std::time::Instant::now();
+    let (code, stdout, stderr, peak) = measured(redis.url(), &key, &args, Some(generate));
+    println!(
+        "load of {LINES} lines of {LINE} bytes with --batch 1000000 --pipeline 1024: \
+         peak RSS {peak} KiB in {:?}",
+        started.elapsed()
+    );
+    assert_eq!(code, 0, "{stderr}");
+    let out: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(out["items"], LINES as u64, "{out}");
+    assert!(
+        peak < LOAD_RSS_KIB,
+        "peak RSS {peak} KiB, bound {LOAD_RSS_KIB} KiB"
+    );
+}
