@@ -21,8 +21,8 @@ mkdir -p "$out"
 results="$out/results.jsonl"
 : > "$results"
 
-cargo build --release --quiet --bin redbloom
-cargo bench --no-run --quiet --bench peers 2> "$out/build.log" || { cat "$out/build.log"; exit 1; }
+cargo build --release --quiet -p redbloom-cli --bin redbloom
+cargo bench --no-run --quiet -p redbloom --bench peers 2> "$out/build.log" || { cat "$out/build.log"; exit 1; }
 peers=$(ls -t target/release/deps/peers-* | grep -v '\.d$' | head -1)
 redbloom=target/release/redbloom
 

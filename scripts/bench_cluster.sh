@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 items=${1:-1000000}
 out=target/bench-cluster
 rm -rf "$out"; mkdir -p "$out"
-cargo build --release --quiet --bin redbloom
+cargo build --release --quiet -p redbloom-cli --bin redbloom
 redbloom=target/release/redbloom
 
 ports=()

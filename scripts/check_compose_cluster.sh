@@ -151,7 +151,7 @@ replicas_after=$(python3 -c "print(f'{$(date +%s.%N) - $created:.1f}')")
 echo "replicas in every node's CLUSTER SLOTS ${replicas_after} s after cluster-create finished"
 
 # 7. The README example, 100,000 items: load, then check them all.
-cargo build --release --quiet --bin redbloom
+cargo build --release --quiet -p redbloom-cli --bin redbloom
 seq 1 100000 | sed 's/^/https:\/\/example.com\/page\//' > "$tmp/urls.txt"
 bloom=(target/release/redbloom --cluster redis://127.0.0.1:7000,redis://127.0.0.1:7001 --key seen
     --shards 8 --capacity 100000 --fpr 0.01 --json)

@@ -8,7 +8,7 @@
 # Usage: scripts/server_cost.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cargo build --release --quiet --bin redbloom
+cargo build --release --quiet -p redbloom-cli --bin redbloom
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no --daemonize yes --logfile /dev/null
 trap 'redis-cli -p "$port" shutdown nosave >/dev/null 2>&1 || true' EXIT

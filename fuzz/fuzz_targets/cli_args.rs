@@ -8,10 +8,10 @@ use libfuzzer_sys::fuzz_target;
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 
-#[path = "../../src/bin/redbloom/args.rs"]
+#[path = "../../cli/src/args.rs"]
 #[allow(dead_code)]
 mod args;
-#[path = "../../src/bin/redbloom/config.rs"]
+#[path = "../../cli/src/config.rs"]
 #[allow(dead_code)]
 mod config;
 

@@ -9,7 +9,7 @@
 use libfuzzer_sys::fuzz_target;
 use std::io::BufReader;
 
-#[path = "../../src/bin/redbloom/lines.rs"]
+#[path = "../../cli/src/lines.rs"]
 #[allow(dead_code)]
 mod lines;
 

@@ -2,6 +2,8 @@
 //! another type, of other parameters, or on a filter's companion key exit 2 with one clean line
 //! and leave the key exactly as it was.
 
+// The integration-test harness of the library package, shared: a real Redis for every test.
+#[path = "../../tests/common/mod.rs"]
 mod common;
 
 use common::cli::{assert_fails, redbloom, run};

@@ -3,6 +3,8 @@
 //! `BITFIELD_RO` and `GETRANGE`, so the replicas answer them and the masters only take writes.
 //! Each node's command statistics show who served what.
 
+// The integration-test harness of the library package, shared: a real Redis for every test.
+#[path = "../../tests/common/mod.rs"]
 mod common;
 
 use common::cli::{assert_fails, redbloom, redbloom_cluster, run};

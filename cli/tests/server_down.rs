@@ -2,6 +2,8 @@
 //! hang, no panic; for the library and for `redbloom load`. A server that starts within the
 //! budget is waited for, by the first connection too.
 
+// The integration-test harness of the library package, shared: a real Redis for every test.
+#[path = "../../tests/common/mod.rs"]
 mod common;
 
 use common::server::RedisServer;

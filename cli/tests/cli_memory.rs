@@ -2,10 +2,12 @@
 //! newlines (`/dev/zero`) or a line over the 64 KiB item limit fails at once with one line
 //! naming it, and `--batch 1000000 --pipeline 1024` over hundreds of megabytes of long lines
 //! keeps the CLI's peak RSS under 224 MiB (its items in flight are bounded by 128 MiB, see
-//! `src/bin/redbloom/commands/stream.rs`; the rest is the library's calls and the binary). Each child runs under `ulimit -v` so that a
+//! `cli/src/commands/stream.rs`; the rest is the library's calls and the binary). Each child runs under `ulimit -v` so that a
 //! regression fails the test instead of taking the machine; its peak RSS is the larger of
 //! `VmHWM` polled from `/proc/PID/status` while it runs and `ru_maxrss` from `wait4`.
 
+// The integration-test harness of the library package, shared: a real Redis for every test.
+#[path = "../../tests/common/mod.rs"]
 mod common;
 
 use common::cli::{assert_fails, redbloom};

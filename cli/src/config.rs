@@ -1,7 +1,7 @@
 //! From the command line to a filter's configuration, checked before any I/O: what the fuzz
 //! target `cli_args` drives with arbitrary arguments.
 
-use crate::args::{Cli, LayoutArg, Size};
+use crate::args::{Cli, Size};
 use anyhow::{anyhow, bail, Result};
 use redbloom::redis::IntoConnectionInfo;
 use redbloom::{Builder, Layout, RedisBloom, Retry};
@@ -37,7 +37,7 @@ pub(crate) fn builder(cli: &Cli) -> Result<Builder> {
     if let Some(replicas) = cli.wait_replicas {
         builder = builder.wait_for_replicas(replicas, wait_timeout(cli));
     }
-    builder.clone().build(())?;
+    builder.validate()?;
     Ok(builder)
 }
 
@@ -75,13 +75,10 @@ fn wait_timeout(cli: &Cli) -> Duration {
     Duration::from_secs_f64(cli.timeout)
 }
 
-fn sized(builder: Builder, size: &Size, layout: LayoutArg) -> Result<Builder> {
-    let builder = match layout {
-        LayoutArg::Gozero => builder,
-        LayoutArg::Native => builder.layout(Layout::Native),
-    };
+fn sized(builder: Builder, size: &Size, layout: Layout) -> Result<Builder> {
+    let builder = builder.layout(layout);
     Ok(match (size.bits, size.capacity, size.fpr) {
-        (Some(_), None, None) if layout == LayoutArg::Native => {
+        (Some(_), None, None) if layout == Layout::Native => {
             bail!("--layout native is sized with --capacity N --fpr P, not --bits")
         }
         (Some(bits), None, None) => builder.bits(bits),

@@ -2,6 +2,8 @@
 //! names the cause, everything acknowledged before it is still found, and `redbloom load`
 //! fails with one line naming the cause and the items acknowledged.
 
+// The integration-test harness of the library package, shared: a real Redis for every test.
+#[path = "../../tests/common/mod.rs"]
 mod common;
 
 use assert_cmd::Command;

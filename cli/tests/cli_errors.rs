@@ -6,6 +6,8 @@
 //! - a bad `$REDIS_URL` is called that, not `--url`;
 //! - the help groups the options, shows ranges, the required `--key`, and examples.
 
+// The integration-test harness of the library package, shared: a real Redis for every test.
+#[path = "../../tests/common/mod.rs"]
 mod common;
 
 use assert_cmd::Command;

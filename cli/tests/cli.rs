@@ -1,6 +1,8 @@
 //! The `redbloom` command line end to end (SPEC.md §3): each command's `--json` line, exit
 //! statuses, and one-line errors with status 2.
 
+// The integration-test harness of the library package, shared: a real Redis for every test.
+#[path = "../../tests/common/mod.rs"]
 mod common;
 
 use assert_cmd::Command;

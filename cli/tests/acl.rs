@@ -4,6 +4,8 @@
 //! one line naming NOPERM, exit status 2); a wrong password is one line about authentication.
 //! No error, message or debug output ever shows a password.
 
+// The integration-test harness of the library package, shared: a real Redis for every test.
+#[path = "../../tests/common/mod.rs"]
 mod common;
 
 use assert_cmd::Command;

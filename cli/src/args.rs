@@ -1,6 +1,8 @@
 //! The command line of SPEC.md §3.
 
+use clap::builder::{PossibleValuesParser, TypedValueParser};
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use redbloom::Layout;
 use std::ffi::OsString;
 use std::path::PathBuf;
 
@@ -84,8 +86,16 @@ pub(crate) struct Cli {
 
     /// How items map to bits: go-zero's (k = 14, shared with Go services) or the native layout
     /// (k from the rate, parameters stored with the filter; sized with --capacity and --fpr).
-    #[arg(long, global = true, value_enum, default_value_t = LayoutArg::Gozero, help_heading = FILTER)]
-    pub(crate) layout: LayoutArg,
+    #[arg(
+        long,
+        global = true,
+        value_name = "LAYOUT",
+        default_value_t = Layout::GoZero,
+        value_parser = PossibleValuesParser::new(["gozero", "native"])
+            .try_map(|name| name.parse::<Layout>()),
+        help_heading = FILTER
+    )]
+    pub(crate) layout: Layout,
 
     /// Seconds to wait for a connection or a reply before the attempt counts as failed,
     /// more than 0 and at most 86400.
@@ -198,12 +208,6 @@ pub(crate) struct Size {
         help_heading = FILTER
     )]
     pub(crate) fpr: Option<f64>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub(crate) enum LayoutArg {
-    Gozero,
-    Native,
 }
 
 #[derive(Debug, Subcommand)]

@@ -1,6 +1,8 @@
 //! `kill -9` of redis-server (appendonly yes, appendfsync always) in the middle of a `redbloom
 //! load`, restarted a second later: the load completes and every item is present.
 
+// The integration-test harness of the library package, shared: a real Redis for every test.
+#[path = "../../tests/common/mod.rs"]
 mod common;
 
 use common::server::RedisServer;

@@ -2,8 +2,9 @@
 //! made here (rcgen). The library works over `rediss://` with a client that trusts the CA, and
 //! the CLI's `--tls-ca FILE` does the same; an unknown or wrong CA, a bad CA file, or
 //! `--tls-ca` without `rediss://` are one-line errors with exit status 2.
-#![cfg(feature = "tls")]
 
+// The integration-test harness of the library package, shared: a real Redis for every test.
+#[path = "../../tests/common/mod.rs"]
 mod common;
 
 use assert_cmd::Command;

@@ -1,6 +1,8 @@
 //! Four `redbloom load` processes and sixteen tokio tasks writing one filter at the same time:
 //! every item of every writer is found afterwards (no lost writes across processes).
 
+// The integration-test harness of the library package, shared: a real Redis for every test.
+#[path = "../../tests/common/mod.rs"]
 mod common;
 
 use redbloom::RedisBloom;

@@ -2,6 +2,8 @@
 //! line's bytes without its `\n` and one `\r` before it, empty lines skipped), and the items
 //! they add are the ones the library then finds.
 
+// The integration-test harness of the library package, shared: a real Redis for every test.
+#[path = "../../tests/common/mod.rs"]
 mod common;
 
 use assert_cmd::Command;

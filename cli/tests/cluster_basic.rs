@@ -1,6 +1,8 @@
 //! Every operation over a Redis Cluster connection (3 masters, 3 replicas, started by the
 //! test): scripts, transactions and batches stay in one slot, so they route to one node.
 
+// The integration-test harness of the library package, shared: a real Redis for every test.
+#[path = "../../tests/common/mod.rs"]
 mod common;
 
 use common::cluster::RedisCluster;

@@ -2,6 +2,8 @@
 //! when a whole batch has been read, and SIGINT or SIGTERM stops the run with the usual
 //! summary of what was acknowledged, a line on stderr and exit status 130 or 143.
 
+// The integration-test harness of the library package, shared: a real Redis for every test.
+#[path = "../../tests/common/mod.rs"]
 mod common;
 
 use redbloom::RedisBloom;

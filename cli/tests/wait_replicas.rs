@@ -1,6 +1,8 @@
 //! The durability option: with `wait_for_replicas`, a write succeeds only once replicas have it,
 //! and fails with `Error::NotReplicated` when they do not confirm in time.
 
+// The integration-test harness of the library package, shared: a real Redis for every test.
+#[path = "../../tests/common/mod.rs"]
 mod common;
 
 use common::server::RedisServer;
