@@ -236,6 +236,14 @@ impl Builder {
     }
 }
 
+impl RedisBloom<()> {
+    /// A [`Builder`] for a filter at `key`, sized in bits or from items and a rate; the
+    /// connection comes last, in [`Builder::build`].
+    pub fn builder(key: impl Into<String>) -> Builder {
+        Builder::new(key)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

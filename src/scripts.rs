@@ -19,7 +19,7 @@ pub(crate) struct LuaScript {
 }
 
 impl LuaScript {
-    const fn new(source: &'static str, sha: fn() -> String) -> Self {
+    pub(crate) const fn new(source: &'static str, sha: fn() -> String) -> Self {
         LuaScript {
             source,
             sha: LazyLock::new(sha),
@@ -80,43 +80,48 @@ impl<T: ToRedisArgs + Sync> Arg for T {
     }
 }
 
+/// Declares a script: `script!(NAME = include_str!("path/to.lua"))`, its SHA computed once.
+/// A kind declares its own scripts in its own file this way.
 macro_rules! script {
-    ($(#[$doc:meta])* $name:ident = $file:literal) => {
+    ($(#[$doc:meta])* $name:ident = $source:expr) => {
         $(#[$doc])*
-        pub(crate) static $name: LuaScript = LuaScript::new(include_str!($file), || {
-            redis::Script::new(include_str!($file)).get_hash().to_owned()
-        });
+        pub(crate) static $name: $crate::scripts::LuaScript =
+            $crate::scripts::LuaScript::new($source, || {
+                ::redis::Script::new($source).get_hash().to_owned()
+            });
     };
 }
+#[allow(unused_imports)]
+pub(crate) use script;
 
 script!(
     /// go-zero's set script, replying whether any bit flipped.
-    ADD = "../lua/add.lua"
+    ADD = include_str!("../lua/add.lua")
 );
 script!(
     /// go-zero's test script, verbatim.
-    EXISTS = "../lua/exists.lua"
+    EXISTS = include_str!("../lua/exists.lua")
 );
 script!(
     /// The set script over a batch of items, one reply per item.
-    ADD_MANY = "../lua/add_many.lua"
+    ADD_MANY = include_str!("../lua/add_many.lua")
 );
 script!(
     /// The test script over a batch of items, one reply per item.
-    EXISTS_MANY = "../lua/exists_many.lua"
+    EXISTS_MANY = include_str!("../lua/exists_many.lua")
 );
 script!(
     /// Compares the parameters stored beside a filter with a client's, storing them first.
-    PARAMS = "../lua/params.lua"
+    PARAMS = include_str!("../lua/params.lua")
 );
 script!(
     /// The dense path's OR of a batch's bitmap into the filter, sent as `EVAL` inside a `MULTI`.
-    MERGE = "../lua/merge.lua"
+    MERGE = include_str!("../lua/merge.lua")
 );
 script!(
     /// `clear` and `expire`: the key's type and the filter's parameters checked, then the
     /// delete or the TTL, in one atomic step.
-    DROP = "../lua/drop.lua"
+    DROP = include_str!("../lua/drop.lua")
 );
 
 #[cfg(test)]

@@ -1,7 +1,6 @@
 //! The plain filter: fixed size, items never forgotten (SPEC.md §1-§3). One key in go-zero's
 //! layout by default, bit-compatible with go-zero's `core/bloom`; or several keys (shards).
 
-use crate::builder::Builder;
 use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::geometry::Geometry;
@@ -87,7 +86,7 @@ impl<C> RedisBloom<C> {
         )
     }
 
-    /// The filter the [`Builder`] describes: `geometry` is the whole filter's, over `shards`
+    /// The filter the [`Builder`](crate::Builder) describes: `geometry` is the whole filter's, over `shards`
     /// keys (one: the key as given).
     pub(crate) fn from_parts(
         conn: C,
@@ -240,14 +239,6 @@ impl<C: Clone> Plain<C> {
 
     fn exec_conn(&self) -> C {
         self.exec.conn().clone()
-    }
-}
-
-impl RedisBloom<()> {
-    /// A [`Builder`] for a filter at `key`, sized in bits or from items and a rate; the
-    /// connection comes last, in [`Builder::build`].
-    pub fn builder(key: impl Into<String>) -> Builder {
-        Builder::new(key)
     }
 }
 
