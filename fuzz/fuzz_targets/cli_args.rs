@@ -20,9 +20,12 @@ fuzz_target!(|data: &[u8]| {
         .chain(data.split(|&b| b == 0).map(OsStr::from_bytes));
     if let Ok(cli) = args::Cli::try_parse_from(argv) {
         if let Ok(builder) = config::builder(&cli) {
-            // Valid flags give a filter whose size is within the limits.
+            // Valid flags give a filter whose size is within the limits: at most 2^32 bits
+            // per key (a sharded filter's total may be larger).
+            builder.validate().expect("validated");
             let bloom = builder.build(()).expect("validated");
-            assert!((1..=redbloom::MAX_BITS).contains(&bloom.bits()));
+            let per_key = bloom.bits().div_ceil(u64::from(bloom.shards()));
+            assert!((1..=redbloom::MAX_BITS).contains(&per_key));
             let timeouts = config::timeout(&cli);
             assert!(timeouts.connect > std::time::Duration::ZERO);
             assert!(timeouts.response >= timeouts.connect);
