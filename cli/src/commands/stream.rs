@@ -16,7 +16,7 @@
 //!   the reader waits while that budget is spent (unless nothing is in flight), whatever
 //!   `--batch` and `--pipeline` say. With the reader's 1 MiB buffer, one line and one chunk
 //!   besides, the CLI's items stay under about 131 MiB; what the library holds per call is the
-//!   library's bound. Measured (tests/cli_memory.rs, 300 MiB of 4 KiB lines with `--batch
+//!   library's bound. Measured (cli/tests/cli_memory.rs, 300 MiB of 4 KiB lines with `--batch
 //!   1000000 --pipeline 1024`): a peak RSS of 165-200 MiB for the whole process, against 333
 //!   MiB and growing with the input before these bounds.
 //! - a batch that is not full is sent [`FLUSH_AFTER`] (250 ms) after its first item arrived, so
