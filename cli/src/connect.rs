@@ -167,7 +167,7 @@ pub(crate) async fn connect(
         let config = tls::client_config(certs)
             .with_context(|| format!("cannot use the CA certificates of {}", ca.display()))?;
         let ConnectionAddr::TcpTls { host, port, .. } = info.addr() else {
-            unreachable!("a rediss:// URL");
+            bail!("--tls-ca needs a rediss:// URL (TLS); --url is not one");
         };
         let conn = retry_first(timeouts.retry_for, &target, || {
             TlsConnection::connect(
