@@ -227,8 +227,12 @@ impl Builder {
         RedisBloom::from_parts(
             conn,
             self.key,
-            Geometry::new(self.layout, bits.min(crate::sizing::MAX_BITS), hashes)
-                .map(|geometry| geometry.total(bits))?,
+            // Checked there, per key: a sharded filter's total may pass one key's 2^32 bits.
+            Geometry {
+                layout: self.layout,
+                bits,
+                hashes,
+            },
             self.shards,
             self.engine,
             self.options,

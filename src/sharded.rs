@@ -26,25 +26,29 @@ impl<P> Shards<P> {
         self.parts.len() as u32
     }
 
-    /// For each part, the indices of the items that go to it (by a hash of the item
-    /// independent of its bits), in input order.
-    pub(crate) fn split<T: AsRef<[u8]>>(&self, items: &[T]) -> Vec<Vec<usize>> {
+    /// The parts that hold items of the batch, each with the indices of its items (by a hash
+    /// of the item independent of its bits), in input order. A single item goes straight to
+    /// its part: nothing is allocated per part.
+    pub(crate) fn split<T: AsRef<[u8]>>(&self, items: &[T]) -> Vec<(usize, Vec<usize>)> {
+        if let [item] = items {
+            return vec![(hash::shard_of(item.as_ref(), self.count()), vec![0])];
+        }
         let mut groups: Vec<Vec<usize>> = vec![Vec::new(); self.parts.len()];
         for (i, item) in items.iter().enumerate() {
             groups[hash::shard_of(item.as_ref(), self.count())].push(i);
         }
         groups
+            .into_iter()
+            .enumerate()
+            .filter(|(_, group)| !group.is_empty())
+            .collect()
     }
 }
 
-/// The parts' answers (each in the order of its group) back in input order.
-pub(crate) fn gather<R: Clone + Default>(
-    groups: &[Vec<usize>],
-    answers: Vec<Vec<R>>,
-    items: usize,
-) -> Vec<R> {
+/// The parts' answers (each in the order of its group's indices) back in input order.
+pub(crate) fn gather<R: Clone + Default>(items: usize, answers: Vec<(&[usize], Vec<R>)>) -> Vec<R> {
     let mut out = vec![R::default(); items];
-    for (group, answers) in groups.iter().zip(answers) {
+    for (group, answers) in answers {
         for (&i, answer) in group.iter().zip(answers) {
             out[i] = answer;
         }
@@ -81,9 +85,16 @@ mod tests {
         let shards = Shards::new(vec![(), (), ()]);
         let items: Vec<String> = (0..100).map(|i| format!("item{i}")).collect();
         let groups = shards.split(&items);
-        assert_eq!(groups.iter().map(Vec::len).sum::<usize>(), 100);
-        assert!(groups.iter().all(|g| !g.is_empty()));
-        let answers = groups.to_vec();
-        assert_eq!(gather(&groups, answers, 100), (0..100).collect::<Vec<_>>());
+        assert_eq!(groups.len(), 3, "every part holds items of 100");
+        assert_eq!(groups.iter().map(|(_, g)| g.len()).sum::<usize>(), 100);
+        let answers = groups
+            .iter()
+            .map(|(_, g)| (g.as_slice(), g.clone()))
+            .collect();
+        assert_eq!(gather(100, answers), (0..100).collect::<Vec<_>>());
+        // One item: one group, in the part the batch split would pick.
+        let one = shards.split(&items[7..8]);
+        let part = groups.iter().find(|(_, g)| g.contains(&7)).unwrap().0;
+        assert_eq!(one, vec![(part, vec![0])]);
     }
 }

@@ -98,3 +98,21 @@ async fn a_batch_of_60k_items_goes_as_bounded_commands_within_the_default_timeou
         "peak {peak} bytes, {used_before} before"
     );
 }
+
+#[tokio::test]
+async fn an_item_repeated_across_commands_is_new_only_at_its_first_occurrence() {
+    let redis = common::redis().await;
+    let conn = redis.connection().await;
+    // Large enough that 3,000 items take the BITFIELD path, in three commands.
+    let bloom = RedisBloom::new(conn, common::unique_key("repeat"), 1 << 27).unwrap();
+    let per_command = MAX_OFFSETS_PER_COMMAND / 14;
+    let mut items: Vec<String> = (0..3 * per_command).map(|i| format!("i:{i}")).collect();
+    let last = items.len() - 1;
+    items[0] = "dup".into();
+    items[last] = "dup".into();
+    items[per_command + 5] = "dup".into();
+    let new = bloom.add_many(&items).await.unwrap();
+    assert!(new[0], "the first occurrence is new");
+    assert!(!new[per_command + 5] && !new[last], "later ones, in later commands, are not");
+    assert_eq!(new.iter().filter(|&&n| n).count(), items.len() - 2);
+}

@@ -23,6 +23,7 @@ use redis::{ConnectionAddr, ConnectionInfo, ErrorKind, IntoConnectionInfo, Redis
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, ServerName};
 use std::future::Future;
+use std::io::Read;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -426,9 +427,21 @@ fn client_hello(host: &str) -> Option<Vec<u8>> {
 }
 
 /// The certificates of the PEM file, once it is known to hold at least one.
+/// The most bytes read from `--tls-ca`: a bundle of hundreds of certificates (the system's
+/// whole store is about 200 KiB).
+const MAX_CA_BYTES: u64 = 4 << 20;
+
 fn read_ca(path: &Path) -> Result<Vec<CertificateDer<'static>>> {
     let shown = path.display();
-    let pem = std::fs::read(path).with_context(|| format!("cannot read --tls-ca {shown}"))?;
+    // Read at most a bound, so that `--tls-ca /dev/zero` (or any endless file) is an error,
+    // not a process that grows until the machine runs out of memory.
+    let mut pem = Vec::new();
+    std::fs::File::open(path)
+        .and_then(|file| file.take(MAX_CA_BYTES + 1).read_to_end(&mut pem))
+        .with_context(|| format!("cannot read --tls-ca {shown}"))?;
+    if pem.len() as u64 > MAX_CA_BYTES {
+        bail!("invalid --tls-ca {shown}: longer than {MAX_CA_BYTES} bytes, too long for a PEM file of certificates");
+    }
     let mut certificates = Vec::new();
     for cert in CertificateDer::pem_slice_iter(&pem) {
         certificates.push(

@@ -530,3 +530,25 @@ async fn the_own_tls_connection_reconnects_after_a_restart() {
     let out: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(out["items"], 100_000);
 }
+
+#[test]
+fn an_endless_tls_ca_file_is_refused_in_bounded_memory() {
+    // Under a 1 GiB address-space cap, so that an unbounded read fails here, not the machine.
+    let bin = assert_cmd::cargo::cargo_bin("redbloom");
+    let mut cmd = Command::new("sh");
+    cmd.env_remove("REDIS_URL").args([
+        "-c",
+        "ulimit -v 1048576; exec \"$0\" \"$@\"",
+        bin.to_str().unwrap(),
+        "--url",
+        "rediss://127.0.0.1:1",
+        "--key",
+        "tls:endless",
+        "--tls-ca",
+        "/dev/zero",
+        "--bits",
+        "64",
+        "info",
+    ]);
+    assert_fails(cmd, &["invalid --tls-ca", "/dev/zero", "longer than"]);
+}

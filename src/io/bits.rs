@@ -4,7 +4,7 @@
 //! filter's key or shards; a window's generations, a growing filter's levels) runs on these.
 
 use super::exec::Exec;
-use super::guard::{Evidence, Guard};
+use super::guard::{self, Evidence, Guard};
 use super::tx::{Slot, Tx};
 use crate::bitfield::{self, Fold};
 use crate::dense;
@@ -110,7 +110,7 @@ fn cached(cell: &OnceLock<Vec<u64>>, make: impl FnOnce() -> Result<Vec<u64>>) ->
 
 /// Whether a batch's commands set bits or read them.
 #[derive(Debug, Clone, Copy)]
-enum Direction {
+pub(crate) enum Direction {
     Write,
     Read,
 }
@@ -503,11 +503,12 @@ impl Bits {
         };
         match (evidence, ctx.guard) {
             (Some(evidence), Some(guard)) => Err(guard.refusal(evidence)),
-            (Some(Evidence::Length(bytes)), None) => Err(Error::ParamsMismatch {
-                key: self.key.clone(),
-                stored: format!("{bytes} bytes of bits"),
-                requested: format!("at most {} bytes", self.geometry.max_bytes()),
-            }),
+            (Some(Evidence::Length(bytes)), None) => {
+                let requested = self.geometry.fingerprint(1);
+                guard::check_length(&self.key, self.geometry.bits, bytes, &requested).and(Err(
+                    Error::UnexpectedReply(format!("{reply:?} for {bytes} bytes")),
+                ))
+            }
             _ => Err(Error::UnexpectedReply(format!(
                 "{reply:?} from clear or expire"
             ))),

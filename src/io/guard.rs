@@ -137,18 +137,7 @@ impl Guard {
     /// `Ok` when bits of `bytes` bytes fit this filter's size: longer bits were written by
     /// another program, or by a filter of another size.
     pub(crate) fn compare_length(&self, bytes: i64) -> Result<()> {
-        let most = self.bits.div_ceil(8);
-        if u64::try_from(bytes).is_ok_and(|bytes| bytes <= most) {
-            return Ok(());
-        }
-        Err(Error::ParamsMismatch {
-            key: self.name.clone(),
-            stored: format!(
-                "{bytes} bytes of bits (more than the {most} bytes that {} bits take)",
-                self.bits
-            ),
-            requested: self.fingerprint.clone(),
-        })
+        check_length(&self.name, self.bits, bytes, &self.fingerprint)
     }
 
     /// The error the server's evidence proves; an `Err` always.
@@ -220,4 +209,18 @@ impl Guard {
         self.checked.store(bytes > 0, Ordering::Release);
         Ok(())
     }
+}
+
+/// `Ok` when bits of `bytes` bytes fit a filter of `bits` bits; else the mismatch, for the
+/// filter `name` with parameters `requested`. Also for a shard, which has no guard of its own.
+pub(crate) fn check_length(name: &str, bits: u64, bytes: i64, requested: &str) -> Result<()> {
+    let most = bits.div_ceil(8);
+    if u64::try_from(bytes).is_ok_and(|bytes| bytes <= most) {
+        return Ok(());
+    }
+    Err(Error::ParamsMismatch {
+        key: name.to_owned(),
+        stored: format!("{bytes} bytes of bits (more than the {most} bytes that {bits} bits take)"),
+        requested: requested.to_owned(),
+    })
 }

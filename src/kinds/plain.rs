@@ -6,7 +6,7 @@ use crate::error::{Error, Result};
 use crate::geometry::Geometry;
 use crate::hash::GOZERO_HASHES;
 use crate::info::FilterInfo;
-use crate::io::bits::{Batch, Bits, Ctx, Removal};
+use crate::io::bits::{Batch, Bits, Ctx, Direction, Removal};
 use crate::io::exec::Exec;
 use crate::io::guard::Guard;
 use crate::io::tx::Tx;
@@ -79,15 +79,19 @@ impl<C> RedisBloom<C> {
         Self::from_parts(
             conn,
             key.into(),
-            Geometry::new(Layout::GoZero, bits, GOZERO_HASHES as u32)?,
+            Geometry {
+                layout: Layout::GoZero,
+                bits,
+                hashes: GOZERO_HASHES as u32,
+            },
             1,
             Engine::default(),
             Options::default(),
         )
     }
 
-    /// The filter the [`Builder`](crate::Builder) describes: `geometry` is the whole filter's, over `shards`
-    /// keys (one: the key as given).
+    /// The filter the [`Builder`](crate::Builder) describes: `geometry` is the whole filter's,
+    /// over `shards` keys (one: the key as given), checked here, per key, and nowhere else.
     pub(crate) fn from_parts(
         conn: C,
         key: String,
@@ -106,7 +110,7 @@ impl<C> RedisBloom<C> {
             hashes,
         } = geometry;
         let (geometry, guard, parts) = if shards <= 1 {
-            Geometry::new(layout, bits, hashes)?;
+            let geometry = Geometry::new(layout, bits, hashes)?;
             let params = match layout {
                 // go-zero's own filters go unguarded when the name allows no key beside it.
                 Layout::GoZero => keys::sidecar(&key, "redbloom:params").ok(),
@@ -228,17 +232,13 @@ impl<C: Clone> Plain<C> {
     /// A copy on the same connection that has learned nothing yet.
     fn fork(&self) -> Self {
         Plain {
-            exec: Exec::new(self.exec_conn(), self.exec.options()),
+            exec: Exec::new(self.exec.conn().clone(), self.exec.options()),
             key: self.key.clone(),
             geometry: self.geometry,
             engine: self.engine,
             guard: self.guard.unchecked(),
             shards: self.shards.clone(),
         }
-    }
-
-    fn exec_conn(&self) -> C {
-        self.exec.conn().clone()
     }
 }
 
@@ -260,7 +260,10 @@ where
     /// and [`Error::Connection`] for network faults; [`Error::Redis`] for other server errors.
     pub async fn add(&self, item: impl AsRef<[u8]>) -> Result<bool> {
         let clock = self.0.exec.clock();
-        let new = self.0.write(&clock, &[item.as_ref()]).await?;
+        let new = self
+            .0
+            .per_part(&clock, &[item.as_ref()], Direction::Write)
+            .await?;
         Ok(new[0])
     }
 
@@ -271,7 +274,10 @@ where
     /// As for [`add`](RedisBloom::add).
     pub async fn exists(&self, item: impl AsRef<[u8]>) -> Result<bool> {
         let clock = self.0.exec.clock();
-        let present = self.0.read(&clock, &[item.as_ref()]).await?;
+        let present = self
+            .0
+            .per_part(&clock, &[item.as_ref()], Direction::Read)
+            .await?;
         Ok(present[0])
     }
 
@@ -296,7 +302,9 @@ where
         if items.is_empty() {
             return Ok(Vec::new());
         }
-        self.0.write(&self.0.exec.clock(), items).await
+        self.0
+            .per_part(&self.0.exec.clock(), items, Direction::Write)
+            .await
     }
 
     /// Checks every item; the result for each item, in input order, means what
@@ -310,7 +318,9 @@ where
         if items.is_empty() {
             return Ok(Vec::new());
         }
-        self.0.read(&self.0.exec.clock(), items).await
+        self.0
+            .per_part(&self.0.exec.clock(), items, Direction::Read)
+            .await
     }
 
     /// Checks the parameters stored beside the filter against this client's now (storing them
@@ -420,44 +430,68 @@ where
         }
     }
 
-    /// Sets every item's bits; true for each item one of whose bits flipped.
-    async fn write<T: AsRef<[u8]>>(&self, clock: &Clock, items: &[T]) -> Result<Vec<bool>> {
+    /// Sets (`Direction::Write`) or reads every item's bits: true for each item one of whose
+    /// bits flipped, or whose bits are all set. A filter of one key runs one part with its
+    /// guard inline; a sharded one checks its parameters, then runs the parts that hold items
+    /// at once (beside the guard, for writes) and puts the answers back in input order.
+    async fn per_part<T: AsRef<[u8]>>(
+        &self,
+        clock: &Clock,
+        items: &[T],
+        direction: Direction,
+    ) -> Result<Vec<bool>> {
+        let write = matches!(direction, Direction::Write);
         let parts = match self.shards.parts() {
-            [one] => return self.write_part(clock, one, Some(&self.guard), items).await,
+            [one] => {
+                return self
+                    .part_call(clock, one, Some(&self.guard), items, direction)
+                    .await
+            }
             parts => parts,
         };
         self.exec
-            .retried(clock, || self.guard.ensure(&self.exec, true))
+            .retried(clock, || self.guard.ensure(&self.exec, write))
             .await?;
         let groups = self.shards.split(items);
-        let calls = groups.iter().zip(parts).map(|(group, part)| async move {
-            let items: Vec<&[u8]> = group.iter().map(|&i| items[i].as_ref()).collect();
-            match items.is_empty() {
-                true => Ok(Vec::new()),
-                false => self.write_part(clock, part, None, &items).await,
-            }
+        let calls = groups.iter().map(|(part, group)| async move {
+            let part_items: Vec<&[u8]> = group.iter().map(|&i| items[i].as_ref()).collect();
+            let answers = self
+                .part_call(clock, &parts[*part], None, &part_items, direction)
+                .await?;
+            Ok::<_, Error>((group.as_slice(), answers))
         });
-        let (guarded, answers) = join(self.guard_beside(clock), join_all(calls)).await;
+        let guarded = async {
+            match write {
+                true => self.guard_beside(clock).await,
+                false => Ok(()),
+            }
+        };
+        let (guarded, answers) = join(guarded, join_all(calls)).await;
         guarded?;
         let answers = answers.into_iter().collect::<Result<Vec<_>>>()?;
-        Ok(sharded::gather(&groups, answers, items.len()))
+        Ok(sharded::gather(items.len(), answers))
     }
 
-    /// One part's write, retried as a whole: the parameters check (when the guard lives in
-    /// this part's slot group), the bits, and `WAIT`.
-    async fn write_part<T: AsRef<[u8]>>(
+    /// One part's call, retried as a whole: the parameters check (when the guard lives in
+    /// this part's slot group), then the bits, and after a write `WAIT`.
+    async fn part_call<T: AsRef<[u8]>>(
         &self,
         clock: &Clock,
         part: &Bits,
         guard: Option<&Guard>,
         items: &[T],
+        direction: Direction,
     ) -> Result<Vec<bool>> {
         let batch = Batch::new(items, part.geometry);
         let ctx = self.ctx(guard);
         self.exec
             .retried(clock, || async {
+                let write = matches!(direction, Direction::Write);
                 if let Some(guard) = guard {
-                    guard.ensure(&self.exec, true).await?;
+                    guard.ensure(&self.exec, write).await?;
+                }
+                if !write {
+                    return part.read(ctx, &batch).await;
                 }
                 let new = part.write(ctx, &batch).await?;
                 self.exec.confirm(&part.key, self.engine).await?;
@@ -481,49 +515,6 @@ where
                 };
                 let stored = self.exec.run(key, &tx).await?.take(slot)?;
                 self.guard.check_step(stored)
-            })
-            .await
-    }
-
-    /// Reads every item's bits; true for each item whose bits are all set.
-    async fn read<T: AsRef<[u8]>>(&self, clock: &Clock, items: &[T]) -> Result<Vec<bool>> {
-        let parts = match self.shards.parts() {
-            [one] => return self.read_part(clock, one, Some(&self.guard), items).await,
-            parts => parts,
-        };
-        self.exec
-            .retried(clock, || self.guard.ensure(&self.exec, false))
-            .await?;
-        let groups = self.shards.split(items);
-        let calls = groups.iter().zip(parts).map(|(group, part)| async move {
-            let items: Vec<&[u8]> = group.iter().map(|&i| items[i].as_ref()).collect();
-            match items.is_empty() {
-                true => Ok(Vec::new()),
-                false => self.read_part(clock, part, None, &items).await,
-            }
-        });
-        let answers = join_all(calls)
-            .await
-            .into_iter()
-            .collect::<Result<Vec<_>>>()?;
-        Ok(sharded::gather(&groups, answers, items.len()))
-    }
-
-    async fn read_part<T: AsRef<[u8]>>(
-        &self,
-        clock: &Clock,
-        part: &Bits,
-        guard: Option<&Guard>,
-        items: &[T],
-    ) -> Result<Vec<bool>> {
-        let batch = Batch::new(items, part.geometry);
-        let ctx = self.ctx(guard);
-        self.exec
-            .retried(clock, || async {
-                if let Some(guard) = guard {
-                    guard.ensure(&self.exec, false).await?;
-                }
-                part.read(ctx, &batch).await
             })
             .await
     }
