@@ -113,6 +113,9 @@ async fn an_item_repeated_across_commands_is_new_only_at_its_first_occurrence() 
     items[per_command + 5] = "dup".into();
     let new = bloom.add_many(&items).await.unwrap();
     assert!(new[0], "the first occurrence is new");
-    assert!(!new[per_command + 5] && !new[last], "later ones, in later commands, are not");
+    assert!(
+        !new[per_command + 5] && !new[last],
+        "later ones, in later commands, are not"
+    );
     assert_eq!(new.iter().filter(|&&n| n).count(), items.len() - 2);
 }
