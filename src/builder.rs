@@ -4,10 +4,13 @@ use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::geometry::Geometry;
 use crate::kinds::plain::RedisBloom;
+use crate::kinds::window::WindowBloom;
 use crate::layout::Layout;
 use crate::options::Options;
 use crate::retry::Retry;
-use crate::sizing::{bits_for_fixed_k, optimal_bits, optimal_hashes, MAX_BITS};
+use crate::sizing::{
+    bits_for_fixed_k, optimal_bits, optimal_hashes, window_generation_fpr, MAX_BITS,
+};
 use std::time::Duration;
 
 /// Builds a [`RedisBloom`]: either from a size in bits, or from the number of items you expect
@@ -33,11 +36,14 @@ pub struct Builder {
     bits: Option<u64>,
     items: Option<u64>,
     fpr: Option<f64>,
-    layout: Layout,
+    /// `None`: the default (go-zero's for a plain filter, native for the other kinds).
+    layout: Option<Layout>,
     hashes: Option<u32>,
     engine: Engine,
     options: Options,
     shards: u32,
+    window: Option<Duration>,
+    generations: Option<u32>,
 }
 
 impl Builder {
@@ -54,11 +60,13 @@ impl Builder {
             bits: None,
             items: None,
             fpr: None,
-            layout: Layout::default(),
+            layout: None,
             hashes: None,
             engine: Engine::default(),
             options: Options::default(),
             shards: 1,
+            window: None,
+            generations: None,
         }
     }
 
@@ -88,7 +96,7 @@ impl Builder {
     /// [`false_positive_rate`](Builder::false_positive_rate) choose both the bits and k
     /// (SPEC.md §2, free k); with [`bits`](Builder::bits), give [`hashes`](Builder::hashes) too.
     pub fn layout(mut self, layout: Layout) -> Self {
-        self.layout = layout;
+        self.layout = Some(layout);
         self
     }
 
@@ -148,13 +156,82 @@ impl Builder {
         self
     }
 
+    /// Makes the filter a window filter ([`WindowBloom`], built by
+    /// [`build_window`](Builder::build_window)): items are found for at least `window` after
+    /// they were added, and forgotten by `window·G/(G-1)`. Size it with
+    /// [`expected_items`](Builder::expected_items) as the most items added in any one window.
+    pub fn window(mut self, window: Duration) -> Self {
+        self.window = Some(window);
+        self
+    }
+
+    /// A window filter's number of generations G, in `2..=64`. Defaults to 4: items are
+    /// forgotten by 4/3 of the window. More generations forget closer to the window but take
+    /// more memory (G generations, each sized for the whole window's items) and more work per
+    /// call (a check tests every live generation).
+    pub fn generations(mut self, generations: u32) -> Self {
+        self.generations = Some(generations);
+        self
+    }
+
     /// Checks the configuration without a connection: `Ok` exactly when
-    /// [`build`](Builder::build) would succeed.
+    /// [`build`](Builder::build) (or [`build_window`](Builder::build_window), for a builder
+    /// given a [`window`](Builder::window)) would succeed.
     ///
     /// # Errors
     /// As for [`build`](Builder::build).
     pub fn validate(&self) -> Result<()> {
-        self.clone().build(()).map(drop)
+        match self.window {
+            Some(_) => self.clone().build_window(()).map(drop),
+            None => self.clone().build(()).map(drop),
+        }
+    }
+
+    /// Checks the configuration and makes the window filter on `conn`. Sends nothing to
+    /// Redis. Uses the native layout; the sizes are one generation's.
+    ///
+    /// ```
+    /// # async fn demo(conn: redis::aio::MultiplexedConnection) -> redbloom::Result<()> {
+    /// use std::time::Duration;
+    /// let recent = redbloom::RedisBloom::builder("orders:recent")
+    ///     .window(Duration::from_secs(15 * 60))
+    ///     .expected_items(100_000)
+    ///     .false_positive_rate(0.001)
+    ///     .build_window(conn)?;
+    /// assert_eq!(recent.generations(), 4);
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] as for [`build`](Builder::build), and when no
+    /// [`window`](Builder::window) was given, the layout asked for is go-zero's, the number
+    /// of generations is not in `2..=64`, or the window is shorter than 1 ms per generation
+    /// after the first or longer than ten years.
+    pub fn build_window<C>(self, conn: C) -> Result<WindowBloom<C>> {
+        let Some(window) = self.window else {
+            return Err(Error::InvalidConfig(
+                "a window filter needs its window".into(),
+            ));
+        };
+        if self.layout == Some(Layout::GoZero) {
+            return Err(Error::InvalidConfig(
+                "window filters use the native layout, not go-zero's".into(),
+            ));
+        }
+        let (bits, hashes) = self.sized(Layout::Native, window_generation_fpr)?;
+        WindowBloom::from_parts(
+            conn,
+            self.key,
+            Geometry {
+                layout: Layout::Native,
+                bits,
+                hashes,
+            },
+            window,
+            self.generations.unwrap_or(4),
+            self.shards,
+            self.options,
+        )
     }
 
     /// Checks the configuration and makes the filter on `conn`. Sends nothing to Redis.
@@ -165,7 +242,33 @@ impl Builder {
     /// rate are invalid or need more than 2^32 bits, or when the key is one that a filter
     /// keeps for itself (a name holding `:redbloom:`, or a shard's key).
     pub fn build<C>(self, conn: C) -> Result<RedisBloom<C>> {
-        let fixed = self.layout.fixed_hashes();
+        if self.window.is_some() {
+            return Err(Error::InvalidConfig(
+                "a builder given a window makes a window filter: call build_window".into(),
+            ));
+        }
+        let layout = self.layout.unwrap_or_default();
+        let (bits, hashes) = self.sized(layout, |fpr| fpr)?;
+        RedisBloom::from_parts(
+            conn,
+            self.key,
+            // Checked there, per key: a sharded filter's total may pass one key's 2^32 bits.
+            Geometry {
+                layout,
+                bits,
+                hashes,
+            },
+            self.shards,
+            self.engine,
+            self.options,
+        )
+    }
+
+    /// The size in bits (all shards together) and the bits per item of a filter (a window's
+    /// generation) in `layout`, whose items and rate size it at the rate `rate(fpr)`; and the
+    /// checks that do not depend on the kind.
+    fn sized(&self, layout: Layout, rate: impl Fn(f64) -> f64) -> Result<(u64, u32)> {
+        let fixed = layout.fixed_hashes();
         let (bits, hashes) = match (self.bits, self.items, self.fpr) {
             (Some(bits), None, None) => match self.hashes.or(fixed) {
                 Some(k) => (bits, k),
@@ -176,6 +279,10 @@ impl Builder {
                 }
             },
             (None, Some(items), Some(fpr)) => {
+                let fpr = match fpr > 0.0 && fpr < 1.0 {
+                    true => rate(fpr),
+                    false => fpr,
+                };
                 let bits = match fixed {
                     Some(k) => bits_for_fixed_k(items, fpr, k)?,
                     None => optimal_bits(items, fpr)?,
@@ -224,19 +331,7 @@ impl Builder {
                 self.shards
             )));
         }
-        RedisBloom::from_parts(
-            conn,
-            self.key,
-            // Checked there, per key: a sharded filter's total may pass one key's 2^32 bits.
-            Geometry {
-                layout: self.layout,
-                bits,
-                hashes,
-            },
-            self.shards,
-            self.engine,
-            self.options,
-        )
+        Ok((bits, hashes))
     }
 }
 

@@ -24,6 +24,40 @@ pub struct FilterInfo {
     pub ttl: KeyTtl,
 }
 
+/// A snapshot of a [`WindowBloom`](crate::WindowBloom): its live generations, and its totals
+/// over them, read in one round trip per shard.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct WindowInfo {
+    /// Totals over the live generations: `bits` is one generation's size, `bits_set`, `bytes`
+    /// and `estimated_items` add up the generations (an item added in two generations counts
+    /// twice), `estimated_fpr` is a check's rate now (it tests every live generation), and
+    /// `ttl` the whole filter's (persistent unless `expire` was called; missing when the
+    /// filter has no stored parameters: nothing added since it was created or cleared).
+    pub filter: FilterInfo,
+    /// How long an item is surely remembered.
+    pub window: std::time::Duration,
+    /// Generations live at once.
+    pub generations: u32,
+    /// The live generations that exist, newest first.
+    pub parts: Vec<GenerationInfo>,
+}
+
+/// One live generation of a window filter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct GenerationInfo {
+    /// When it began, by the Redis server's clock: it holds the items added from then on,
+    /// for one generation's length (window / (generations - 1)).
+    pub start: std::time::SystemTime,
+    /// Bits set to 1 (all shards together).
+    pub bits_set: u64,
+    /// Bytes its strings hold.
+    pub bytes: u64,
+    /// Its time to live: it expires when it leaves the window (or with the whole filter).
+    pub ttl: KeyTtl,
+}
+
 /// The time to live of a filter's key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum KeyTtl {

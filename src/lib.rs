@@ -27,14 +27,14 @@ pub use self::{
     engine::Engine,
     error::{Error, Result},
     hash::{gozero_locations, murmur3_x64_128, sum64, GOZERO_HASHES},
-    info::{FilterInfo, KeyTtl},
+    info::{FilterInfo, GenerationInfo, KeyTtl, WindowInfo},
     io::bits::MAX_OFFSETS_PER_COMMAND,
-    kinds::plain::RedisBloom,
+    kinds::{plain::RedisBloom, window::WindowBloom},
     layout::{native_locations, Layout},
     retry::Retry,
     sizing::{
         bits_for_fixed_k, current_fpr, estimate_items, expected_fpr, optimal_bits, optimal_hashes,
-        MAX_BITS,
+        window_generation_fpr, MAX_BITS,
     },
 };
 

@@ -43,15 +43,45 @@ impl LuaScript {
         T: FromRedisValue,
         C: ConnectionLike,
     {
+        self.invoke_as(conn, ("EVALSHA", "EVAL"), keys, args).await
+    }
+
+    /// Runs the script as a read-only one (`EVALSHA_RO`, Redis 7): a replica may serve it, and
+    /// the server refuses any write it attempts.
+    pub(crate) async fn invoke_ro<T, C>(
+        &self,
+        conn: &mut C,
+        keys: &[&str],
+        args: &[&dyn Arg],
+    ) -> RedisResult<T>
+    where
+        T: FromRedisValue,
+        C: ConnectionLike,
+    {
+        self.invoke_as(conn, ("EVALSHA_RO", "EVAL_RO"), keys, args)
+            .await
+    }
+
+    async fn invoke_as<T, C>(
+        &self,
+        conn: &mut C,
+        (by_sha, by_source): (&str, &str),
+        keys: &[&str],
+        args: &[&dyn Arg],
+    ) -> RedisResult<T>
+    where
+        T: FromRedisValue,
+        C: ConnectionLike,
+    {
         match self
-            .command("EVALSHA", &self.sha, keys, args)
+            .command(by_sha, &self.sha, keys, args)
             .query_async(conn)
             .await
         {
             Err(err)
                 if err.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) =>
             {
-                self.command("EVAL", self.source, keys, args)
+                self.command(by_source, self.source, keys, args)
                     .query_async(conn)
                     .await
             }

@@ -78,6 +78,24 @@ pub fn optimal_hashes(bits: u64, items: u64) -> u32 {
     k.clamp(1.0, f64::from(u32::MAX)) as u32
 }
 
+/// The false-positive rate each generation of a window filter is sized for, so that a check,
+/// which tests every live generation, stays at or below `fpr` as long as no window holds more
+/// than the filter's capacity: `1 - sqrt(1 - fpr)`, about `fpr / 2`.
+///
+/// Why two: any G - 1 consecutive generations span exactly one window, so they hold at most
+/// the capacity together; the G live generations are the G - 1 oldest and the current one, so
+/// at most two of them can be full at once (the oldest and the current), and a generation's
+/// rate grows faster than its fill, so two full generations and the rest empty is the worst
+/// case: `1 - (1 - p_g)^2 = fpr`.
+///
+/// ```
+/// let p = redbloom::window_generation_fpr(0.01);
+/// assert!((p - 0.005013).abs() < 1e-6);
+/// ```
+pub fn window_generation_fpr(fpr: f64) -> f64 {
+    -(0.5 * (-fpr).ln_1p()).exp_m1()
+}
+
 /// How many distinct items a filter holds, estimated from its number of set bits
 /// (Swamidass–Baldi): `-(m/k)·ln(1 - X/m)`. Infinite when every bit is set.
 ///

@@ -3,7 +3,7 @@
 //! info, and the checked delete or TTL. Every kind whose parts are plain bits (the plain
 //! filter's key or shards; a window's generations, a growing filter's levels) runs on these.
 
-use super::exec::Exec;
+use super::exec::{self, Exec};
 use super::guard::{self, Evidence, Guard};
 use super::tx::{Slot, Tx};
 use crate::bitfield::{self, Fold};
@@ -347,7 +347,7 @@ impl Bits {
                 .query(&self.key, &bitfield::get(&self.key, offsets, true))
                 .await
             {
-                Err(Error::Redis(err)) if is_unknown_command(&err) => {
+                Err(Error::Redis(err)) if exec::is_unknown_command(&err) => {
                     caps.no_bitfield_ro.store(true, Ordering::Relaxed);
                 }
                 reply => return reply,
@@ -520,12 +520,4 @@ impl Bits {
 fn fold(reply: &Value, k: usize, items: usize, how: Fold) -> Result<Vec<bool>> {
     bitfield::fold(reply, k, items, how)
         .ok_or_else(|| Error::UnexpectedReply(format!("{reply:?} for {items} items of {k} bits")))
-}
-
-/// A server that does not know a command (here: `BITFIELD_RO` before Redis 6.2).
-fn is_unknown_command(err: &redis::RedisError) -> bool {
-    err.code() == Some("ERR")
-        && err
-            .detail()
-            .is_some_and(|d| d.starts_with("unknown command"))
 }

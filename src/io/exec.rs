@@ -11,7 +11,7 @@ use crate::scripts::{Arg, LuaScript};
 use redis::aio::ConnectionLike;
 use redis::{Cmd, FromRedisValue, Value};
 use std::future::Future;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// A filter's connection, its call options, and what it has learned about the server: shared
 /// by every slot group of the filter (learned once per filter, not once per shard).
@@ -30,6 +30,8 @@ pub(crate) struct Caps {
     /// The ACL has refused the dense merge (its scratch key or its commands): adds go by
     /// `BITFIELD` only.
     pub(crate) no_merge: AtomicBool,
+    /// The server has answered that it has no `EVALSHA_RO` (Redis < 7).
+    pub(crate) no_eval_ro: AtomicBool,
 }
 
 impl<C> Exec<C> {
@@ -136,6 +138,26 @@ where
             .map_err(|e| Error::from_redis(e, key))
     }
 
+    /// Runs a script that only reads (`EVALSHA_RO`, so that replicas may serve it), as plain
+    /// `EVALSHA` on servers older than Redis 7, which lack the read-only form.
+    pub(crate) async fn script_ro(
+        &self,
+        key: &str,
+        script: &LuaScript,
+        keys: &[&str],
+        args: &[&dyn Arg],
+    ) -> Result<Value> {
+        if !self.caps.no_eval_ro.load(Ordering::Relaxed) {
+            match script.invoke_ro(&mut self.conn.clone(), keys, args).await {
+                Err(err) if is_unknown_command(&err) => {
+                    self.caps.no_eval_ro.store(true, Ordering::Relaxed);
+                }
+                reply => return reply.map_err(|e| Error::from_redis(e, key)),
+            }
+        }
+        self.script(key, script, keys, args).await
+    }
+
     /// `WAIT` for the replicas the filter asks for, after a write to `key`.
     pub(crate) async fn confirm(&self, key: &str, engine: Engine) -> Result<()> {
         let Some((wanted, timeout)) = self.options.replicas else {
@@ -169,4 +191,13 @@ where
         }
         Ok(())
     }
+}
+
+/// A server that does not know a command (`BITFIELD_RO` before Redis 6.2, `EVALSHA_RO` before
+/// Redis 7).
+pub(crate) fn is_unknown_command(err: &redis::RedisError) -> bool {
+    err.code() == Some("ERR")
+        && err
+            .detail()
+            .is_some_and(|d| d.starts_with("unknown command"))
 }

@@ -7,6 +7,7 @@ use super::exec::Exec;
 use super::tx::{Slot, Tx};
 use crate::error::{Error, Result};
 use crate::layout::Layout;
+use crate::retry::Clock;
 use crate::scripts;
 use redis::aio::ConnectionLike;
 use redis::Value;
@@ -193,6 +194,27 @@ impl Guard {
         };
         self.checked.store(checked, Ordering::Release);
         Ok(())
+    }
+
+    /// A sharded filter's guard, sent beside each write (its key is in another slot than the
+    /// parts'): the parameters are stored again after a clear or an expiry, and another
+    /// client's since then are reported, as for a filter of one key.
+    pub(crate) async fn beside<C>(&self, exec: &Exec<C>, clock: &Clock) -> Result<()>
+    where
+        C: ConnectionLike + Clone + Send + Sync,
+    {
+        let Some(key) = self.key().filter(|_| self.step_needed()) else {
+            return Ok(());
+        };
+        exec.retried(clock, || async {
+            let mut tx = Tx::plain();
+            let Some(slot) = self.step(&mut tx) else {
+                return Ok(());
+            };
+            let stored = exec.run(key, &tx).await?.take(slot)?;
+            self.check_step(stored)
+        })
+        .await
     }
 
     /// For a filter whose name allows no stored parameters: the one check the server's

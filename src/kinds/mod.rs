@@ -2,3 +2,4 @@
 //! `sharded`, `geometry`). A new kind is a file here plus its Lua in `lua/`.
 
 pub(crate) mod plain;
+pub(crate) mod window;

@@ -9,7 +9,6 @@ use crate::info::FilterInfo;
 use crate::io::bits::{Batch, Bits, Ctx, Direction, Removal};
 use crate::io::exec::Exec;
 use crate::io::guard::Guard;
-use crate::io::tx::Tx;
 use crate::layout::Layout;
 use crate::options::Options;
 use crate::retry::Clock;
@@ -462,7 +461,7 @@ where
         });
         let guarded = async {
             match write {
-                true => self.guard_beside(clock).await,
+                true => self.guard.beside(&self.exec, clock).await,
                 false => Ok(()),
             }
         };
@@ -496,25 +495,6 @@ where
                 let new = part.write(ctx, &batch).await?;
                 self.exec.confirm(&part.key, self.engine).await?;
                 Ok(new)
-            })
-            .await
-    }
-
-    /// A sharded native filter's guard, sent beside each write (its key is in another slot
-    /// than the shards'): the parameters are stored again after a clear or an expiry, and
-    /// another client's since then are reported, as for a filter of one key.
-    async fn guard_beside(&self, clock: &Clock) -> Result<()> {
-        let Some(key) = self.guard.key().filter(|_| self.guard.step_needed()) else {
-            return Ok(());
-        };
-        self.exec
-            .retried(clock, || async {
-                let mut tx = Tx::plain();
-                let Some(slot) = self.guard.step(&mut tx) else {
-                    return Ok(());
-                };
-                let stored = self.exec.run(key, &tx).await?.take(slot)?;
-                self.guard.check_step(stored)
             })
             .await
     }

@@ -1,0 +1,52 @@
+-- Adds items to the current generation; new = in no live generation before. One atomic step.
+-- ARGV[6]: k. ARGV[7..]: k bit offsets per item.
+-- Reply: one integer per item, 1 when new, else 0.
+local k = tonumber(ARGV[6])
+local current = live[1]
+local older = {}
+for i = 2, g do
+    if redis.call("exists", live[i]) == 1 then
+        older[#older + 1] = live[i]
+    end
+end
+local out = {}
+for item = 1, (#ARGV - 6) / k do
+    local first = 7 + (item - 1) * k
+    local flipped = false
+    for arg = first, first + k - 1 do
+        if redis.call("setbit", current, ARGV[arg], 1) == 0 then
+            flipped = true
+        end
+    end
+    local new = 0
+    if flipped then
+        new = 1
+        for _, key in ipairs(older) do
+            local all = true
+            for arg = first, first + k - 1 do
+                if redis.call("getbit", key, ARGV[arg]) == 0 then
+                    all = false
+                    break
+                end
+            end
+            if all then
+                new = 0
+                break
+            end
+        end
+    end
+    out[item] = new
+end
+-- The step that creates a generation gives it its absolute expiry: the moment it leaves the
+-- window (sooner when the filter was given a shorter TTL by expire).
+if redis.call("pttl", current) == -1 then
+    local at = math.ceil((epoch + g) * window / (g - 1))
+    if params then
+        local left = redis.call("pttl", params)
+        if left > 0 and now + left < at then
+            at = now + left
+        end
+    end
+    redis.call("pexpireat", current, at)
+end
+return out

@@ -1,0 +1,36 @@
+-- Deletes a window filter's generations and parameters (clear) or gives them a TTL (expire),
+-- after the head's checks, in one atomic step. A generation that would leave the window sooner
+-- keeps its own expiry.
+-- ARGV[6]: "del" or "pexpire". ARGV[7]: the TTL in milliseconds (for "pexpire").
+-- Reply: the number of live generations that existed. A generation key of another type than
+-- string gets a WRONGTYPE error naming the type, and nothing is touched.
+for i = 1, g + 2 do
+    local kind = redis.call("type", KEYS[i])["ok"]
+    if kind ~= "string" and kind ~= "none" then
+        return redis.error_reply("WRONGTYPE the key " .. KEYS[i] .. " holds a " .. kind ..
+            ", not a string")
+    end
+end
+local alive = 0
+for i = 1, g do
+    alive = alive + redis.call("exists", live[i])
+end
+local ttl = tonumber(ARGV[7])
+for i = 1, g + 2 do
+    if ARGV[6] == "del" then
+        redis.call("del", KEYS[i])
+    else
+        local left = redis.call("pttl", KEYS[i])
+        if left == -1 or left > ttl then
+            redis.call("pexpire", KEYS[i], ttl)
+        end
+    end
+end
+if params then
+    if ARGV[6] == "del" then
+        redis.call("del", params)
+    else
+        redis.call("pexpire", params, ttl)
+    end
+end
+return alive

@@ -1,0 +1,39 @@
+-- The head of every window script (concatenated before it): the server's time, the current
+-- generation, the parameters check, and the live generations' keys.
+-- A generation is one key per epoch E = floor(now_ms * (G - 1) / window_ms) of the server's
+-- clock; G of them are live (E, E-1, ..., E-G+1). The client names the keys, since a script
+-- must declare every key it touches (Redis Cluster): it guesses the epoch, and the server's
+-- clock decides.
+-- KEYS[1..G+2]: the generations of epochs GUESS+1, GUESS, GUESS-1, ..., GUESS-G.
+-- KEYS[G+3], KEYS[G+4] (a filter of one key; a sharded filter checks its parameters apart):
+-- the stored parameters and the bare key, which must not hold a filter of another kind.
+-- ARGV[1]: GUESS. ARGV[2]: the window in ms. ARGV[3]: G. ARGV[4]: the parameters.
+-- ARGV[5]: "1" to store the parameters when there are none (a write), else "0".
+-- Refusals (instead of the script's own reply): {"epoch", NOW_MS} when the guess is more than
+-- one generation off; {"params", STORED} when the parameters differ ("" when the bare key
+-- holds bits without parameters).
+local clock = redis.call("time")
+local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
+local guess, window, g = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+local epoch = math.floor(now * (g - 1) / window)
+if epoch > guess + 1 or epoch < guess - 1 then
+    return {"epoch", now}
+end
+local params = KEYS[g + 3]
+if params then
+    local stored = redis.call("get", params)
+    if stored then
+        if stored ~= ARGV[4] then
+            return {"params", stored}
+        end
+    elseif redis.call("exists", KEYS[g + 4]) == 1 then
+        return {"params", ""}
+    elseif ARGV[5] == "1" then
+        redis.call("set", params, ARGV[4])
+    end
+end
+-- The live generations, newest first (the key of epoch X is KEYS[GUESS + 2 - X]).
+local live = {}
+for i = 0, g - 1 do
+    live[i + 1] = KEYS[guess + 2 - epoch + i]
+end

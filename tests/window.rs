@@ -1,0 +1,442 @@
+//! Window filters (SPEC.md §4 "window") against a real Redis, with real time and short windows:
+//! the boundaries of the guarantee, new within the window, concurrent clients across
+//! generation changes, the false-positive rate under steady traffic, persistence and
+//! mismatches.
+
+mod common;
+
+use common::server::RedisServer;
+use redbloom::{Error, KeyTtl, RedisBloom, WindowBloom};
+use redis::aio::MultiplexedConnection;
+use std::time::Duration;
+
+const W: Duration = Duration::from_secs(2);
+const G: u32 = 4;
+
+fn window(
+    conn: MultiplexedConnection,
+    key: &str,
+    items: u64,
+) -> WindowBloom<MultiplexedConnection> {
+    RedisBloom::builder(key)
+        .window(W)
+        .generations(G)
+        .expected_items(items)
+        .false_positive_rate(0.01)
+        .build_window(conn)
+        .unwrap()
+}
+
+/// The server's clock in ms.
+async fn server_ms(conn: &mut MultiplexedConnection) -> u64 {
+    let (secs, micros): (u64, u64) = redis::cmd("TIME").query_async(conn).await.unwrap();
+    secs * 1000 + micros / 1000
+}
+
+async fn keys_like(conn: &mut MultiplexedConnection, pattern: &str) -> Vec<String> {
+    let mut keys: Vec<String> = redis::cmd("KEYS")
+        .arg(pattern)
+        .query_async(conn)
+        .await
+        .unwrap();
+    keys.sort();
+    keys
+}
+
+#[tokio::test]
+async fn add_exists_info_clear_expire() {
+    let redis = common::redis().await;
+    let key = common::unique_key("window-basics");
+    let mut conn = redis.connection().await;
+    let recent = window(conn.clone(), &key, 1000);
+    assert_eq!((recent.window(), recent.generations()), (W, G));
+    assert!(!recent.exists("a").await.unwrap());
+    assert!(recent.add("a").await.unwrap(), "first add is new");
+    assert!(!recent.add("a").await.unwrap(), "second add is not");
+    assert!(recent.exists("a").await.unwrap());
+    assert_eq!(
+        recent.add_many(&["b", "a", "b", "c"]).await.unwrap(),
+        [true, false, false, true],
+        "a repeated item is new at its first occurrence only"
+    );
+    assert_eq!(
+        recent.exists_many(&["a", "b", "c", "d"]).await.unwrap(),
+        [true, true, true, false]
+    );
+    let info = recent.info().await.unwrap();
+    assert_eq!((info.window, info.generations), (W, G));
+    assert!(!info.parts.is_empty() && info.parts.len() <= G as usize);
+    assert!(info.filter.bits_set > 0);
+    assert_eq!(info.filter.ttl, KeyTtl::Persistent);
+    for part in &info.parts {
+        let KeyTtl::Expires(ttl) = part.ttl else {
+            panic!("every generation expires by itself: {part:?}");
+        };
+        assert!(ttl <= W * G / (G - 1), "{ttl:?}");
+    }
+    // Every key the filter made is in the key's slot group, named after it.
+    let made = keys_like(&mut conn, &format!("{{{key}}}:*")).await;
+    assert!(
+        made.iter().any(|k| k.ends_with(":redbloom:params")),
+        "{made:?}"
+    );
+    assert!(made.iter().all(|k| k.contains(":redbloom:")), "{made:?}");
+    assert!(
+        !common::key_exists(&mut conn, &key).await,
+        "the bare key stays free"
+    );
+
+    assert!(recent.expire(Duration::from_secs(100)).await.unwrap());
+    let info = recent.info().await.unwrap();
+    assert!(matches!(info.filter.ttl, KeyTtl::Expires(t) if t > Duration::from_secs(90)));
+    assert!(recent.clear().await.unwrap());
+    assert!(keys_like(&mut conn, &format!("{{{key}}}:*"))
+        .await
+        .is_empty());
+    assert!(!recent.exists("a").await.unwrap());
+    assert!(!recent.clear().await.unwrap(), "nothing left to clear");
+    assert!(recent.add("a").await.unwrap(), "new again after a clear");
+    recent.clear().await.unwrap();
+}
+
+/// Every item is found until W after its add, and absent from W·G/(G-1) on, by the server's
+/// clock; for single adds and batches made at several moments.
+#[tokio::test]
+async fn items_live_exactly_as_long_as_the_window_says() {
+    let redis = common::redis().await;
+    let key = common::unique_key("window-bounds");
+    let mut conn = redis.connection().await;
+    let recent = window(conn.clone(), &key, 10_000);
+    let forget_ms = (W.as_millis() as u64) * u64::from(G) / u64::from(G - 1);
+    // (server time before the add, after it, items)
+    let mut added: Vec<(u64, u64, Vec<String>)> = Vec::new();
+    for round in 0..6 {
+        let items: Vec<String> = (0..100).map(|i| format!("{round}-{i}")).collect();
+        let before = server_ms(&mut conn).await;
+        if round % 2 == 0 {
+            assert!(recent.add_many(&items).await.unwrap().iter().all(|&n| n));
+        } else {
+            for item in &items {
+                assert!(recent.add(item).await.unwrap());
+            }
+        }
+        let after = server_ms(&mut conn).await;
+        added.push((before, after, items));
+        tokio::time::sleep(Duration::from_millis(230)).await;
+    }
+    let (mut early_checks, mut late_checks) = (0, 0);
+    let deadline = added.last().unwrap().1 + forget_ms + 300;
+    loop {
+        for (before, after, items) in &added {
+            let start = server_ms(&mut conn).await;
+            let mut found = recent.exists_many(items).await.unwrap();
+            // A single check agrees with the batch.
+            found.push(recent.exists(&items[7]).await.unwrap());
+            let end = server_ms(&mut conn).await;
+            if end < before + W.as_millis() as u64 {
+                early_checks += 1;
+                assert!(
+                    found.iter().all(|&f| f),
+                    "an item added at {before}..{after} was missing at {start}..{end}, \
+                     within the window"
+                );
+            }
+            if start >= after + forget_ms {
+                late_checks += 1;
+                assert!(
+                    found.iter().all(|&f| !f),
+                    "an item added at {before}..{after} was still found at {start}, past \
+                     W·G/(G-1)"
+                );
+            }
+        }
+        if server_ms(&mut conn).await > deadline {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(40)).await;
+    }
+    assert!(
+        early_checks > 20 && late_checks > 5,
+        "{early_checks} {late_checks}"
+    );
+    // And the generations went away by themselves.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let gens = keys_like(&mut conn, &format!("{{{key}}}:redbloom:gen:*")).await;
+    assert!(gens.is_empty(), "expired generations linger: {gens:?}");
+}
+
+/// Four clients (each its own connection) add shared and own items every 50 ms for three
+/// seconds, across several generation changes: of concurrent adds of one item exactly one is
+/// new, and every item added within the last 1.5 s (< W) is found by every client.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_clients_across_generation_changes() {
+    let redis = common::redis().await;
+    let key = common::unique_key("window-concurrent");
+    let clients = 4;
+    let mut tasks = Vec::new();
+    for client in 0..clients {
+        let conn = redis.connection().await;
+        let recent = window(conn.clone(), &key, 20_000);
+        let mut clock = conn;
+        tasks.push(tokio::spawn(async move {
+            let mut shared_new = Vec::new();
+            let mut history: Vec<(u64, Vec<String>)> = Vec::new();
+            for round in 0..60 {
+                let mut items: Vec<String> =
+                    (0..20).map(|i| format!("shared-{round}-{i}")).collect();
+                items.extend((0..10).map(|i| format!("own-{client}-{round}-{i}")));
+                let before = server_ms(&mut clock).await;
+                let new = recent.add_many(&items).await.unwrap();
+                shared_new.push(new[..20].to_vec());
+                assert!(
+                    new[20..].iter().filter(|&&n| !n).count() <= 1,
+                    "own items are new (allowing a rare false positive): {new:?}"
+                );
+                history.push((before, items));
+                let now = server_ms(&mut clock).await;
+                for (at, items) in history.iter().filter(|(at, _)| now < at + 1500) {
+                    let found = recent.exists_many(items).await.unwrap();
+                    assert!(
+                        found.iter().all(|&f| f),
+                        "client {client}: items added at {at} missing at {now}"
+                    );
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            shared_new
+        }));
+    }
+    let mut per_client = Vec::new();
+    for task in tasks {
+        per_client.push(task.await.unwrap());
+    }
+    // Rounds run at slightly different times per client, but a shared item's adds all fall
+    // within a few hundred ms, well inside the window: exactly one of them is new.
+    for round in 0..60 {
+        for i in 0..20 {
+            let news = per_client.iter().filter(|c| c[round][i]).count();
+            assert_eq!(news, 1, "shared-{round}-{i} was new for {news} clients");
+        }
+    }
+    let recent = window(redis.connection().await, &key, 20_000);
+    recent.clear().await.unwrap();
+}
+
+/// N items per window of steady traffic over several windows: a check's false-positive rate
+/// stays at or below P (tolerance: 30% over P, for sampling noise on 20,000 probes).
+#[tokio::test]
+async fn false_positive_rate_under_steady_traffic() {
+    let redis = common::redis().await;
+    let key = common::unique_key("window-fpr");
+    let n = 4_000u64;
+    let p = 0.01;
+    let recent = RedisBloom::builder(&key)
+        .window(W)
+        .generations(G)
+        .expected_items(n)
+        .false_positive_rate(p)
+        .build_window(redis.connection().await)
+        .unwrap();
+    // n items per W: batches of n/20 every W/20, for three windows.
+    let start = tokio::time::Instant::now();
+    let mut next = 0u64;
+    for tick in 0..60u32 {
+        let items: Vec<String> = (0..n / 20)
+            .map(|_| {
+                next += 1;
+                format!("present-{next}")
+            })
+            .collect();
+        recent.add_many(&items).await.unwrap();
+        tokio::time::sleep_until(start + W / 20 * (tick + 1)).await;
+    }
+    let probes: Vec<String> = (0..20_000).map(|i| format!("absent-{i}")).collect();
+    let positives = recent
+        .exists_many(&probes)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|&f| f)
+        .count();
+    let rate = positives as f64 / probes.len() as f64;
+    eprintln!("steady traffic: false-positive rate {rate} (target {p})");
+    assert!(rate <= p * 1.3, "false-positive rate {rate} above {p}");
+    recent.clear().await.unwrap();
+}
+
+/// A restart from the AOF keeps the generations and their absolute expiries; a client with
+/// another window, number of generations or capacity is refused and writes nothing.
+#[tokio::test]
+async fn restart_keeps_generations_and_mismatches_write_nothing() {
+    let mut server = RedisServer::start_with(&["--appendonly", "yes", "--appendfsync", "always"])
+        .expect("redis-server");
+    let url = server.url();
+    let connect = || async {
+        redis::Client::open(url.as_str())
+            .unwrap()
+            .get_multiplexed_async_connection()
+            .await
+            .unwrap()
+    };
+    let mut conn = connect().await;
+    let key = "window-restart";
+    let recent = RedisBloom::builder(key)
+        .window(Duration::from_secs(600))
+        .expected_items(1000)
+        .false_positive_rate(0.01)
+        .build_window(conn.clone())
+        .unwrap();
+    let items: Vec<String> = (0..50).map(|i| format!("item-{i}")).collect();
+    recent.add_many(&items).await.unwrap();
+    let gens = keys_like(&mut conn, "{window-restart}:redbloom:gen:*").await;
+    assert_eq!(gens.len(), 1, "{gens:?}");
+    let expire_at: i64 = redis::cmd("PEXPIRETIME")
+        .arg(&gens[0])
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert!(expire_at > 0);
+
+    server.kill();
+    server.restart().expect("restart");
+    let mut conn = connect().await;
+    let after: i64 = redis::cmd("PEXPIRETIME")
+        .arg(&gens[0])
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(after, expire_at, "the absolute expiry survives the restart");
+    let recent = RedisBloom::builder(key)
+        .window(Duration::from_secs(600))
+        .expected_items(1000)
+        .false_positive_rate(0.01)
+        .build_window(conn.clone())
+        .unwrap();
+    assert!(recent.exists_many(&items).await.unwrap().iter().all(|&f| f));
+
+    let dump = |conn: MultiplexedConnection| async move {
+        let mut conn = conn;
+        let mut all = Vec::new();
+        for key in keys_like(&mut conn, "*").await {
+            let bytes: Vec<u8> = redis::cmd("DUMP")
+                .arg(&key)
+                .query_async(&mut conn)
+                .await
+                .unwrap();
+            all.push((key, bytes));
+        }
+        all
+    };
+    let before = dump(conn.clone()).await;
+    let others = [
+        RedisBloom::builder(key).window(Duration::from_secs(300)),
+        RedisBloom::builder(key)
+            .window(Duration::from_secs(600))
+            .generations(5),
+        RedisBloom::builder(key)
+            .window(Duration::from_secs(600))
+            .shards(2),
+    ];
+    for other in others {
+        let other = other
+            .expected_items(1000)
+            .false_positive_rate(0.01)
+            .build_window(conn.clone())
+            .unwrap();
+        assert!(matches!(
+            other.add("x").await,
+            Err(Error::ParamsMismatch { .. })
+        ));
+        assert!(matches!(
+            other.exists("x").await,
+            Err(Error::ParamsMismatch { .. })
+        ));
+        assert!(matches!(
+            other.clear().await,
+            Err(Error::ParamsMismatch { .. })
+        ));
+    }
+    let capacity = RedisBloom::builder(key)
+        .window(Duration::from_secs(600))
+        .expected_items(2000)
+        .false_positive_rate(0.01)
+        .build_window(conn.clone())
+        .unwrap();
+    assert!(matches!(
+        capacity.add_many(&["x", "y"]).await,
+        Err(Error::ParamsMismatch { .. })
+    ));
+    assert!(matches!(
+        capacity.expire(Duration::from_secs(5)).await,
+        Err(Error::ParamsMismatch { .. })
+    ));
+    // A plain filter at the same name is another kind.
+    let plain = RedisBloom::builder(key)
+        .layout(redbloom::Layout::Native)
+        .expected_items(1000)
+        .false_positive_rate(0.01)
+        .build(conn.clone())
+        .unwrap();
+    assert!(matches!(
+        plain.add("x").await,
+        Err(Error::ParamsMismatch { .. })
+    ));
+    assert_eq!(
+        dump(conn.clone()).await,
+        before,
+        "a refused client wrote nothing"
+    );
+
+    // And a window over a plain go-zero filter's key is refused, the filter untouched.
+    let gozero = RedisBloom::new(conn.clone(), "plain-gozero", 1000).unwrap();
+    gozero.add("x").await.unwrap();
+    let bytes = common::key_hex(&mut conn, "plain-gozero").await;
+    let over = RedisBloom::builder("plain-gozero")
+        .window(Duration::from_secs(60))
+        .expected_items(10)
+        .false_positive_rate(0.01)
+        .build_window(conn.clone())
+        .unwrap();
+    assert!(matches!(
+        over.add("y").await,
+        Err(Error::ParamsMismatch { .. })
+    ));
+    assert!(matches!(
+        over.clear().await,
+        Err(Error::ParamsMismatch { .. })
+    ));
+    assert_eq!(common::key_hex(&mut conn, "plain-gozero").await, bytes);
+    assert!(keys_like(&mut conn, "{plain-gozero}:redbloom:gen:*")
+        .await
+        .is_empty());
+}
+
+/// A sharded window filter: every item found, answers in input order, info over the shards,
+/// and a clear that leaves no key behind.
+#[tokio::test]
+async fn sharded_windows() {
+    let redis = common::redis().await;
+    let key = common::unique_key("window-sharded");
+    let mut conn = redis.connection().await;
+    let recent = RedisBloom::builder(&key)
+        .window(Duration::from_secs(60))
+        .expected_items(10_000)
+        .false_positive_rate(0.01)
+        .shards(4)
+        .build_window(conn.clone())
+        .unwrap();
+    let items: Vec<String> = (0..2000).map(|i| format!("s-{i}")).collect();
+    assert!(recent.add_many(&items).await.unwrap().iter().all(|&n| n));
+    assert!(recent.add_many(&items).await.unwrap().iter().all(|&n| !n));
+    let mut mixed = items[..10].to_vec();
+    mixed.push("never".into());
+    let found = recent.exists_many(&mixed).await.unwrap();
+    assert_eq!(&found[..10], [true; 10]);
+    assert!(recent.exists(&items[1999]).await.unwrap());
+    let info = recent.info().await.unwrap();
+    assert!(info.filter.estimated_items > 1900.0 && info.filter.estimated_items < 2100.0);
+    let gens = keys_like(&mut conn, &format!("*{key}:shard:*")).await;
+    assert_eq!(gens.len(), 4, "one generation per shard: {gens:?}");
+    assert!(recent.clear().await.unwrap());
+    assert!(keys_like(&mut conn, &format!("*{key}*")).await.is_empty());
+}
