@@ -5,6 +5,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use redbloom::Layout;
 use std::ffi::OsString;
 use std::path::PathBuf;
+use std::time::Duration;
 
 /// A subcommand's usage line: the options every command needs, then its own.
 macro_rules! usage {
@@ -61,6 +62,10 @@ pub(crate) struct Cli {
     #[arg(skip)]
     pub(crate) url_from_env: bool,
 
+    /// Whether `--layout` was given rather than defaulted (set by [`parse`]).
+    #[arg(skip)]
+    pub(crate) layout_given: bool,
+
     /// PEM file of the certificates trusted instead of the system's CAs for a rediss:// URL:
     /// the CA that signed the server's certificate, or the server's own self-signed
     /// certificate (as `openssl req -x509` makes it).
@@ -96,6 +101,33 @@ pub(crate) struct Cli {
         help_heading = FILTER
     )]
     pub(crate) layout: Layout,
+
+    /// A window filter: items are found for at least DURATION after their add and forgotten
+    /// by DURATION·G/(G-1) (G = --generations), by the Redis server's clock; sized with
+    /// --capacity N (the most items added in any one window) and --fpr P. DURATION: seconds,
+    /// or a number with a unit (90s, 15m, 1h, 7d).
+    #[arg(
+        long,
+        global = true,
+        value_name = "DURATION",
+        value_parser = duration,
+        allow_negative_numbers = true,
+        help_heading = FILTER
+    )]
+    pub(crate) window: Option<Duration>,
+
+    /// With --window: generations live at once, 2..=64 [default: 4]. More forget closer to
+    /// the window, at more memory and work per call.
+    #[arg(
+        long,
+        global = true,
+        value_name = "G",
+        requires = "window",
+        value_parser = ranged::<u32>(2, 64),
+        allow_negative_numbers = true,
+        help_heading = FILTER
+    )]
+    pub(crate) generations: Option<u32>,
 
     /// Seconds to wait for a connection or a reply before the attempt counts as failed,
     /// more than 0 and at most 86400.
@@ -166,6 +198,7 @@ pub(crate) fn parse() -> Result<Cli, clap::Error> {
     let matches = Cli::command().try_get_matches()?;
     let mut cli = Cli::from_arg_matches(&matches)?;
     cli.url_from_env = matches.value_source("url") == Some(ValueSource::EnvVariable);
+    cli.layout_given = matches.value_source("layout") == Some(ValueSource::CommandLine);
     Ok(cli)
 }
 
@@ -412,5 +445,52 @@ fn positive_seconds(text: &str) -> Result<f64, String> {
     match text.trim().parse::<f64>() {
         Ok(secs) if secs > 0.0 && secs <= 86_400.0 => Ok(secs),
         _ => Err("expected more than 0 and at most 86400 seconds".to_owned()),
+    }
+}
+
+/// A duration: seconds, or a number with a unit (`90s`, `15m`, `1h`, `7d`), more than 0 and at
+/// most ten years.
+fn duration(text: &str) -> Result<Duration, String> {
+    let expected = || {
+        "expected a duration: seconds, or a number with a unit (90s, 15m, 1h, 7d), more than 0 \
+         and at most ten years"
+            .to_owned()
+    };
+    let text = text.trim();
+    let (number, unit) = match text.find(|c: char| c.is_ascii_alphabetic()) {
+        Some(at) => text.split_at(at),
+        None => (text, "s"),
+    };
+    let scale = match unit {
+        "ms" => 0.001,
+        "s" => 1.0,
+        "m" => 60.0,
+        "h" => 3600.0,
+        "d" => 86_400.0,
+        _ => return Err(expected()),
+    };
+    let secs = number.trim().parse::<f64>().map_err(|_| expected())? * scale;
+    if !(secs > 0.0 && secs <= 10.0 * 365.0 * 86_400.0) {
+        return Err(expected());
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_take_units() {
+        assert_eq!(duration("90"), Ok(Duration::from_secs(90)));
+        assert_eq!(duration("90s"), Ok(Duration::from_secs(90)));
+        assert_eq!(duration("15m"), Ok(Duration::from_secs(900)));
+        assert_eq!(duration("1h"), Ok(Duration::from_secs(3600)));
+        assert_eq!(duration("7d"), Ok(Duration::from_secs(7 * 86_400)));
+        assert_eq!(duration("1.5s"), Ok(Duration::from_millis(1500)));
+        assert_eq!(duration("500ms"), Ok(Duration::from_millis(500)));
+        for bad in ["", "0", "-1s", "1w", "s", "nan", "inf", "1e12d", "1 h h"] {
+            assert!(duration(bad).is_err(), "{bad}");
+        }
     }
 }

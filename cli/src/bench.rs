@@ -3,14 +3,14 @@
 use crate::args::{BenchArgs, BenchOp};
 use crate::output;
 use anyhow::Result;
-use redbloom::RedisBloom;
+use crate::filter::Filter;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 use tokio::task::JoinSet;
 
 /// Runs the load and reports throughput and per-call latency percentiles.
-pub(crate) async fn run<C>(bloom: RedisBloom<C>, args: &BenchArgs) -> Result<output::Bench>
+pub(crate) async fn run<C>(bloom: Filter<C>, args: &BenchArgs) -> Result<output::Bench>
 where
     C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
 {
@@ -45,7 +45,7 @@ where
 /// Takes the next `batch` item numbers until all `total` are done; returns each call's latency
 /// in microseconds.
 async fn worker<C>(
-    bloom: RedisBloom<C>,
+    bloom: Filter<C>,
     op: BenchOp,
     next: &AtomicU64,
     total: u64,
@@ -65,8 +65,8 @@ where
             .collect();
         let call = Instant::now();
         match (op, &items[..]) {
-            (BenchOp::Add, [item]) => drop(bloom.add(item).await?),
-            (BenchOp::Exists, [item]) => drop(bloom.exists(item).await?),
+            (BenchOp::Add, [item]) => drop(bloom.add(item.as_bytes()).await?),
+            (BenchOp::Exists, [item]) => drop(bloom.exists(item.as_bytes()).await?),
             (BenchOp::Add, _) => drop(bloom.add_many(&items).await?),
             (BenchOp::Exists, _) => drop(bloom.exists_many(&items).await?),
         }

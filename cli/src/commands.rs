@@ -8,14 +8,14 @@ use crate::config;
 use crate::connect::{connect, connect_cluster, Connection};
 use crate::output::{self, print};
 use anyhow::Result;
-use redbloom::RedisBloom;
+use crate::filter::Filter;
 use std::ffi::OsString;
 use std::process::ExitCode;
 use std::time::Duration;
 
 const DEFAULT_URL: &str = "redis://127.0.0.1:6379";
 
-type Bloom = RedisBloom<Connection>;
+type Bloom = Filter<Connection>;
 
 /// Checks the flags, connects, runs the command and prints its report; returns the exit status.
 pub(crate) async fn run(cli: Cli) -> Result<ExitCode> {
@@ -31,7 +31,7 @@ pub(crate) async fn run(cli: Cli) -> Result<ExitCode> {
             Connection::Single(connect(url, cli.tls_ca.as_deref(), timeout).await?)
         }
     };
-    let bloom = builder.build(conn)?;
+    let bloom = Filter::build(builder, cli.window.is_some(), conn)?;
     let json = cli.json;
 
     match cli.command {
@@ -86,7 +86,7 @@ pub(crate) async fn run(cli: Cli) -> Result<ExitCode> {
             );
             return Ok(interrupted(&run, "checked"));
         }
-        Command::Info => print(&output::Info::from(bloom.info().await?), json),
+        Command::Info => print(&bloom.info().await?, json),
         Command::Clear => print(
             &output::Cleared {
                 deleted: bloom.clear().await?,

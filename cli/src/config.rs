@@ -14,7 +14,11 @@ pub(crate) fn builder(cli: &Cli) -> Result<Builder> {
         .key
         .clone()
         .ok_or_else(|| anyhow!("missing --key KEY: the filter's key"))?;
-    let mut builder = sized(RedisBloom::builder(key), &cli.size, cli.layout)?
+    let builder = match cli.window {
+        None => sized(RedisBloom::builder(key), &cli.size, cli.layout)?,
+        Some(window) => windowed(RedisBloom::builder(key), cli, window)?,
+    };
+    let mut builder = builder
         .retry(Retry::for_duration(Duration::from_secs_f64(cli.retry_for)))
         .shards(cli.shards);
     if cli.read_from_replicas && cli.cluster.is_none() {
@@ -85,4 +89,23 @@ fn sized(builder: Builder, size: &Size, layout: Layout) -> Result<Builder> {
         (None, Some(items), Some(fpr)) => builder.expected_items(items).false_positive_rate(fpr),
         _ => bail!("give the filter's size: --bits N, or --capacity N with --fpr P"),
     })
+}
+
+/// A window filter's builder: sized by --capacity and --fpr, in the native layout.
+fn windowed(builder: Builder, cli: &Cli, window: Duration) -> Result<Builder> {
+    if cli.layout_given && cli.layout != Layout::Native {
+        bail!("--window filters use the native layout; drop --layout gozero");
+    }
+    let builder = builder
+        .window(window)
+        .generations(cli.generations.unwrap_or(4));
+    match (cli.size.bits, cli.size.capacity, cli.size.fpr) {
+        (None, Some(items), Some(fpr)) => {
+            Ok(builder.expected_items(items).false_positive_rate(fpr))
+        }
+        _ => bail!(
+            "--window is sized with --capacity N (the most items added in any one window) and \
+             --fpr P, not --bits"
+        ),
+    }
 }

@@ -7,6 +7,7 @@ mod bench;
 mod commands;
 mod config;
 mod connect;
+mod filter;
 mod lines;
 mod output;
 mod progress;

@@ -104,11 +104,54 @@ pub(crate) struct Info {
     pub(crate) estimated_items: Option<u64>,
     pub(crate) estimated_fpr: f64,
     pub(crate) ttl_seconds: Option<i64>,
+    /// A window filter's window (absent for other kinds).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) window_seconds: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) generations: Option<u32>,
+    /// A window filter's live generations, newest first.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) parts: Option<Vec<Generation>>,
+}
+
+/// One live generation of a window filter.
+#[derive(Serialize)]
+pub(crate) struct Generation {
+    /// When it began: Unix time in seconds, by the Redis server's clock.
+    pub(crate) start: f64,
+    pub(crate) bits_set: u64,
+    pub(crate) ttl_seconds: Option<i64>,
+}
+
+impl From<redbloom::WindowInfo> for Info {
+    fn from(info: redbloom::WindowInfo) -> Self {
+        let parts = info
+            .parts
+            .iter()
+            .map(|part| Generation {
+                start: part
+                    .start
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0.0, |d| d.as_secs_f64()),
+                bits_set: part.bits_set,
+                ttl_seconds: part.ttl.as_secs(),
+            })
+            .collect();
+        Info {
+            window_seconds: Some(info.window.as_secs_f64()),
+            generations: Some(info.generations),
+            parts: Some(parts),
+            ..Info::from(info.filter)
+        }
+    }
 }
 
 impl From<redbloom::FilterInfo> for Info {
     fn from(info: redbloom::FilterInfo) -> Self {
         Info {
+            window_seconds: None,
+            generations: None,
+            parts: None,
             ttl_seconds: info.ttl.as_secs(),
             key: info.key,
             bits: info.bits,
@@ -134,9 +177,20 @@ impl Report for Info {
         let items = self
             .estimated_items
             .map_or_else(|| "unbounded (every bit set)".to_owned(), |n| n.to_string());
+        let window = match (self.window_seconds, self.generations, &self.parts) {
+            (Some(window), Some(generations), Some(parts)) => format!(
+                "; window {window} s over {generations} generations, {} live",
+                parts.len()
+            ),
+            _ => String::new(),
+        };
+        let size = match window.is_empty() {
+            true => format!("{} bits", self.bits),
+            false => format!("{} bits per generation", self.bits),
+        };
         format!(
-            "key {:?}: {} bits, k = {}, {} bits set in {} bytes, ~{} items, current false-positive rate {:.3e}, {}",
-            self.key, self.bits, self.k, self.bits_set, self.bytes, items, self.estimated_fpr, ttl
+            "key {:?}: {size}, k = {}, {} bits set in {} bytes, ~{} items, current false-positive rate {:.3e}, {}{window}",
+            self.key, self.k, self.bits_set, self.bytes, items, self.estimated_fpr, ttl
         )
     }
 }

@@ -1,0 +1,86 @@
+//! The filter a command line describes, of any kind, behind the verbs every kind shares
+//! (SPEC.md §4): the library gives each kind its own type with the same inherent methods.
+
+use crate::output;
+use redbloom::redis::aio::ConnectionLike;
+use redbloom::{Builder, RedisBloom, Result, WindowBloom};
+use std::time::Duration;
+
+/// One filter of one kind.
+#[derive(Debug, Clone)]
+pub(crate) enum Filter<C> {
+    Plain(RedisBloom<C>),
+    Window(WindowBloom<C>),
+}
+
+/// Calls the same method on whichever kind the filter is.
+macro_rules! each {
+    ($filter:expr, $f:ident => $call:expr) => {
+        match $filter {
+            Filter::Plain($f) => $call,
+            Filter::Window($f) => $call,
+        }
+    };
+}
+
+impl<C> Filter<C> {
+    /// The kind `builder` describes (a window when it was given one), on `conn`.
+    pub(crate) fn build(builder: Builder, window: bool, conn: C) -> Result<Self> {
+        Ok(match window {
+            true => Filter::Window(builder.build_window(conn)?),
+            false => Filter::Plain(builder.build(conn)?),
+        })
+    }
+
+    /// Items per `load` batch when not given.
+    pub(crate) fn bulk_add_batch_size(&self) -> usize {
+        match self {
+            Filter::Plain(f) => f.bulk_add_batch_size(),
+            Filter::Window(f) => f.bulk_batch_size(),
+        }
+    }
+
+    /// Items per `check` batch when not given.
+    pub(crate) fn bulk_check_batch_size(&self) -> usize {
+        match self {
+            Filter::Plain(f) => f.bulk_check_batch_size(),
+            Filter::Window(f) => f.bulk_batch_size(),
+        }
+    }
+}
+
+impl<C> Filter<C>
+where
+    C: ConnectionLike + Clone + Send + Sync,
+{
+    pub(crate) async fn add(&self, item: &[u8]) -> Result<bool> {
+        each!(self, f => f.add(item).await)
+    }
+
+    pub(crate) async fn exists(&self, item: &[u8]) -> Result<bool> {
+        each!(self, f => f.exists(item).await)
+    }
+
+    pub(crate) async fn add_many<T: AsRef<[u8]>>(&self, items: &[T]) -> Result<Vec<bool>> {
+        each!(self, f => f.add_many(items).await)
+    }
+
+    pub(crate) async fn exists_many<T: AsRef<[u8]>>(&self, items: &[T]) -> Result<Vec<bool>> {
+        each!(self, f => f.exists_many(items).await)
+    }
+
+    pub(crate) async fn info(&self) -> Result<output::Info> {
+        Ok(match self {
+            Filter::Plain(f) => output::Info::from(f.info().await?),
+            Filter::Window(f) => output::Info::from(f.info().await?),
+        })
+    }
+
+    pub(crate) async fn clear(&self) -> Result<bool> {
+        each!(self, f => f.clear().await)
+    }
+
+    pub(crate) async fn expire(&self, ttl: Duration) -> Result<bool> {
+        each!(self, f => f.expire(ttl).await)
+    }
+}
