@@ -1,9 +1,9 @@
 //! `redbloom bench`: C tasks sharing one client, each call timed.
 
 use crate::args::{BenchArgs, BenchOp};
+use crate::filter::Filter;
 use crate::output;
 use anyhow::Result;
-use crate::filter::Filter;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
