@@ -37,16 +37,5 @@ for item = 1, (#ARGV - 6) / k do
     end
     out[item] = new
 end
--- The step that creates a generation gives it its absolute expiry: the moment it leaves the
--- window (sooner when the filter was given a shorter TTL by expire).
-if redis.call("pttl", current) == -1 then
-    local at = math.ceil((epoch + g) * window / (g - 1))
-    if params then
-        local left = redis.call("pttl", params)
-        if left > 0 and now + left < at then
-            at = now + left
-        end
-    end
-    redis.call("pexpireat", current, at)
-end
+keep_expiry()
 return out

@@ -7,6 +7,7 @@
 -- KEYS[1..G+2]: the generations of epochs GUESS+1, GUESS, GUESS-1, ..., GUESS-G.
 -- KEYS[G+3], KEYS[G+4] (a filter of one key; a sharded filter checks its parameters apart):
 -- the stored parameters and the bare key, which must not hold a filter of another kind.
+-- KEYS[#KEYS] (the dense add only): its scratch key, after them.
 -- ARGV[1]: GUESS. ARGV[2]: the window in ms. ARGV[3]: G. ARGV[4]: the parameters.
 -- ARGV[5]: "1" to store the parameters when there are none (a write), else "0".
 -- Refusals (instead of the script's own reply): {"epoch", NOW_MS} when the guess is more than
@@ -19,7 +20,10 @@ local epoch = math.floor(now * (g - 1) / window)
 if epoch > guess + 1 or epoch < guess - 1 then
     return {"epoch", now}
 end
-local params = KEYS[g + 3]
+local params = nil
+if #KEYS >= g + 4 then
+    params = KEYS[g + 3]
+end
 if params then
     local stored = redis.call("get", params)
     if stored then
@@ -36,4 +40,19 @@ end
 local live = {}
 for i = 0, g - 1 do
     live[i + 1] = KEYS[guess + 2 - epoch + i]
+end
+-- Gives the current generation its absolute expiry when it has none (the step that creates it,
+-- or a BITOP that replaced it): the moment it leaves the window, sooner when the filter was
+-- given a shorter TTL by expire.
+local function keep_expiry()
+    if redis.call("pttl", live[1]) == -1 then
+        local at = math.ceil((epoch + g) * window / (g - 1))
+        if params then
+            local left = redis.call("pttl", params)
+            if left > 0 and now + left < at then
+                at = now + left
+            end
+        end
+        redis.call("pexpireat", live[1], at)
+    end
 end

@@ -440,3 +440,168 @@ async fn sharded_windows() {
     assert!(recent.clear().await.unwrap());
     assert!(keys_like(&mut conn, &format!("*{key}*")).await.is_empty());
 }
+
+/// Calls of `command` the server has served (`INFO commandstats`).
+async fn calls(conn: &mut MultiplexedConnection, command: &str) -> u64 {
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(conn)
+        .await
+        .unwrap();
+    info.lines()
+        .find_map(|line| line.strip_prefix(&format!("cmdstat_{command}:calls=")))
+        .and_then(|rest| rest.split(',').next())
+        .map_or(0, |n| n.parse().unwrap())
+}
+
+/// Large batches take the dense path (bitmaps instead of a script per item): within one
+/// generation, the same "new" flags, answers and bits as small batches through the script.
+#[tokio::test]
+async fn dense_batches_match_small_batches() {
+    let redis = common::redis().await;
+    let mut conn = redis.connection().await;
+    let (dense_key, small_key) = (
+        common::unique_key("window-dense"),
+        common::unique_key("window-small"),
+    );
+    // Generations of 20 minutes: both filters load within one, unless a boundary falls inside
+    // the round, which the round detects and then runs again.
+    let build = |key: &str| {
+        RedisBloom::builder(key)
+            .window(Duration::from_secs(3600))
+            .expected_items(10_000)
+            .false_positive_rate(0.01)
+            .build_window(conn.clone())
+            .unwrap()
+    };
+    let (dense, small) = (build(&dense_key), build(&small_key));
+    let epoch = |ms: u64| ms * 3 / 3_600_000;
+    let first: Vec<String> = (0..6_000).map(|i| format!("x{}", i % 5_000)).collect();
+    let second: Vec<String> = (2_500..12_000).map(|i| format!("x{i}")).collect();
+    let bitops = calls(&mut conn, "bitop").await;
+    for (round, batch) in [&first, &second].into_iter().enumerate() {
+        loop {
+            let before = epoch(server_ms(&mut conn).await);
+            let big = dense.add_many(batch).await.unwrap();
+            let mut bit_by_bit = Vec::new();
+            for chunk in batch.chunks(10) {
+                bit_by_bit.extend(small.add_many(chunk).await.unwrap());
+            }
+            if epoch(server_ms(&mut conn).await) != before {
+                // A generation began during the round: the filters' items are split
+                // differently over generations. Start over.
+                dense.clear().await.unwrap();
+                small.clear().await.unwrap();
+                continue;
+            }
+            assert!(big == bit_by_bit, "round {round}: new flags differ");
+            let expected = [5_000, 12_000 - 5_000][round];
+            let new = big.iter().filter(|&&n| n).count();
+            assert!(
+                new <= expected && new * 100 >= expected * 99,
+                "{new} of {expected}"
+            );
+            break;
+        }
+    }
+    assert!(
+        calls(&mut conn, "bitop").await >= bitops + 2,
+        "the big batches were dense"
+    );
+    let getranges = calls(&mut conn, "getrange").await;
+    let probes: Vec<String> = (0..20_000).map(|i| format!("x{i}")).collect();
+    let big = dense.exists_many(&probes).await.unwrap();
+    assert!(
+        calls(&mut conn, "getrange").await > getranges,
+        "the big check was dense"
+    );
+    let mut one_by_one = Vec::new();
+    for chunk in probes.chunks(10) {
+        one_by_one.extend(small.exists_many(chunk).await.unwrap());
+    }
+    assert!(big == one_by_one, "the dense check differs from small ones");
+    assert!(big[..12_000].iter().all(|&f| f));
+    // The same bits, generation by generation.
+    let gens = |key: String| {
+        let mut conn = conn.clone();
+        async move {
+            let mut all = Vec::new();
+            for gen in keys_like(&mut conn, &format!("{{{key}}}:redbloom:gen:*")).await {
+                let bytes: Vec<u8> = redis::cmd("GET")
+                    .arg(&gen)
+                    .query_async(&mut conn)
+                    .await
+                    .unwrap();
+                all.push((gen.rsplit(':').next().unwrap().to_owned(), bytes));
+            }
+            all
+        }
+    };
+    let (d, s) = (gens(dense_key.clone()).await, gens(small_key.clone()).await);
+    assert!(!d.is_empty() && d == s, "the generations' bytes differ");
+    assert!(
+        keys_like(&mut conn, &format!("{{{dense_key}}}:redbloom:scratch"))
+            .await
+            .is_empty()
+    );
+    let info = dense.info().await.unwrap();
+    assert!(
+        info.parts
+            .iter()
+            .all(|p| matches!(p.ttl, KeyTtl::Expires(_))),
+        "{info:?}"
+    );
+    dense.clear().await.unwrap();
+    small.clear().await.unwrap();
+}
+
+/// A dense add after a generation change: items found only in an older generation are not
+/// new, and they are in the current generation afterwards.
+#[tokio::test]
+async fn dense_adds_see_older_generations() {
+    let redis = common::redis().await;
+    let mut conn = redis.connection().await;
+    let key = common::unique_key("window-dense-older");
+    let recent = window(conn.clone(), &key, 10_000);
+    let old: Vec<String> = (0..5_000).map(|i| format!("old{i}")).collect();
+    let mut both: Vec<String> = (0..5_000).map(|i| format!("young{i}")).collect();
+    both.extend(old.iter().cloned());
+    let bitops = calls(&mut conn, "bitop").await;
+    assert!(recent.add_many(&old).await.unwrap().iter().all(|&n| n));
+    tokio::time::sleep(W / (G - 1) + Duration::from_millis(50)).await;
+    let new = recent.add_many(&both).await.unwrap();
+    assert!(
+        calls(&mut conn, "bitop").await >= bitops + 2,
+        "both adds were dense"
+    );
+    assert!(
+        new[5_000..].iter().all(|&n| !n),
+        "old items were in an older generation"
+    );
+    let young = new[..5_000].iter().filter(|&&n| n).count();
+    assert!(young >= 4_990, "{young} of 5000 young items new");
+    let gens = keys_like(&mut conn, &format!("{{{key}}}:redbloom:gen:*")).await;
+    assert_eq!(gens.len(), 2, "{gens:?}");
+    // The newest generation alone holds the old items now: the older one's expiry does not
+    // take them.
+    let newest = gens
+        .iter()
+        .max_by_key(|g| g.rsplit(':').next().unwrap().parse::<i64>().unwrap())
+        .unwrap();
+    let bytes: Vec<u8> = redis::cmd("GET")
+        .arg(newest)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let k = recent.hashes();
+    let bits = recent.bits();
+    for item in &old[..100] {
+        let found = redbloom::native_locations(item.as_bytes(), bits, k).all(|o| {
+            bytes
+                .get((o / 8) as usize)
+                .is_some_and(|b| b & (0x80 >> (o % 8)) != 0)
+        });
+        assert!(found, "{item} missing from the newest generation");
+    }
+    recent.clear().await.unwrap();
+}

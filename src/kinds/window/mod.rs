@@ -12,6 +12,8 @@
 //! call goes again with the right one (an extra round trip, once, when the client's clock is
 //! off by more than a generation).
 
+mod dense;
+
 use crate::error::{Error, Result};
 use crate::geometry::Geometry;
 use crate::info::{FilterInfo, GenerationInfo, KeyTtl, WindowInfo};
@@ -45,29 +47,43 @@ const COMMANDS_IN_FLIGHT: usize = 4;
 script!(
     /// Adds items to the current generation; new when in no live generation.
     WINDOW_ADD = concat!(
-        include_str!("../../lua/window_head.lua"),
-        include_str!("../../lua/window_add.lua")
+        include_str!("../../../lua/window_head.lua"),
+        include_str!("../../../lua/window_add.lua")
     )
 );
 script!(
     /// Checks items against the live generations (read-only).
     WINDOW_EXISTS = concat!(
-        include_str!("../../lua/window_head.lua"),
-        include_str!("../../lua/window_exists.lua")
+        include_str!("../../../lua/window_head.lua"),
+        include_str!("../../../lua/window_exists.lua")
     )
 );
 script!(
     /// Describes the live generations (read-only).
     WINDOW_INFO = concat!(
-        include_str!("../../lua/window_head.lua"),
-        include_str!("../../lua/window_info.lua")
+        include_str!("../../../lua/window_head.lua"),
+        include_str!("../../../lua/window_info.lua")
+    )
+);
+script!(
+    /// The dense add's merge of a batch's bitmap into the current generation.
+    WINDOW_MERGE = concat!(
+        include_str!("../../../lua/window_head.lua"),
+        include_str!("../../../lua/window_merge.lua")
+    )
+);
+script!(
+    /// The dense check's head: the checks and the current epoch (read-only).
+    WINDOW_CLOCK = concat!(
+        include_str!("../../../lua/window_head.lua"),
+        include_str!("../../../lua/window_clock.lua")
     )
 );
 script!(
     /// `clear` and `expire` of every generation and the parameters.
     WINDOW_DROP = concat!(
-        include_str!("../../lua/window_head.lua"),
-        include_str!("../../lua/window_drop.lua")
+        include_str!("../../../lua/window_head.lua"),
+        include_str!("../../../lua/window_drop.lua")
     )
 );
 
@@ -137,6 +153,8 @@ struct Part {
     prefix: String,
     /// The parameters key and the bare key, checked by the scripts (a filter of one key).
     checked: Option<[String; 2]>,
+    /// The dense add's scratch key, in the same slot group.
+    scratch: String,
     geometry: Geometry,
 }
 
@@ -262,6 +280,7 @@ impl<C> WindowBloom<C> {
             let part = Part {
                 prefix: keys::sidecar(&key, "redbloom:gen")?,
                 checked: Some([params, key.clone()]),
+                scratch: keys::sidecar(&key, "redbloom:scratch")?,
                 geometry: per_part,
             };
             (None, vec![part])
@@ -280,6 +299,7 @@ impl<C> WindowBloom<C> {
                     Ok(Part {
                         prefix: keys::sidecar(&shard, "redbloom:gen")?,
                         checked: None,
+                        scratch: keys::sidecar(&shard, "redbloom:scratch")?,
                         geometry: per_part,
                     })
                 })
@@ -332,9 +352,13 @@ impl<C> WindowBloom<C> {
     }
 
     /// Items per [`add_many`](WindowBloom::add_many) or
-    /// [`exists_many`](WindowBloom::exists_many) call that `redbloom load` and `check` use.
+    /// [`exists_many`](WindowBloom::exists_many) call that load and check fastest: large
+    /// enough for the dense path when the generations allow it, else 4,096. What
+    /// `redbloom load` and `check` use by default.
     pub fn bulk_batch_size(&self) -> usize {
-        4096 * self.shards() as usize
+        let part = &self.0.parts.parts()[0].geometry;
+        dense::batch_size(part.max_bytes(), self.0.generations, part.hashes)
+            * self.shards() as usize
     }
 }
 
@@ -487,6 +511,14 @@ where
         items: &[T],
         write: bool,
     ) -> Result<Vec<bool>> {
+        if let Some(answers) = self.dense(clock, part, items, write).await? {
+            if write {
+                self.exec
+                    .retried(clock, || self.exec.confirm(&part.prefix, Engine::Scripts))
+                    .await?;
+            }
+            return Ok(answers);
+        }
         let k = part.geometry.hashes as usize;
         // Each item may test every generation: a command's work is bounded as a plain
         // filter's is (MAX_OFFSETS_PER_COMMAND bits).
@@ -534,17 +566,10 @@ where
     /// the guess was off (the server's clock may also cross a generation meanwhile).
     async fn call(&self, part: &Part, run: Run<'_>, tail: &[&dyn Arg]) -> Result<Value> {
         for _ in 0..3 {
-            let guess = epoch_of(self.server.now_ms(), self.window_ms, self.generations);
+            let guess = self.guess();
             let keys = part.keys(guess, self.generations);
             let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
-            let store = if run.store { "1" } else { "0" };
-            let mut args: Vec<&dyn Arg> = vec![
-                &guess,
-                &self.window_ms,
-                &self.generations,
-                &self.fingerprint,
-                &store,
-            ];
+            let mut args = self.head_args(&guess, run.store);
             args.extend_from_slice(tail);
             let route = keys[1];
             let reply = match run.read_only {
@@ -557,9 +582,23 @@ where
                 Reply::Params(stored) => return Err(self.mismatch(stored)),
             }
         }
-        Err(Error::UnexpectedReply(
-            "the server's clock moved by more than a generation three times in a row".into(),
-        ))
+        Err(dense::clock_moved())
+    }
+
+    /// The client's guess of the server's current epoch.
+    fn guess(&self) -> i64 {
+        epoch_of(self.server.now_ms(), self.window_ms, self.generations)
+    }
+
+    /// The arguments every window script starts with (see `lua/window_head.lua`).
+    fn head_args<'a>(&'a self, guess: &'a i64, store: bool) -> Vec<&'a dyn Arg> {
+        vec![
+            guess,
+            &self.window_ms,
+            &self.generations,
+            &self.fingerprint,
+            if store { &"1" } else { &"0" },
+        ]
     }
 
     fn mismatch(&self, stored: String) -> Error {
@@ -771,6 +810,7 @@ mod tests {
         let part = Part {
             prefix: "{k}:redbloom:gen".into(),
             checked: Some(["{k}:redbloom:params".into(), "k".into()]),
+            scratch: "{k}:redbloom:scratch".into(),
             geometry: Geometry::new(Layout::Native, 64, 3).unwrap(),
         };
         let keys = part.keys(100, 4);
