@@ -41,18 +41,3 @@ local live = {}
 for i = 0, g - 1 do
     live[i + 1] = KEYS[guess + 2 - epoch + i]
 end
--- Gives the current generation its absolute expiry when it has none (the step that creates it,
--- or a BITOP that replaced it): the moment it leaves the window, sooner when the filter was
--- given a shorter TTL by expire.
-local function keep_expiry()
-    if redis.call("pttl", live[1]) == -1 then
-        local at = math.ceil((epoch + g) * window / (g - 1))
-        if params then
-            local left = redis.call("pttl", params)
-            if left > 0 and now + left < at then
-                at = now + left
-            end
-        end
-        redis.call("pexpireat", live[1], at)
-    end
-end
