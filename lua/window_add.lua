@@ -1,6 +1,6 @@
 -- Adds items to the current generation; new = in no live generation before. One atomic step.
 -- ARGV[6]: k. ARGV[7..]: k bit offsets per item.
--- Reply: one integer per item, 1 when new, else 0.
+-- Reply: one integer per item, then `verified` (see the head); per item 1 when new, else 0.
 -- (No local functions: each costs the script about a microsecond per run.)
 local k = tonumber(ARGV[6])
 local current = live[1]
@@ -49,7 +49,8 @@ end
 -- window (sooner when the filter was given a shorter TTL by expire). A step that changed no
 -- bit created nothing.
 if flipped and redis.call("pttl", current) == -1 then
-    local at = math.ceil((epoch + g) * window / (g - 1))
+    -- Redis deletes a key once its time is past `at`: at - 1 makes it go at the boundary.
+    local at = math.ceil((epoch + g) * window / (g - 1)) - 1
     if params then
         local left = redis.call("pttl", params)
         if left > 0 and now + left < at then
@@ -58,4 +59,5 @@ if flipped and redis.call("pttl", current) == -1 then
     end
     redis.call("pexpireat", current, at)
 end
+out[#out + 1] = verified
 return out

@@ -1,7 +1,8 @@
 -- Checks items against the live generations, newest first; read-only (EVAL_RO), so replicas
 -- can serve it.
 -- ARGV[6]: k. ARGV[7..]: k bit offsets per item.
--- Reply: one integer per item, 1 when every bit of the item is set in some live generation.
+-- Reply: one integer per item, then `verified` (see the head); per item 1 when every bit of
+-- the item is set in some live generation.
 local k = tonumber(ARGV[6])
 local out = {}
 for item = 1, (#ARGV - 6) / k do
@@ -23,4 +24,5 @@ for item = 1, (#ARGV - 6) / k do
     end
     out[item] = present
 end
+out[#out + 1] = verified
 return out

@@ -10,6 +10,7 @@
 -- KEYS[#KEYS] (the dense add only): its scratch key, after them.
 -- ARGV[1]: GUESS. ARGV[2]: the window in ms. ARGV[3]: G. ARGV[4]: the parameters.
 -- ARGV[5]: "1" to store the parameters when there are none (a write), else "0".
+-- Adds and checks reply their flags, then `verified` (below).
 -- Refusals (instead of the script's own reply): {"epoch", NOW_MS} when the guess is more than
 -- one generation off; {"params", STORED} when the parameters differ ("" when the bare key
 -- holds bits without parameters).
@@ -24,16 +25,21 @@ local params = nil
 if #KEYS >= g + 4 then
     params = KEYS[g + 3]
 end
+-- 1 when this step saw the filter's own parameters stored (or stored them): the client then
+-- leaves them out of its checks.
+local verified = 0
 if params then
     local stored = redis.call("get", params)
     if stored then
         if stored ~= ARGV[4] then
             return {"params", stored}
         end
+        verified = 1
     elseif redis.call("exists", KEYS[g + 4]) == 1 then
         return {"params", ""}
     elseif ARGV[5] == "1" then
         redis.call("set", params, ARGV[4])
+        verified = 1
     end
 end
 -- The live generations, newest first (the key of epoch X is KEYS[GUESS + 2 - X]).

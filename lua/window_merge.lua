@@ -5,7 +5,7 @@
 local current = live[1]
 redis.call("bitop", "or", current, current, KEYS[#KEYS])
 -- BITOP replaced the key, and its TTL with it: the absolute expiry again, as the add sets it.
-local at = math.ceil((epoch + g) * window / (g - 1))
+local at = math.ceil((epoch + g) * window / (g - 1)) - 1
 if params then
     local left = redis.call("pttl", params)
     if left > 0 and now + left < at then

@@ -100,7 +100,7 @@ where
         let g = self.generations as usize;
         for _ in 0..3 {
             let guess = self.guess();
-            let mut keys = part.keys(guess, self.generations);
+            let mut keys = part.keys(guess, self.generations, true);
             keys.push(part.scratch.clone());
             let mut tx = Tx::atomic();
             let olds: Vec<Slot<Option<Vec<u8>>>> = keys[..g + 2]
@@ -142,7 +142,7 @@ where
         let g = self.generations as usize;
         for _ in 0..3 {
             let guess = self.guess();
-            let keys = part.keys(guess, self.generations);
+            let keys = part.keys(guess, self.generations, true);
             let mut tx = Tx::plain();
             let by = match self.exec.caps().no_eval_ro.load(Ordering::Relaxed) {
                 true => "EVAL",

@@ -32,6 +32,7 @@ use futures_util::StreamExt;
 use redis::aio::ConnectionLike;
 use redis::Value;
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -144,6 +145,9 @@ struct Window<C> {
     guard: Option<Guard>,
     parts: Shards<Part>,
     server: ServerClock,
+    /// This client has seen its parameters stored (a filter of one key): checks leave them
+    /// out (writes, info, clear and expire never do). Forgotten by a clear.
+    verified: AtomicBool,
 }
 
 /// One slot group's generations.
@@ -160,12 +164,14 @@ struct Part {
 
 impl Part {
     /// The keys a script declares when the client guesses epoch `guess`: generations
-    /// `guess + 1` down to `guess - G`, then the checked keys.
-    fn keys(&self, guess: i64, generations: u32) -> Vec<String> {
+    /// `guess + 1` down to `guess - G`, then (`checked`) the checked keys.
+    fn keys(&self, guess: i64, generations: u32, checked: bool) -> Vec<String> {
         let mut keys: Vec<String> = (-1..=i64::from(generations))
             .map(|back| format!("{}:{}", self.prefix, guess - back))
             .collect();
-        keys.extend(self.checked.iter().flatten().cloned());
+        if checked {
+            keys.extend(self.checked.iter().flatten().cloned());
+        }
         keys
     }
 }
@@ -232,6 +238,8 @@ struct Run<'a> {
     read_only: bool,
     /// Stores the parameters of a new filter.
     store: bool,
+    /// Replies its flags and whether the parameters were seen (adds and checks).
+    flags: bool,
 }
 
 impl<C> WindowBloom<C> {
@@ -316,6 +324,7 @@ impl<C> WindowBloom<C> {
             guard,
             parts: Shards::new(parts),
             server: ServerClock::default(),
+            verified: AtomicBool::new(false),
         })))
     }
 
@@ -435,6 +444,7 @@ where
         if let Some(guard) = &self.0.guard {
             guard.reset();
         }
+        self.0.verified.store(false, Ordering::Relaxed);
         done
     }
 
@@ -527,6 +537,7 @@ where
             script: if write { &WINDOW_ADD } else { &WINDOW_EXISTS },
             read_only: !write,
             store: write,
+            flags: true,
         };
         let command = |chunk: &[T]| {
             let offsets = part.geometry.offsets(chunk);
@@ -540,7 +551,11 @@ where
                         self.call(part, run, &[k, offsets]).await
                     })
                     .await?;
-                flags(&reply, len)
+                let (flags, verified) = flags(&reply, len)?;
+                if verified {
+                    self.verified.store(true, Ordering::Relaxed);
+                }
+                Ok::<_, Error>(flags)
             }
         };
         let answers = if items.len() <= per_command {
@@ -567,7 +582,8 @@ where
     async fn call(&self, part: &Part, run: Run<'_>, tail: &[&dyn Arg]) -> Result<Value> {
         for _ in 0..3 {
             let guess = self.guess();
-            let keys = part.keys(guess, self.generations);
+            let checked = !(run.read_only && run.flags && self.verified.load(Ordering::Relaxed));
+            let keys = part.keys(guess, self.generations, checked);
             let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
             let mut args = self.head_args(&guess, run.store);
             args.extend_from_slice(tail);
@@ -621,6 +637,7 @@ where
             script: &WINDOW_INFO,
             read_only: true,
             store: false,
+            flags: false,
         };
         let mut params_ttl = None;
         if let Some(guard) = &self.guard {
@@ -698,6 +715,7 @@ where
             script: &WINDOW_DROP,
             read_only: false,
             store: false,
+            flags: false,
         };
         let (op, millis) = match ttl_ms {
             None => ("del", 0),
@@ -743,22 +761,25 @@ where
     }
 }
 
-/// One flag per item from a script's array of 0/1.
-fn flags(reply: &Value, items: usize) -> Result<Vec<bool>> {
+/// One flag per item from a script's array of 0/1, and the last element: whether the script
+/// saw the filter's parameters stored.
+fn flags(reply: &Value, items: usize) -> Result<(Vec<bool>, bool)> {
     let unexpected = || Error::UnexpectedReply(format!("{reply:?} for {items} items"));
     let Value::Array(values) = reply else {
         return Err(unexpected());
     };
-    if values.len() != items {
+    if values.len() != items + 1 {
         return Err(unexpected());
     }
-    values
+    let mut flags = values
         .iter()
         .map(|v| match v {
             Value::Int(flag) => Ok(*flag == 1),
             _ => Err(unexpected()),
         })
-        .collect()
+        .collect::<Result<Vec<_>>>()?;
+    let verified = flags.pop().unwrap_or(false);
+    Ok((flags, verified))
 }
 
 /// The info script's reply.
@@ -813,7 +834,7 @@ mod tests {
             scratch: "{k}:redbloom:scratch".into(),
             geometry: Geometry::new(Layout::Native, 64, 3).unwrap(),
         };
-        let keys = part.keys(100, 4);
+        let keys = part.keys(100, 4, true);
         assert_eq!(keys.len(), 4 + 2 + 2);
         assert_eq!(keys[0], "{k}:redbloom:gen:101");
         assert_eq!(keys[5], "{k}:redbloom:gen:96");
@@ -842,11 +863,11 @@ mod tests {
             Value::BulkString(b"x".to_vec()),
         ]);
         assert!(matches!(classify(params), Ok(Reply::Params(p)) if p == "x"));
-        let done = Value::Array(vec![Value::Int(1), Value::Int(0)]);
+        let done = Value::Array(vec![Value::Int(1), Value::Int(0), Value::Int(1)]);
         let Ok(Reply::Done(done)) = classify(done) else {
             panic!("flags are an answer");
         };
-        assert_eq!(flags(&done, 2).unwrap(), [true, false]);
+        assert_eq!(flags(&done, 2).unwrap(), (vec![true, false], true));
         assert!(flags(&done, 3).is_err());
     }
 }
