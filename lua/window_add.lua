@@ -1,14 +1,15 @@
 -- Adds items to the current generation; new = in no live generation before. One atomic step.
--- ARGV[6]: k. ARGV[7..]: k bit offsets per item.
+-- ARGV[7]: k. ARGV[8..]: k bit offsets per item.
 -- Reply: one integer per item, then `verified` (see the head); per item 1 when new, else 0.
--- (No local functions: each costs the script about a microsecond per run.)
-local k = tonumber(ARGV[6])
+-- (No local functions, and few calls into Redis: each costs the script about a microsecond.)
+local read, k = ARGV[6], tonumber(ARGV[7])
 local current = live[1]
 local out = {}
 local set = {}
+local get = {}
 local flipped = false
-for item = 1, (#ARGV - 6) / k do
-    local first = 7 + (item - 1) * k
+for item = 1, (#ARGV - 7) / k do
+    local first = 8 + (item - 1) * k
     -- One BITFIELD sets the k bits and returns their old values: a 0 means the item was not
     -- in the current generation.
     for i = 0, k - 1 do
@@ -27,19 +28,32 @@ for item = 1, (#ARGV - 6) / k do
     end
     if new == 1 then
         flipped = true
-        -- In an older generation? GETBIT by GETBIT, stopping at the first 0, which for an
-        -- absent item usually comes first (a missing key has no bits set).
+        -- In an older generation? Its first bit by GETBIT (0 for most new items), then the
+        -- others by one read.
+        local built = false
         for i = 2, g do
-            local all = true
-            for arg = first, first + k - 1 do
-                if redis.call("getbit", live[i], ARGV[arg]) == 0 then
-                    all = false
+            if redis.call("getbit", live[i], ARGV[first]) == 1 then
+                if not built then
+                    for j = 1, k - 1 do
+                        get[3 * j - 2] = "GET"
+                        get[3 * j - 1] = "u1"
+                        get[3 * j] = ARGV[first + j]
+                    end
+                    built = true
+                end
+                local all = true
+                if k > 1 then
+                    for _, bit in ipairs(redis.call(read, live[i], unpack(get, 1, 3 * (k - 1)))) do
+                        if bit == 0 then
+                            all = false
+                            break
+                        end
+                    end
+                end
+                if all then
+                    new = 0
                     break
                 end
-            end
-            if all then
-                new = 0
-                break
             end
         end
     end

@@ -1,7 +1,7 @@
 -- Deletes a window filter's generations and parameters (clear) or gives them a TTL (expire),
 -- after the head's checks, in one atomic step. A generation that would leave the window sooner
 -- keeps its own expiry.
--- ARGV[6]: "del" or "pexpire". ARGV[7]: the TTL in milliseconds (for "pexpire").
+-- ARGV[7]: "del" or "pexpire". ARGV[8]: the TTL in milliseconds (for "pexpire").
 -- Reply: the number of live generations that existed. A generation key of another type than
 -- string gets a WRONGTYPE error naming the type, and nothing is touched.
 for i = 1, g + 2 do
@@ -15,9 +15,9 @@ local alive = 0
 for i = 1, g do
     alive = alive + redis.call("exists", live[i])
 end
-local ttl = tonumber(ARGV[7])
+local ttl = tonumber(ARGV[8])
 for i = 1, g + 2 do
-    if ARGV[6] == "del" then
+    if ARGV[7] == "del" then
         redis.call("del", KEYS[i])
     else
         local left = redis.call("pttl", KEYS[i])
@@ -27,7 +27,7 @@ for i = 1, g + 2 do
     end
 end
 if params then
-    if ARGV[6] == "del" then
+    if ARGV[7] == "del" then
         redis.call("del", params)
     else
         redis.call("pexpire", params, ttl)

@@ -10,7 +10,7 @@
 //! - **Check**: one pipeline of the head's checks (a read-only script replying the epoch), then
 //!   `GETRANGE` of every declared generation in chunks; the live ones are tested here.
 
-use super::{classify, Reply, Window, WINDOW_CLOCK, WINDOW_MERGE};
+use super::{classify, Reply, Window, WINDOW_AT, WINDOW_MERGE};
 use crate::dense;
 use crate::error::{Error, Result};
 use crate::io::exec;
@@ -148,7 +148,7 @@ where
                 true => "EVAL",
                 false => "EVAL_RO",
             };
-            let head: Slot<Value> = tx.add(self.eval(by, &WINDOW_CLOCK, &keys, guess, false));
+            let head: Slot<Value> = tx.add(self.eval(by, &WINDOW_AT, &keys, guess, false));
             let chunks: Vec<Vec<Slot<Vec<u8>>>> = keys[..g + 2]
                 .iter()
                 .map(|key| {

@@ -48,42 +48,47 @@ const COMMANDS_IN_FLIGHT: usize = 4;
 script!(
     /// Adds items to the current generation; new when in no live generation.
     WINDOW_ADD = concat!(
-        include_str!("../../../lua/window_head.lua"),
+        include_str!("../../../lua/window_params.lua"),
+        include_str!("../../../lua/window_epoch.lua"),
         include_str!("../../../lua/window_add.lua")
     )
 );
 script!(
     /// Checks items against the live generations (read-only).
     WINDOW_EXISTS = concat!(
-        include_str!("../../../lua/window_head.lua"),
+        include_str!("../../../lua/window_params.lua"),
         include_str!("../../../lua/window_exists.lua")
     )
 );
 script!(
     /// Describes the live generations (read-only).
     WINDOW_INFO = concat!(
-        include_str!("../../../lua/window_head.lua"),
+        include_str!("../../../lua/window_params.lua"),
+        include_str!("../../../lua/window_epoch.lua"),
         include_str!("../../../lua/window_info.lua")
     )
 );
 script!(
     /// The dense add's merge of a batch's bitmap into the current generation.
     WINDOW_MERGE = concat!(
-        include_str!("../../../lua/window_head.lua"),
+        include_str!("../../../lua/window_params.lua"),
+        include_str!("../../../lua/window_epoch.lua"),
         include_str!("../../../lua/window_merge.lua")
     )
 );
 script!(
     /// The dense check's head: the checks and the current epoch (read-only).
-    WINDOW_CLOCK = concat!(
-        include_str!("../../../lua/window_head.lua"),
-        include_str!("../../../lua/window_clock.lua")
+    WINDOW_AT = concat!(
+        include_str!("../../../lua/window_params.lua"),
+        include_str!("../../../lua/window_epoch.lua"),
+        include_str!("../../../lua/window_at.lua")
     )
 );
 script!(
     /// `clear` and `expire` of every generation and the parameters.
     WINDOW_DROP = concat!(
-        include_str!("../../../lua/window_head.lua"),
+        include_str!("../../../lua/window_params.lua"),
+        include_str!("../../../lua/window_epoch.lua"),
         include_str!("../../../lua/window_drop.lua")
     )
 );
@@ -589,8 +594,22 @@ where
             args.extend_from_slice(tail);
             let route = keys[1];
             let reply = match run.read_only {
-                true => self.exec.script_ro(route, run.script, &keys, &args).await?,
-                false => self.exec.script(route, run.script, &keys, &args).await?,
+                true => self.exec.script_ro(route, run.script, &keys, &args).await,
+                false => self.exec.script(route, run.script, &keys, &args).await,
+            };
+            let reply = match reply {
+                // A server before Redis 6.2: the scripts read bits with BITFIELD instead.
+                Err(Error::Redis(err))
+                    if lacks_bitfield_ro(&err)
+                        && !self.exec.caps().no_bitfield_ro.load(Ordering::Relaxed) =>
+                {
+                    self.exec
+                        .caps()
+                        .no_bitfield_ro
+                        .store(true, Ordering::Relaxed);
+                    continue;
+                }
+                reply => reply?,
             };
             match classify(reply)? {
                 Reply::Done(reply) => return Ok(reply),
@@ -606,14 +625,19 @@ where
         epoch_of(self.server.now_ms(), self.window_ms, self.generations)
     }
 
-    /// The arguments every window script starts with (see `lua/window_head.lua`).
+    /// The arguments every window script starts with (see `lua/window_params.lua`).
     fn head_args<'a>(&'a self, guess: &'a i64, store: bool) -> Vec<&'a dyn Arg> {
+        let read = match self.exec.caps().no_bitfield_ro.load(Ordering::Relaxed) {
+            true => &"bitfield",
+            false => &"bitfield_ro",
+        };
         vec![
             guess,
             &self.window_ms,
             &self.generations,
             &self.fingerprint,
             if store { &"1" } else { &"0" },
+            read,
         ]
     }
 
@@ -759,6 +783,13 @@ where
         }
         Ok(alive)
     }
+}
+
+/// A script's error for a server without `BITFIELD_RO` (before Redis 6.2).
+fn lacks_bitfield_ro(err: &redis::RedisError) -> bool {
+    let text = err.to_string().to_ascii_lowercase();
+    text.contains("unknown") && text.contains("command") && text.contains("bitfield_ro")
+        || text.contains("unknown redis command called from")
 }
 
 /// One flag per item from a script's array of 0/1, and the last element: whether the script

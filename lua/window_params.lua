@@ -1,5 +1,5 @@
--- The head of every window script (concatenated before it): the server's time, the current
--- generation, the parameters check, and the live generations' keys.
+-- The head of every window script (concatenated before it, with lua/window_epoch.lua after
+-- it but for checks): the arguments and the parameters check.
 -- A generation is one key per epoch E = floor(now_ms * (G - 1) / window_ms) of the server's
 -- clock; G of them are live (E, E-1, ..., E-G+1). The client names the keys, since a script
 -- must declare every key it touches (Redis Cluster): it guesses the epoch, and the server's
@@ -10,17 +10,12 @@
 -- KEYS[#KEYS] (the dense add only): its scratch key, after them.
 -- ARGV[1]: GUESS. ARGV[2]: the window in ms. ARGV[3]: G. ARGV[4]: the parameters.
 -- ARGV[5]: "1" to store the parameters when there are none (a write), else "0".
+-- ARGV[6]: the command that reads bits: "bitfield_ro" (Redis 6.2+), else "bitfield".
 -- Adds and checks reply their flags, then `verified` (below).
 -- Refusals (instead of the script's own reply): {"epoch", NOW_MS} when the guess is more than
 -- one generation off; {"params", STORED} when the parameters differ ("" when the bare key
 -- holds bits without parameters).
-local clock = redis.call("time")
-local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
 local guess, window, g = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
-local epoch = math.floor(now * (g - 1) / window)
-if epoch > guess + 1 or epoch < guess - 1 then
-    return {"epoch", now}
-end
 local params = nil
 if #KEYS >= g + 4 then
     params = KEYS[g + 3]
@@ -41,9 +36,4 @@ if params then
         redis.call("set", params, ARGV[4])
         verified = 1
     end
-end
--- The live generations, newest first (the key of epoch X is KEYS[GUESS + 2 - X]).
-local live = {}
-for i = 0, g - 1 do
-    live[i + 1] = KEYS[guess + 2 - epoch + i]
 end
