@@ -4,10 +4,31 @@
 -- (No local functions, and few calls into Redis: each costs the script about a microsecond.)
 local read, k = ARGV[6], tonumber(ARGV[7])
 local current = live[1]
+-- The step that creates a generation gives it its absolute expiry, before any bit: the moment
+-- it leaves the window (sooner when the filter was given a shorter TTL by expire). Redis
+-- deletes a key once its time is past `at`, so at - 1 makes it go at the boundary. (Created
+-- first, so that a refused command cannot leave bits without an expiry.)
+if redis.call("exists", current) == 0 then
+    local at = math.ceil((epoch + g) * window / (g - 1)) - 1
+    if params then
+        local left = redis.call("pttl", params)
+        if left > 0 and now + left < at then
+            at = now + left
+        end
+    end
+    if at <= now then
+        at = now + 1
+    end
+    if read == "bitfield_ro" then
+        redis.call("set", current, "", "PXAT", at, "NX")
+    else
+        -- Before Redis 6.2 (no PXAT either): the same moment, relative to the script's clock.
+        redis.call("set", current, "", "PX", math.max(1, at - now), "NX")
+    end
+end
 local out = {}
 local set = {}
 local get = {}
-local flipped = false
 for item = 1, (#ARGV - 7) / k do
     local first = 8 + (item - 1) * k
     -- One BITFIELD sets the k bits and returns their old values: a 0 means the item was not
@@ -27,7 +48,6 @@ for item = 1, (#ARGV - 7) / k do
         end
     end
     if new == 1 then
-        flipped = true
         -- In an older generation? Its first bit by GETBIT (0 for most new items), then the
         -- others by one read.
         local built = false
@@ -58,20 +78,6 @@ for item = 1, (#ARGV - 7) / k do
         end
     end
     out[item] = new
-end
--- The step that creates a generation gives it its absolute expiry: the moment it leaves the
--- window (sooner when the filter was given a shorter TTL by expire). A step that changed no
--- bit created nothing.
-if flipped and redis.call("pttl", current) == -1 then
-    -- Redis deletes a key once its time is past `at`: at - 1 makes it go at the boundary.
-    local at = math.ceil((epoch + g) * window / (g - 1)) - 1
-    if params then
-        local left = redis.call("pttl", params)
-        if left > 0 and now + left < at then
-            at = now + left
-        end
-    end
-    redis.call("pexpireat", current, at)
 end
 out[#out + 1] = verified
 return out

@@ -3,8 +3,9 @@
 -- and deletes the scratch key after it.
 -- Reply: {"at", EPOCH}, the current generation's epoch.
 local current = live[1]
-redis.call("bitop", "or", current, current, KEYS[#KEYS])
--- BITOP replaced the key, and its TTL with it: the absolute expiry again, as the add sets it.
+local scratch = KEYS[#KEYS]
+-- The generation's absolute expiry, as the add sets it (BITOP replaces the key, and its TTL
+-- with it).
 local at = math.ceil((epoch + g) * window / (g - 1)) - 1
 if params then
     local left = redis.call("pttl", params)
@@ -12,5 +13,13 @@ if params then
         at = now + left
     end
 end
+if at <= now then
+    at = now + 1
+end
+-- Every command that could be refused runs before the first write to the generation: the
+-- same expiry on the scratch key (deleted after this script) proves PEXPIREAT is allowed, so
+-- that a refusal cannot leave bits without an expiry.
+redis.call("pexpireat", scratch, at)
+redis.call("bitop", "or", current, current, scratch)
 redis.call("pexpireat", current, at)
 return {"at", epoch}

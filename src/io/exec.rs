@@ -20,6 +20,11 @@ pub(crate) struct Exec<C> {
     conn: C,
     options: Options,
     caps: Caps,
+    /// One `WAIT` at a time: it blocks the connection that sends it, so concurrent ones (a
+    /// sharded write's, one per part) would queue behind each other on the server while each
+    /// one's response timeout runs from its sending, and the later ones would time out (and be
+    /// retried) instead of reporting how many replicas confirmed.
+    wait_turn: tokio::sync::Mutex<()>,
 }
 
 /// What a filter learns about the server (and its ACL) as it goes.
@@ -40,6 +45,7 @@ impl<C> Exec<C> {
             conn,
             options,
             caps: Caps::default(),
+            wait_turn: tokio::sync::Mutex::new(()),
         }
     }
 
@@ -185,6 +191,7 @@ where
             wait.arg(wanted).arg(millis);
             wait
         });
+        let _turn = self.wait_turn.lock().await;
         let acked = self.run(key, &tx).await?.take(acked)?;
         if acked < wanted {
             return Err(Error::NotReplicated { acked, wanted });

@@ -14,7 +14,7 @@ use crate::options::Options;
 use crate::retry::Clock;
 use crate::sharded::{self, Shards};
 use crate::{dense, keys};
-use futures_util::future::{join, join_all};
+use futures_util::future::{join, join_all, try_join_all};
 use redis::aio::ConnectionLike;
 use std::sync::Arc;
 use std::time::Duration;
@@ -465,10 +465,12 @@ where
                 false => Ok(()),
             }
         };
-        let (guarded, answers) = join(guarded, join_all(calls)).await;
+        // The first error ends the call: the other parts' futures are dropped (their writes
+        // may be applied, as with any failed write), instead of waiting, say, for each of their
+        // WAITs to time out in turn.
+        let (guarded, answers) = join(guarded, try_join_all(calls)).await;
         guarded?;
-        let answers = answers.into_iter().collect::<Result<Vec<_>>>()?;
-        Ok(sharded::gather(items.len(), answers))
+        Ok(sharded::gather(items.len(), answers?))
     }
 
     /// One part's call, retried as a whole: the parameters check (when the guard lives in

@@ -27,7 +27,7 @@ use crate::scripts::{script, Arg, LuaScript};
 use crate::sharded::{self, Shards};
 use crate::sizing::{current_fpr, estimate_items};
 use crate::{keys, Engine};
-use futures_util::future::{join, join_all};
+use futures_util::future::{join, join_all, try_join_all};
 use futures_util::StreamExt;
 use redis::aio::ConnectionLike;
 use redis::Value;
@@ -511,10 +511,11 @@ where
                 false => Ok(()),
             }
         };
-        let (beside, answers) = join(beside, join_all(calls)).await;
+        // The first error ends the call (the other parts' futures are dropped), as for the
+        // plain filter.
+        let (beside, answers) = join(beside, try_join_all(calls)).await;
         beside?;
-        let answers = answers.into_iter().collect::<Result<Vec<_>>>()?;
-        Ok(sharded::gather(items.len(), answers))
+        Ok(sharded::gather(items.len(), answers?))
     }
 
     /// One part's items, in commands of a bounded size (a few in flight at once, in order),
