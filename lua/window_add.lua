@@ -1,14 +1,9 @@
--- Adds items to the current generation; new = in no live generation before. One atomic step.
--- ARGV[7]: k. ARGV[8..]: k bit offsets per item.
--- Reply: one integer per item, then `verified` (see the head); per item 1 when new, else 0.
--- (No local functions, and few calls into Redis: each costs the script about a microsecond.)
-local read, k = ARGV[6], tonumber(ARGV[7])
-local current = live[1]
+-- The rest of the add (see lua/window_add_head.lua).
 -- The step that creates a generation gives it its absolute expiry, before any bit: the moment
 -- it leaves the window (sooner when the filter was given a shorter TTL by expire). Redis
 -- deletes a key once its time is past `at`, so at - 1 makes it go at the boundary. (Created
 -- first, so that a refused command cannot leave bits without an expiry.)
-if redis.call("exists", current) == 0 then
+if fresh then
     local at = math.ceil((epoch + g) * window / (g - 1)) - 1
     if params then
         local left = redis.call("pttl", params)

@@ -45,52 +45,40 @@ pub(crate) const MAX_WINDOW: Duration = Duration::from_secs(10 * 365 * 86_400);
 /// Commands of one batch in flight at once on the connection.
 const COMMANDS_IN_FLIGHT: usize = 4;
 
-script!(
-    /// Adds items to the current generation; new when in no live generation.
-    WINDOW_ADD = concat!(
-        include_str!("../../../lua/window_params.lua"),
-        include_str!("../../../lua/window_epoch.lua"),
-        include_str!("../../../lua/window_add.lua")
-    )
+/// Declares a window script: `lua/window_args.lua`, then the parts named, from `lua/`.
+macro_rules! window_script {
+    ($(#[$doc:meta])* $name:ident = [$($part:literal),+]) => {
+        script!($(#[$doc])* $name = concat!(
+            include_str!("../../../lua/window_args.lua"),
+            $(include_str!(concat!("../../../lua/", $part, ".lua"))),+
+        ));
+    };
+}
+
+window_script!(
+    /// Adds items to the current generation; new when in no live generation. The parameters
+    /// are checked when the step creates the generation.
+    WINDOW_ADD = ["window_epoch", "window_add_head", "window_check", "window_add"]
 );
-script!(
-    /// Checks items against the live generations (read-only).
-    WINDOW_EXISTS = concat!(
-        include_str!("../../../lua/window_params.lua"),
-        include_str!("../../../lua/window_exists.lua")
-    )
+window_script!(
+    /// Checks items against the live generations (read-only; the clock only when needed).
+    WINDOW_EXISTS = ["window_check", "window_exists"]
 );
-script!(
+window_script!(
     /// Describes the live generations (read-only).
-    WINDOW_INFO = concat!(
-        include_str!("../../../lua/window_params.lua"),
-        include_str!("../../../lua/window_epoch.lua"),
-        include_str!("../../../lua/window_info.lua")
-    )
+    WINDOW_INFO = ["window_check", "window_epoch", "window_info"]
 );
-script!(
+window_script!(
     /// The dense add's merge of a batch's bitmap into the current generation.
-    WINDOW_MERGE = concat!(
-        include_str!("../../../lua/window_params.lua"),
-        include_str!("../../../lua/window_epoch.lua"),
-        include_str!("../../../lua/window_merge.lua")
-    )
+    WINDOW_MERGE = ["window_check", "window_epoch", "window_merge"]
 );
-script!(
+window_script!(
     /// The dense check's head: the checks and the current epoch (read-only).
-    WINDOW_AT = concat!(
-        include_str!("../../../lua/window_params.lua"),
-        include_str!("../../../lua/window_epoch.lua"),
-        include_str!("../../../lua/window_at.lua")
-    )
+    WINDOW_AT = ["window_check", "window_epoch", "window_at"]
 );
-script!(
+window_script!(
     /// `clear` and `expire` of every generation and the parameters.
-    WINDOW_DROP = concat!(
-        include_str!("../../../lua/window_params.lua"),
-        include_str!("../../../lua/window_epoch.lua"),
-        include_str!("../../../lua/window_drop.lua")
-    )
+    WINDOW_DROP = ["window_check", "window_epoch", "window_drop"]
 );
 
 /// A Bloom filter that forgets: "was this item added in the last `window`?" (SPEC.md §4
@@ -202,6 +190,14 @@ impl ServerClock {
     }
 }
 
+/// The generations' name beside a filter's key: `redbloom:gen:HASH`, HASH naming the filter's
+/// parameters, so that a client with other parameters can never touch this filter's
+/// generations (an add checks the stored parameters only when it creates a generation).
+fn generations_of(fingerprint: &str) -> String {
+    let (h1, _) = crate::hash::murmur3_x64_128(fingerprint.as_bytes());
+    format!("redbloom:gen:{:08x}", h1 >> 32)
+}
+
 fn millis(duration: Duration) -> u64 {
     u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
 }
@@ -291,7 +287,7 @@ impl<C> WindowBloom<C> {
         let params = keys::sidecar(&key, "redbloom:params")?;
         let (guard, parts) = if shards == 1 {
             let part = Part {
-                prefix: keys::sidecar(&key, "redbloom:gen")?,
+                prefix: keys::sidecar(&key, &generations_of(&fingerprint))?,
                 checked: Some([params, key.clone()]),
                 scratch: keys::sidecar(&key, "redbloom:scratch")?,
                 geometry: per_part,
@@ -310,7 +306,7 @@ impl<C> WindowBloom<C> {
                 .map(|i| {
                     let shard = keys::shard_key(&key, i, shards);
                     Ok(Part {
-                        prefix: keys::sidecar(&shard, "redbloom:gen")?,
+                        prefix: keys::sidecar(&shard, &generations_of(&fingerprint))?,
                         checked: None,
                         scratch: keys::sidecar(&shard, "redbloom:scratch")?,
                         geometry: per_part,
@@ -872,6 +868,18 @@ mod tests {
         assert_eq!(keys[5], "{k}:redbloom:gen:96");
         assert_eq!(&keys[6..], ["{k}:redbloom:params", "k"]);
         assert!(keys.iter().all(|k| keys::slot(k) == keys::slot("k")));
+    }
+
+    #[test]
+    fn generations_are_named_by_their_parameters() {
+        let a = generations_of("kind=window window_ms=2000 generations=4");
+        let b = generations_of("kind=window window_ms=3000 generations=4");
+        assert!(a.starts_with("redbloom:gen:") && a.len() == "redbloom:gen:".len() + 8);
+        assert_ne!(a, b);
+        assert_eq!(
+            a,
+            generations_of("kind=window window_ms=2000 generations=4")
+        );
     }
 
     #[test]

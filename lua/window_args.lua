@@ -1,5 +1,6 @@
--- The head of every window script (concatenated before it, with lua/window_epoch.lua after
--- it but for checks): the arguments and the parameters check.
+-- The head of every window script (concatenated before it): its arguments. Then come
+-- lua/window_check.lua (the parameters check) and lua/window_epoch.lua (the server's clock),
+-- in the order each script needs.
 -- A generation is one key per epoch E = floor(now_ms * (G - 1) / window_ms) of the server's
 -- clock; G of them are live (E, E-1, ..., E-G+1). The client names the keys, since a script
 -- must declare every key it touches (Redis Cluster): it guesses the epoch, and the server's
@@ -20,20 +21,10 @@ local params = nil
 if #KEYS >= g + 4 then
     params = KEYS[g + 3]
 end
+-- Whether lua/window_check.lua checks the parameters (an add checks them only when it
+-- creates a generation: a generation's name holds a hash of its filter's parameters, so one
+-- that exists was created by a step that checked them).
+local check = true
 -- 1 when this step saw the filter's own parameters stored (or stored them): the client then
 -- leaves them out of its checks.
 local verified = 0
-if params then
-    local stored = redis.call("get", params)
-    if stored then
-        if stored ~= ARGV[4] then
-            return {"params", stored}
-        end
-        verified = 1
-    elseif redis.call("exists", KEYS[g + 4]) == 1 then
-        return {"params", ""}
-    elseif ARGV[5] == "1" then
-        redis.call("set", params, ARGV[4])
-        verified = 1
-    end
-end

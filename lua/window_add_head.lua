@@ -1,0 +1,14 @@
+-- Adds items to the current generation; new = in no live generation before. One atomic step:
+-- lua/window_args.lua, lua/window_epoch.lua, this, lua/window_check.lua, lua/window_add.lua.
+-- ARGV[7]: k. ARGV[8..]: k bit offsets per item.
+-- Reply: one integer per item, then `verified` (see the head); per item 1 when new, else 0.
+-- (No local functions, and few calls into Redis: each costs the script about a microsecond.)
+local read, k = ARGV[6], tonumber(ARGV[7])
+local current = live[1]
+-- The parameters are checked when this step creates the generation; one that exists was
+-- created by a step that checked them (its name holds their hash), so they are this filter's.
+local fresh = redis.call("exists", current) == 0
+check = fresh
+if not fresh then
+    verified = 1
+end
