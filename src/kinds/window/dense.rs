@@ -48,13 +48,15 @@ impl<C> Window<C>
 where
     C: ConnectionLike + Clone + Send + Sync,
 {
-    /// The batch by the dense path when it pays, else `None`.
+    /// The batch by the dense path when it pays, else `None`; retried unless the caller
+    /// retries the whole (`whole`).
     pub(super) async fn dense<T: AsRef<[u8]>>(
         &self,
         clock: &Clock,
         part: &super::Part,
         items: &[T],
         write: bool,
+        whole: bool,
     ) -> Result<Option<Vec<bool>>> {
         let geometry = part.geometry;
         let bytes = geometry.max_bytes();
@@ -73,8 +75,7 @@ where
         let answers = match write {
             true => {
                 let merged = self
-                    .exec
-                    .retried(clock, || self.dense_add(part, &offsets, k))
+                    .step(clock, whole, || self.dense_add(part, &offsets, k))
                     .await;
                 match merged {
                     // A user granted the generations but not the scratch key or BITOP: the
@@ -87,8 +88,7 @@ where
                 }
             }
             false => {
-                self.exec
-                    .retried(clock, || self.dense_read(part, &offsets, k))
+                self.step(clock, whole, || self.dense_read(part, &offsets, k))
                     .await?
             }
         };

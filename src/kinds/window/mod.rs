@@ -514,8 +514,9 @@ where
         Ok(sharded::gather(items.len(), answers?))
     }
 
-    /// One part's items, in commands of a bounded size (a few in flight at once, in order),
-    /// each retried; after a write, `WAIT` when asked.
+    /// One part's items; after a write, `WAIT` when asked. A write and its `WAIT` are
+    /// retried together: `WAIT` confirms the writes of its own connection, so after a
+    /// reconnect a `WAIT` alone would confirm nothing.
     async fn part_items<T: AsRef<[u8]>>(
         &self,
         clock: &Clock,
@@ -523,12 +524,45 @@ where
         items: &[T],
         write: bool,
     ) -> Result<Vec<bool>> {
-        if let Some(answers) = self.dense(clock, part, items, write).await? {
-            if write {
-                self.exec
-                    .retried(clock, || self.exec.confirm(&part.prefix, Engine::Scripts))
-                    .await?;
+        if !write || self.exec.options().replicas.is_none() {
+            return self.part_attempt(clock, part, items, write, false).await;
+        }
+        self.exec
+            .retried(clock, || async {
+                let answers = self.part_attempt(clock, part, items, write, true).await?;
+                self.exec.confirm(&part.prefix, Engine::Scripts).await?;
+                Ok(answers)
+            })
+            .await
+    }
+
+    /// Runs `attempt` under the retry policy, or once when the caller retries around it
+    /// (`whole`).
+    async fn step<T, F, Fut>(&self, clock: &Clock, whole: bool, attempt: F) -> Result<T>
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = Result<T>>,
+    {
+        match whole {
+            true => {
+                let mut attempt = attempt;
+                attempt().await
             }
+            false => self.exec.retried(clock, attempt).await,
+        }
+    }
+
+    /// One part's items by the dense path, or in commands of a bounded size (a few in
+    /// flight at once, in order), each retried unless the caller retries the whole.
+    async fn part_attempt<T: AsRef<[u8]>>(
+        &self,
+        clock: &Clock,
+        part: &Part,
+        items: &[T],
+        write: bool,
+        whole: bool,
+    ) -> Result<Vec<bool>> {
+        if let Some(answers) = self.dense(clock, part, items, write, whole).await? {
             return Ok(answers);
         }
         let k = part.geometry.hashes as usize;
@@ -548,8 +582,7 @@ where
                 let offsets = offsets?;
                 let (k, offsets): (&dyn Arg, &dyn Arg) = (&k, &offsets);
                 let reply = self
-                    .exec
-                    .retried(clock, || async move {
+                    .step(clock, whole, || async move {
                         self.call(part, run, &[k, offsets]).await
                     })
                     .await?;
@@ -560,21 +593,14 @@ where
                 Ok::<_, Error>(flags)
             }
         };
-        let answers = if items.len() <= per_command {
-            command(items).await?
-        } else {
-            let mut answers = Vec::with_capacity(items.len());
-            let mut commands = futures_util::stream::iter(items.chunks(per_command).map(command))
-                .buffered(COMMANDS_IN_FLIGHT);
-            while let Some(flags) = commands.next().await {
-                answers.extend(flags?);
-            }
-            answers
-        };
-        if write {
-            self.exec
-                .retried(clock, || self.exec.confirm(&part.prefix, Engine::Scripts))
-                .await?;
+        if items.len() <= per_command {
+            return command(items).await;
+        }
+        let mut answers = Vec::with_capacity(items.len());
+        let mut commands = futures_util::stream::iter(items.chunks(per_command).map(command))
+            .buffered(COMMANDS_IN_FLIGHT);
+        while let Some(flags) = commands.next().await {
+            answers.extend(flags?);
         }
         Ok(answers)
     }
