@@ -28,17 +28,74 @@ pub(crate) fn get(key: &str, offsets: &[u64], read_only: bool) -> Cmd {
     cmd
 }
 
+/// `BITFIELD key OVERFLOW SAT INCRBY u4 #i 1` for every counter index: 4-bit counters that
+/// saturate at 15 (a counting filter's add); the reply is every counter's new value.
+pub(crate) fn increment(key: &str, cells: &[u64]) -> Cmd {
+    let mut cmd = with_capacity(key, cells.len() + 1, 4);
+    cmd.arg("BITFIELD").arg(key).arg("OVERFLOW").arg("SAT");
+    for &cell in cells {
+        cmd.arg("INCRBY").arg("u4").arg(format!("#{cell}")).arg(1);
+    }
+    cmd
+}
+
+/// `BITFIELD_RO key GET u4 #i` for every counter index (plain `BITFIELD` when `read_only` is
+/// false, for servers older than Redis 6.2).
+pub(crate) fn get_counters(key: &str, cells: &[u64], read_only: bool) -> Cmd {
+    let mut cmd = with_capacity(key, cells.len(), 3);
+    cmd.arg(if read_only { "BITFIELD_RO" } else { "BITFIELD" })
+        .arg(key);
+    for &cell in cells {
+        cmd.arg("GET").arg("u4").arg(format!("#{cell}"));
+    }
+    cmd
+}
+
+/// Folds a reply of `items × k` counter values into one answer per item: after an
+/// [`increment`], whether any counter went from 0 to 1 (the item was certainly absent); after
+/// a [`get_counters`], whether every counter is above 0. `None` for a reply of another shape.
+pub(crate) fn fold_counters(
+    reply: &Value,
+    k: usize,
+    items: usize,
+    fold: Fold,
+) -> Option<Vec<bool>> {
+    let Value::Array(values) = reply else {
+        return None;
+    };
+    if values.len() != items * k {
+        return None;
+    }
+    values
+        .chunks(k)
+        .map(|item| {
+            let mut answer = matches!(fold, Fold::AllOne);
+            for value in item {
+                let Value::Int(value @ 0..=15) = value else {
+                    return None;
+                };
+                match fold {
+                    Fold::AnyZero => answer |= *value == 1,
+                    Fold::AllOne => answer &= *value > 0,
+                }
+            }
+            Some(answer)
+        })
+        .collect()
+}
+
 fn with_capacity(key: &str, offsets: usize, args_per_offset: usize) -> Cmd {
     // Each offset takes at most 10 digits, plus "SET"/"GET", "u1" and "1".
     Cmd::with_capacity(2 + offsets * args_per_offset, 16 + key.len() + offsets * 16)
 }
 
-/// What a group of `k` bit replies means for its item.
+/// What a group of `k` bit (or counter) replies means for its item.
 #[derive(Clone, Copy)]
 pub(crate) enum Fold {
-    /// After a `SET`: the item is new when any of its bits was 0.
+    /// After a `SET`: the item is new when any of its bits was 0 (for counters: when any
+    /// went from 0 to 1).
     AnyZero,
-    /// After a `GET`: the item may be present when all of its bits are 1.
+    /// After a `GET`: the item may be present when all of its bits are 1 (counters above 0).
     AllOne,
 }
 
@@ -88,6 +145,25 @@ mod tests {
             String::from_utf8_lossy(&super::get("f", &[1], false).get_packed_command())
                 .starts_with("*5\r\n$8\r\nBITFIELD\r\n")
         );
+    }
+
+    #[test]
+    fn counters_are_4_bit_cells_that_saturate() {
+        let incr = String::from_utf8_lossy(&increment("f", &[3]).get_packed_command()).into_owned();
+        assert!(incr.contains("OVERFLOW\r\n$3\r\nSAT\r\n$6\r\nINCRBY\r\n$2\r\nu4\r\n$2\r\n#3\r\n"));
+        let after = Value::Array([1, 5, 15, 2].map(Value::Int).to_vec());
+        assert_eq!(
+            fold_counters(&after, 2, 2, Fold::AnyZero),
+            Some(vec![true, false])
+        );
+        assert_eq!(
+            fold_counters(&after, 2, 2, Fold::AllOne),
+            Some(vec![true, true])
+        );
+        let zero = Value::Array([0, 5].map(Value::Int).to_vec());
+        assert_eq!(fold_counters(&zero, 2, 1, Fold::AllOne), Some(vec![false]));
+        let bad = Value::Array([16, 5].map(Value::Int).to_vec());
+        assert_eq!(fold_counters(&bad, 2, 1, Fold::AllOne), None);
     }
 
     #[test]

@@ -3,6 +3,7 @@
 use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::geometry::Geometry;
+use crate::kinds::counting::CountingBloom;
 use crate::kinds::plain::RedisBloom;
 use crate::kinds::window::WindowBloom;
 use crate::layout::Layout;
@@ -185,6 +186,45 @@ impl Builder {
             Some(_) => self.clone().build_window(()).map(drop),
             None => self.clone().build(()).map(drop),
         }
+    }
+
+    /// Checks the configuration and makes a counting filter ([`CountingBloom`]) on `conn`:
+    /// items can be removed. Sizes count counters of 4 bits: with
+    /// [`expected_items`](Builder::expected_items) and a rate, as many counters as a native
+    /// filter has bits; with [`bits`](Builder::bits), that many counters, and
+    /// [`hashes`](Builder::hashes) (default 7). Uses the native layout's hashing. Sends
+    /// nothing to Redis.
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] as for [`build`](Builder::build), and when a window was given,
+    /// the layout asked for is go-zero's, or a key would hold more than 2^30 counters.
+    pub fn build_counting<C>(self, conn: C) -> Result<CountingBloom<C>> {
+        if self.window.is_some() {
+            return Err(Error::InvalidConfig(
+                "a filter is either a window or a counting filter, not both".into(),
+            ));
+        }
+        if self.layout == Some(Layout::GoZero) {
+            return Err(Error::InvalidConfig(
+                "counting filters use the native layout, not go-zero's".into(),
+            ));
+        }
+        let sized = Builder {
+            hashes: self.hashes.or(self.bits.map(|_| 7)),
+            ..self.clone()
+        };
+        let (counters, hashes) = sized.sized(Layout::Native, |fpr| fpr)?;
+        CountingBloom::from_parts(
+            conn,
+            self.key,
+            Geometry {
+                layout: Layout::Native,
+                bits: counters,
+                hashes,
+            },
+            self.shards,
+            self.options,
+        )
     }
 
     /// Checks the configuration and makes the window filter on `conn`. Sends nothing to

@@ -58,6 +58,20 @@ pub struct GenerationInfo {
     pub ttl: KeyTtl,
 }
 
+/// A snapshot of a [`CountingBloom`](crate::CountingBloom): its totals, and its counters in
+/// use and saturated.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct CountingInfo {
+    /// Totals: `bits` is the number of counters, `bits_set` the counters in use (above zero),
+    /// and the estimates follow from them as for a plain filter.
+    pub filter: FilterInfo,
+    /// Counters above zero.
+    pub counters_in_use: u64,
+    /// Counters at 15, which are never decremented (they may hold more than they show).
+    pub counters_saturated: u64,
+}
+
 /// The time to live of a filter's key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum KeyTtl {

@@ -27,9 +27,9 @@ pub use self::{
     engine::Engine,
     error::{Error, Result},
     hash::{gozero_locations, murmur3_x64_128, sum64, GOZERO_HASHES},
-    info::{FilterInfo, GenerationInfo, KeyTtl, WindowInfo},
+    info::{CountingInfo, FilterInfo, GenerationInfo, KeyTtl, WindowInfo},
     io::bits::MAX_OFFSETS_PER_COMMAND,
-    kinds::{plain::RedisBloom, window::WindowBloom},
+    kinds::{counting::CountingBloom, plain::RedisBloom, window::WindowBloom},
     layout::{native_locations, Layout},
     retry::Retry,
     sizing::{

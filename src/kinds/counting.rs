@@ -1,0 +1,636 @@
+//! The counting filter (SPEC.md §4 "counting"): items can be removed. Each position is a 4-bit
+//! counter (`BITFIELD ... u4 #i`, two per byte) that saturates at 15; an add increments the
+//! item's k counters, a remove decrements them, in one atomic step that does nothing unless
+//! every one is above zero, and never decrements a saturated counter.
+
+use crate::bitfield::{self, Fold};
+use crate::error::{Error, Result};
+use crate::geometry::Geometry;
+use crate::info::{CountingInfo, FilterInfo, KeyTtl};
+use crate::io::bits::{Bits, Ctx, Removal, MAX_OFFSETS_PER_COMMAND};
+use crate::io::exec::{self, Exec};
+use crate::io::guard::Guard;
+use crate::io::tx::{Slot, Tx};
+use crate::layout::Layout;
+use crate::options::Options;
+use crate::retry::Clock;
+use crate::scripts::script;
+use crate::sharded::{self, Shards};
+use crate::sizing::{current_fpr, estimate_items};
+use crate::{dense, keys, Engine};
+use futures_util::future::{join, join_all, try_join_all};
+use futures_util::StreamExt;
+use redis::aio::ConnectionLike;
+use redis::Value;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Commands of one batch in flight at once on the connection.
+const COMMANDS_IN_FLIGHT: usize = 4;
+
+script!(
+    /// Removes items: nothing unless every counter is above zero; saturated counters stay.
+    COUNTING_REMOVE = include_str!("../../lua/counting_remove.lua")
+);
+script!(
+    /// Adds items only if absent (`CF.ADDNX`).
+    COUNTING_ADD_ABSENT = include_str!("../../lua/counting_add_absent.lua")
+);
+
+/// A Bloom filter whose items can be removed (SPEC.md §4 "counting"): each of its positions is
+/// a 4-bit counter in a Redis string (half a byte each), for blacklists whose entries are
+/// lifted.
+///
+/// [`add`](CountingBloom::add) increments the item's k counters (saturating at 15);
+/// [`remove`](CountingBloom::remove) decrements them in one atomic step that does nothing
+/// unless every one is above zero, and never decrements a saturated counter. An item added
+/// more often than removed is always found, whatever other clients do concurrently,
+/// **provided only items that were added are removed**: removing an item that was never added
+/// but tests present (a false positive) decrements counters that other items hold, and can make
+/// them absent. Use [`add_if_absent`](CountingBloom::add_if_absent) so that an item is counted
+/// once however often it is added, and remove only what you know you added.
+///
+/// ```no_run
+/// # async fn demo(conn: redbloom::redis::aio::MultiplexedConnection) -> redbloom::Result<()> {
+/// let blocked = redbloom::RedisBloom::builder("blocked:users")
+///     .expected_items(100_000)
+///     .false_positive_rate(0.001)
+///     .build_counting(conn)?;
+/// blocked.add_if_absent("user:42").await?; // blocking twice counts once
+/// assert!(blocked.exists("user:42").await?);
+/// blocked.remove("user:42").await?;       // unblocked
+/// # Ok(()) }
+/// ```
+#[derive(Debug)]
+pub struct CountingBloom<C>(Arc<Counting<C>>);
+
+impl<C> Clone for CountingBloom<C> {
+    /// Another handle on the same filter: one reference count.
+    fn clone(&self) -> Self {
+        CountingBloom(Arc::clone(&self.0))
+    }
+}
+
+#[derive(Debug)]
+struct Counting<C> {
+    exec: Exec<C>,
+    key: String,
+    /// The counters (`bits` counts counters) and hashes, all shards together.
+    geometry: Geometry,
+    guard: Guard,
+    parts: Shards<Counters>,
+}
+
+/// One key of counters.
+#[derive(Debug, Clone)]
+struct Counters {
+    key: String,
+    /// `bits` is the number of counters of this key.
+    geometry: Geometry,
+}
+
+impl Counters {
+    /// The same key seen as bits (4 per counter), for the checked `clear` and `expire`.
+    fn as_bits(&self) -> Bits {
+        Bits::new(
+            self.key.clone(),
+            None,
+            self.geometry.total(self.geometry.bits * 4),
+        )
+    }
+}
+
+/// What a batch does to the counters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Op {
+    Add,
+    AddIfAbsent,
+    Exists,
+    Remove,
+}
+
+impl<C> CountingBloom<C> {
+    /// The filter the [`Builder`](crate::Builder) describes: `geometry.bits` counts counters
+    /// (all shards together).
+    pub(crate) fn from_parts(
+        conn: C,
+        key: String,
+        geometry: Geometry,
+        shards: u32,
+        options: Options,
+    ) -> Result<Self> {
+        if key.is_empty() {
+            return Err(Error::InvalidConfig("the key must not be empty".into()));
+        }
+        keys::check_not_reserved(&key)?;
+        let shards = shards.max(1);
+        // A key holds at most 2^32 bits: 2^30 counters.
+        let per_part = Geometry::new(
+            Layout::Native,
+            geometry.bits.div_ceil(u64::from(shards)),
+            geometry.hashes,
+        )?;
+        if per_part.bits > crate::sizing::MAX_BITS / 4 {
+            return Err(Error::InvalidConfig(format!(
+                "{} counters per key are more than one key's 2^30 (4 bits each); use more shards",
+                per_part.bits
+            )));
+        }
+        let geometry = per_part.total(per_part.bits * u64::from(shards));
+        let fingerprint = format!(
+            "kind=counting counter_bits=4 {}",
+            geometry.fingerprint(shards)
+        );
+        let params = keys::sidecar(&key, "redbloom:params")?;
+        let (guard, parts) = if shards == 1 {
+            let guard = Guard::new(
+                key.clone(),
+                Some(params),
+                key.clone(),
+                fingerprint,
+                Layout::Native,
+                geometry.bits * 4,
+            );
+            let part = Counters {
+                key: key.clone(),
+                geometry: per_part,
+            };
+            (guard, vec![part])
+        } else {
+            let guard = Guard::new(
+                key.clone(),
+                Some(params.clone()),
+                params,
+                fingerprint,
+                Layout::Native,
+                geometry.bits * 4,
+            );
+            let parts = (0..shards)
+                .map(|i| Counters {
+                    key: keys::shard_key(&key, i, shards),
+                    geometry: per_part,
+                })
+                .collect();
+            (guard, parts)
+        };
+        Ok(CountingBloom(Arc::new(Counting {
+            exec: Exec::new(conn, options),
+            key,
+            geometry,
+            guard,
+            parts: Shards::new(parts),
+        })))
+    }
+
+    /// The filter's key in Redis (for a sharded filter, the name its shards' keys derive from).
+    pub fn key(&self) -> &str {
+        &self.0.key
+    }
+
+    /// How many 4-bit counters the filter has (all shards together).
+    pub fn counters(&self) -> u64 {
+        self.0.geometry.bits
+    }
+
+    /// Counters per item.
+    pub fn hashes(&self) -> u32 {
+        self.0.geometry.hashes
+    }
+
+    /// How many keys hold the filter.
+    pub fn shards(&self) -> u32 {
+        self.0.parts.count()
+    }
+
+    /// Items per batch that `redbloom load`, `check` and `unload` use.
+    pub fn bulk_batch_size(&self) -> usize {
+        (MAX_OFFSETS_PER_COMMAND / self.0.geometry.hashes as usize).max(1)
+            * COMMANDS_IN_FLIGHT
+            * self.shards() as usize
+    }
+}
+
+impl<C> CountingBloom<C>
+where
+    C: ConnectionLike + Clone + Send + Sync,
+{
+    /// Adds `item`: increments its counters (a counter at 15 stays at 15). Returns `true` when
+    /// one of them went from 0 to 1, so the item was certainly absent before. Adding twice
+    /// counts twice: it then takes two removes to remove it (see
+    /// [`add_if_absent`](CountingBloom::add_if_absent)).
+    ///
+    /// # Errors
+    /// [`Error::ParamsMismatch`] when the filter was created with another size, shard count
+    /// or kind (nothing is written); [`Error::WrongType`]; network faults as for
+    /// [`RedisBloom::add`](crate::RedisBloom::add). Not idempotent: a retried add after a lost
+    /// reply may count twice.
+    pub async fn add(&self, item: impl AsRef<[u8]>) -> Result<bool> {
+        Ok(self.one(item.as_ref(), Op::Add).await?)
+    }
+
+    /// Adds `item` only if it is absent (all its counters above zero means present), in one
+    /// atomic step, like RedisBloom's `CF.ADDNX`: of concurrent calls for one absent item,
+    /// exactly one adds it and returns `true`. Idempotent, so a blacklist entry blocked twice
+    /// is unblocked by one [`remove`](CountingBloom::remove).
+    ///
+    /// # Errors
+    /// As for [`add`](CountingBloom::add).
+    pub async fn add_if_absent(&self, item: impl AsRef<[u8]>) -> Result<bool> {
+        Ok(self.one(item.as_ref(), Op::AddIfAbsent).await?)
+    }
+
+    /// Whether `item` may be in the filter: all its counters are above zero.
+    ///
+    /// # Errors
+    /// As for [`add`](CountingBloom::add).
+    pub async fn exists(&self, item: impl AsRef<[u8]>) -> Result<bool> {
+        Ok(self.one(item.as_ref(), Op::Exists).await?)
+    }
+
+    /// Removes `item` once: in one atomic step, nothing unless every counter of the item is
+    /// above zero; then each is decremented, but a saturated counter (15) stays. Returns
+    /// whether it was present and removed. Removing an absent item changes nothing.
+    ///
+    /// Remove only items that were added: removing a false positive decrements counters of
+    /// other items, which may then test absent.
+    ///
+    /// # Errors
+    /// As for [`add`](CountingBloom::add). Not idempotent: a retried remove after a lost reply
+    /// may remove twice.
+    pub async fn remove(&self, item: impl AsRef<[u8]>) -> Result<bool> {
+        Ok(self.one(item.as_ref(), Op::Remove).await?)
+    }
+
+    /// [`add`](CountingBloom::add) for every item, in order; answers in input order. Up to
+    /// [`MAX_OFFSETS_PER_COMMAND`](crate::MAX_OFFSETS_PER_COMMAND) counters per command, each
+    /// atomic; a few commands in flight at once.
+    ///
+    /// # Errors
+    /// As for [`add`](CountingBloom::add).
+    pub async fn add_many<T: AsRef<[u8]>>(&self, items: &[T]) -> Result<Vec<bool>> {
+        self.0.many(items, Op::Add).await
+    }
+
+    /// [`add_if_absent`](CountingBloom::add_if_absent) for every item, in order.
+    ///
+    /// # Errors
+    /// As for [`add`](CountingBloom::add).
+    pub async fn add_many_if_absent<T: AsRef<[u8]>>(&self, items: &[T]) -> Result<Vec<bool>> {
+        self.0.many(items, Op::AddIfAbsent).await
+    }
+
+    /// [`exists`](CountingBloom::exists) for every item.
+    ///
+    /// # Errors
+    /// As for [`add`](CountingBloom::add).
+    pub async fn exists_many<T: AsRef<[u8]>>(&self, items: &[T]) -> Result<Vec<bool>> {
+        self.0.many(items, Op::Exists).await
+    }
+
+    /// [`remove`](CountingBloom::remove) for every item, in order; an item repeated in the
+    /// batch is removed as many times as it appears (while present).
+    ///
+    /// # Errors
+    /// As for [`add`](CountingBloom::add).
+    pub async fn remove_many<T: AsRef<[u8]>>(&self, items: &[T]) -> Result<Vec<bool>> {
+        self.0.many(items, Op::Remove).await
+    }
+
+    /// The counters in use (above zero) and saturated (at 15), with the usual totals: reads
+    /// the whole filter, in 4 MiB chunks.
+    ///
+    /// # Errors
+    /// As for [`add`](CountingBloom::add).
+    pub async fn info(&self) -> Result<CountingInfo> {
+        self.0.info().await
+    }
+
+    /// Deletes the filter (every shard and the stored parameters), checked as
+    /// [`RedisBloom::clear`](crate::RedisBloom::clear) is. Returns whether it existed.
+    ///
+    /// # Errors
+    /// As for [`add`](CountingBloom::add).
+    pub async fn clear(&self) -> Result<bool> {
+        let done = self.0.remove_keys(Removal::Delete).await;
+        self.0.guard.reset();
+        done
+    }
+
+    /// Makes the filter expire after `ttl`, checked as
+    /// [`RedisBloom::expire`](crate::RedisBloom::expire) is.
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] for a TTL below 1 ms or too long for Redis; otherwise as for
+    /// [`clear`](CountingBloom::clear).
+    pub async fn expire(&self, ttl: Duration) -> Result<bool> {
+        let millis = i64::try_from(ttl.as_millis())
+            .ok()
+            .filter(|ms| *ms < i64::MAX / 2)
+            .ok_or_else(|| Error::InvalidConfig(format!("a TTL of {ttl:?} is too long")))?;
+        if millis == 0 {
+            return Err(Error::InvalidConfig(format!(
+                "a TTL of {ttl:?} rounds to 0 ms, which would delete the filter at once; \
+                 clear it to delete it"
+            )));
+        }
+        self.0.remove_keys(Removal::Expire(millis)).await
+    }
+
+    async fn one(&self, item: &[u8], op: Op) -> Result<bool> {
+        Ok(self.0.many(&[item], op).await?[0])
+    }
+}
+
+impl<C> Counting<C>
+where
+    C: ConnectionLike + Clone + Send + Sync,
+{
+    /// A batch: the parameters checked (once per filter, stored by writes), each part's items
+    /// at once, the answers in input order.
+    async fn many<T: AsRef<[u8]>>(&self, items: &[T], op: Op) -> Result<Vec<bool>> {
+        if items.is_empty() {
+            return Ok(Vec::new());
+        }
+        let clock = self.exec.clock();
+        let write = op != Op::Exists;
+        self.exec
+            .retried(&clock, || self.guard.ensure(&self.exec, write))
+            .await?;
+        let parts = self.parts.parts();
+        let groups = self.parts.split(items);
+        let calls = groups.iter().map(|(part, group)| {
+            let clock = &clock;
+            async move {
+                let part_items: Vec<&[u8]> = group.iter().map(|&i| items[i].as_ref()).collect();
+                let answers = self
+                    .part_call(clock, &parts[*part], &part_items, op)
+                    .await?;
+                Ok::<_, Error>((group.as_slice(), answers))
+            }
+        });
+        let beside = async {
+            match (write, parts.len()) {
+                (true, 2..) => self.guard.beside(&self.exec, &clock).await,
+                _ => Ok(()),
+            }
+        };
+        let (beside, answers) = join(beside, try_join_all(calls)).await;
+        beside?;
+        Ok(sharded::gather(items.len(), answers?))
+    }
+
+    /// One part's items in commands of at most `MAX_OFFSETS_PER_COMMAND` counters, a few in
+    /// flight, in order; a write and its `WAIT` retried together.
+    async fn part_call(
+        &self,
+        clock: &Clock,
+        part: &Counters,
+        items: &[&[u8]],
+        op: Op,
+    ) -> Result<Vec<bool>> {
+        let k = part.geometry.hashes as usize;
+        let per_command = (MAX_OFFSETS_PER_COMMAND / k).max(1);
+        let one_key = self.parts.count() == 1;
+        let attempt = || async move {
+            let command = |chunk: &[&[u8]]| {
+                let cells = part.geometry.offsets(chunk);
+                let len = chunk.len();
+                async move { self.command(part, &cells?, len, op, one_key).await }
+            };
+            if items.len() <= per_command {
+                return command(items).await;
+            }
+            let mut answers = Vec::with_capacity(items.len());
+            let mut commands = futures_util::stream::iter(items.chunks(per_command).map(command))
+                .buffered(COMMANDS_IN_FLIGHT);
+            while let Some(flags) = commands.next().await {
+                answers.extend(flags?);
+            }
+            Ok(answers)
+        };
+        self.exec
+            .retried(clock, || async {
+                let answers = attempt().await?;
+                if op != Op::Exists {
+                    self.exec.confirm(&part.key, Engine::Fast).await?;
+                }
+                Ok(answers)
+            })
+            .await
+    }
+
+    /// One command on one part.
+    async fn command(
+        &self,
+        part: &Counters,
+        cells: &[u64],
+        items: usize,
+        op: Op,
+        one_key: bool,
+    ) -> Result<Vec<bool>> {
+        let k = part.geometry.hashes as usize;
+        let unexpected = |reply: &Value| {
+            Error::UnexpectedReply(format!("{reply:?} for {items} items of {k} counters"))
+        };
+        match op {
+            Op::Add => {
+                // The guard's step and the increments in one transaction (a filter of one key).
+                let guard = one_key.then_some(&self.guard);
+                let mut tx = match guard {
+                    Some(_) => Tx::atomic(),
+                    None => Tx::plain(),
+                };
+                let step = guard.and_then(|g| g.step(&mut tx).map(|slot| (g, slot)));
+                let incr: Slot<Value> = tx.add(bitfield::increment(&part.key, cells));
+                let mut replies = self.exec.run(&part.key, &tx).await?;
+                if let Some((g, slot)) = step {
+                    g.check_step(replies.take(slot)?)?;
+                }
+                let reply = replies.take(incr)?;
+                bitfield::fold_counters(&reply, k, items, Fold::AnyZero)
+                    .ok_or_else(|| unexpected(&reply))
+            }
+            Op::Exists => {
+                let caps = self.exec.caps();
+                let read_only = !caps.no_bitfield_ro.load(Ordering::Relaxed);
+                let reply = match self
+                    .exec
+                    .query::<Value>(
+                        &part.key,
+                        &bitfield::get_counters(&part.key, cells, read_only),
+                    )
+                    .await
+                {
+                    Err(Error::Redis(err)) if read_only && exec::is_unknown_command(&err) => {
+                        caps.no_bitfield_ro.store(true, Ordering::Relaxed);
+                        self.exec
+                            .query(&part.key, &bitfield::get_counters(&part.key, cells, false))
+                            .await?
+                    }
+                    reply => reply?,
+                };
+                bitfield::fold_counters(&reply, k, items, Fold::AllOne)
+                    .ok_or_else(|| unexpected(&reply))
+            }
+            Op::Remove => {
+                let reply = self
+                    .exec
+                    .script(&part.key, &COUNTING_REMOVE, &[&part.key], &[&k, &cells])
+                    .await?;
+                flags(&reply, items).ok_or_else(|| unexpected(&reply))
+            }
+            Op::AddIfAbsent => {
+                let mut keys = vec![part.key.as_str()];
+                if one_key {
+                    keys.extend(self.guard.key());
+                }
+                let reply = self
+                    .exec
+                    .script(
+                        &part.key,
+                        &COUNTING_ADD_ABSENT,
+                        &keys,
+                        &[&self.guard.fingerprint(), &k, &cells],
+                    )
+                    .await?;
+                if let Value::Array(refusal) = &reply {
+                    if let [Value::BulkString(what), Value::BulkString(stored)] = refusal.as_slice()
+                    {
+                        if what == b"params" {
+                            let stored = String::from_utf8_lossy(stored).into_owned();
+                            return Err(self.guard.refusal(crate::io::guard::Evidence::Stored(
+                                (!stored.is_empty()).then_some(stored),
+                            )));
+                        }
+                    }
+                }
+                flags(&reply, items).ok_or_else(|| unexpected(&reply))
+            }
+        }
+    }
+
+    async fn info(&self) -> Result<CountingInfo> {
+        let clock = self.exec.clock();
+        self.exec
+            .retried(&clock, || self.guard.ensure(&self.exec, false))
+            .await?;
+        let reads = self.parts.parts().iter().map(|part| {
+            self.exec.retried(&clock, move || async move {
+                let mut tx = Tx::plain();
+                let chunks: Vec<Slot<Vec<u8>>> = dense::read_ranges(part.geometry.bits * 4)
+                    .map(|(first, last)| {
+                        tx.add(
+                            redis::cmd("GETRANGE")
+                                .arg(&part.key)
+                                .arg(first)
+                                .arg(last)
+                                .to_owned(),
+                        )
+                    })
+                    .collect();
+                let pttl: Slot<i64> = tx.add(redis::cmd("PTTL").arg(&part.key).to_owned());
+                let mut replies = self.exec.run(&part.key, &tx).await?;
+                let (mut in_use, mut saturated, mut bytes) = (0u64, 0u64, 0u64);
+                for chunk in chunks {
+                    let chunk = replies.take(chunk)?;
+                    bytes += chunk.len() as u64;
+                    for byte in chunk {
+                        for nibble in [byte >> 4, byte & 0x0f] {
+                            in_use += u64::from(nibble > 0);
+                            saturated += u64::from(nibble == 15);
+                        }
+                    }
+                }
+                Ok((
+                    in_use,
+                    saturated,
+                    bytes,
+                    KeyTtl::from_pttl(replies.take(pttl)?),
+                ))
+            })
+        });
+        let mut totals = (0, 0, 0, KeyTtl::Missing);
+        for read in join_all(reads).await {
+            let (in_use, saturated, bytes, ttl) = read?;
+            totals.0 += in_use;
+            totals.1 += saturated;
+            totals.2 += bytes;
+            totals.3 = totals.3.longest_lived(ttl);
+        }
+        let Geometry { bits, hashes, .. } = self.geometry;
+        let (in_use, saturated, bytes, ttl) = totals;
+        Ok(CountingInfo {
+            filter: FilterInfo {
+                key: self.key.clone(),
+                bits,
+                hashes,
+                bits_set: in_use,
+                bytes,
+                estimated_items: estimate_items(bits, hashes, in_use),
+                estimated_fpr: current_fpr(bits, hashes, in_use),
+                ttl,
+            },
+            counters_in_use: in_use,
+            counters_saturated: saturated,
+        })
+    }
+
+    /// `clear` or `expire`, each key checked in the same atomic step (the plain filter's
+    /// `lua/drop.lua`); a sharded filter's parameters checked first and removed last.
+    async fn remove_keys(&self, how: Removal) -> Result<bool> {
+        let clock = self.exec.clock();
+        let one_key = self.parts.count() == 1;
+        if !one_key {
+            self.exec
+                .retried(&clock, || self.guard.ensure(&self.exec, false))
+                .await?;
+        }
+        let ctx = Ctx {
+            exec: &self.exec,
+            engine: Engine::Fast,
+            guard: one_key.then_some(&self.guard),
+        };
+        let all = self.parts.parts().iter().map(|part| {
+            let bits = part.as_bits();
+            async move { self.exec.retried(&clock, || bits.remove(ctx, how)).await }
+        });
+        let any = join_all(all)
+            .await
+            .into_iter()
+            .collect::<Result<Vec<_>>>()?
+            .contains(&true);
+        if let (false, Some(key)) = (one_key, self.guard.key()) {
+            let mut cmd = match how {
+                Removal::Delete => redis::cmd("DEL"),
+                Removal::Expire(_) => redis::cmd("PEXPIRE"),
+            };
+            cmd.arg(key);
+            if let Removal::Expire(millis) = how {
+                cmd.arg(millis);
+            }
+            let _: i64 = self
+                .exec
+                .retried(&clock, || self.exec.query(key, &cmd))
+                .await?;
+        }
+        Ok(any)
+    }
+}
+
+/// One flag per item from a script's array of 0/1.
+fn flags(reply: &Value, items: usize) -> Option<Vec<bool>> {
+    let Value::Array(values) = reply else {
+        return None;
+    };
+    if values.len() != items {
+        return None;
+    }
+    values
+        .iter()
+        .map(|v| match v {
+            Value::Int(flag) => Some(*flag == 1),
+            _ => None,
+        })
+        .collect()
+}

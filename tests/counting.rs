@@ -1,0 +1,348 @@
+//! Counting filters (SPEC.md §4 "counting") against a real Redis: add, remove and the
+//! idempotent insert; a removal of an absent item changes no byte; saturated counters stay;
+//! a model-based property test against a multiset; concurrent clients; mismatches.
+
+mod common;
+
+use proptest::prelude::*;
+use redbloom::{CountingBloom, Error, KeyTtl, RedisBloom};
+use redis::aio::MultiplexedConnection;
+use std::collections::HashMap;
+use std::time::Duration;
+
+fn counting(conn: MultiplexedConnection, key: &str) -> CountingBloom<MultiplexedConnection> {
+    RedisBloom::builder(key)
+        .expected_items(1_000)
+        .false_positive_rate(0.001)
+        .build_counting(conn)
+        .unwrap()
+}
+
+async fn bytes(conn: &mut MultiplexedConnection, key: &str) -> Vec<u8> {
+    redis::cmd("GET")
+        .arg(key)
+        .query_async::<Option<Vec<u8>>>(conn)
+        .await
+        .unwrap()
+        .unwrap_or_default()
+}
+
+#[tokio::test]
+async fn add_remove_and_the_idempotent_insert() {
+    let redis = common::redis().await;
+    let key = common::unique_key("counting-basics");
+    let mut conn = redis.connection().await;
+    let blocked = counting(conn.clone(), &key);
+    assert!(!blocked.exists("a").await.unwrap());
+    assert!(!blocked.remove("a").await.unwrap(), "nothing to remove");
+    assert!(blocked.add("a").await.unwrap(), "new");
+    assert!(!blocked.add("a").await.unwrap(), "counted twice, not new");
+    assert!(blocked.remove("a").await.unwrap());
+    assert!(
+        blocked.exists("a").await.unwrap(),
+        "added twice, removed once"
+    );
+    assert!(blocked.remove("a").await.unwrap());
+    assert!(
+        !blocked.exists("a").await.unwrap(),
+        "added twice, removed twice"
+    );
+    assert!(bytes(&mut conn, &key).await.iter().all(|&b| b == 0));
+
+    // The idempotent insert counts once however often it is called.
+    assert!(blocked.add_if_absent("u").await.unwrap());
+    assert!(!blocked.add_if_absent("u").await.unwrap());
+    assert!(blocked.remove("u").await.unwrap());
+    assert!(
+        !blocked.exists("u").await.unwrap(),
+        "blocked twice, unblocked once"
+    );
+
+    // Batches, in order.
+    assert_eq!(
+        blocked.add_many(&["x", "y", "x"]).await.unwrap(),
+        [true, true, false]
+    );
+    assert_eq!(
+        blocked.remove_many(&["x", "z", "x", "x"]).await.unwrap(),
+        [true, false, true, false]
+    );
+    assert_eq!(
+        blocked.exists_many(&["x", "y", "z"]).await.unwrap(),
+        [false, true, false]
+    );
+    assert_eq!(
+        blocked.add_many_if_absent(&["y", "w", "w"]).await.unwrap(),
+        [false, true, false]
+    );
+    let info = blocked.info().await.unwrap();
+    assert_eq!(info.filter.bits, blocked.counters());
+    assert_eq!(info.counters_in_use, info.filter.bits_set);
+    assert!(info.counters_in_use > 0 && info.counters_in_use <= 2 * 10);
+    assert_eq!(info.counters_saturated, 0);
+    assert_eq!(info.filter.ttl, KeyTtl::Persistent);
+    assert!(blocked.expire(Duration::from_secs(60)).await.unwrap());
+    assert!(blocked.clear().await.unwrap());
+    assert!(!common::key_exists(&mut conn, &key).await);
+}
+
+/// Removing items never added (and testing absent) changes no byte of the filter.
+#[tokio::test]
+async fn removing_an_absent_item_changes_nothing() {
+    let redis = common::redis().await;
+    let key = common::unique_key("counting-absent");
+    let mut conn = redis.connection().await;
+    let blocked = counting(conn.clone(), &key);
+    let present: Vec<String> = (0..300).map(|i| format!("p{i}")).collect();
+    blocked.add_many(&present).await.unwrap();
+    let before = bytes(&mut conn, &key).await;
+    let absent: Vec<String> = (0..2_000).map(|i| format!("never{i}")).collect();
+    let found = blocked.exists_many(&absent).await.unwrap();
+    let truly_absent: Vec<&String> = absent
+        .iter()
+        .zip(&found)
+        .filter(|(_, &f)| !f)
+        .map(|(a, _)| a)
+        .collect();
+    assert!(truly_absent.len() > 1_900);
+    let removed = blocked.remove_many(&truly_absent).await.unwrap();
+    assert!(removed.iter().all(|&r| !r));
+    for item in truly_absent.iter().take(50) {
+        assert!(!blocked.remove(item).await.unwrap());
+    }
+    assert_eq!(bytes(&mut conn, &key).await, before, "no byte changed");
+    blocked.clear().await.unwrap();
+}
+
+/// A counter at 15 stays at 15 through adds and removes: an item added 20 times and removed
+/// 20 times is still found (its counters saturated, and may hold more than they show).
+#[tokio::test]
+async fn saturated_counters_are_never_decremented() {
+    let redis = common::redis().await;
+    let key = common::unique_key("counting-saturated");
+    let mut conn = redis.connection().await;
+    let blocked = counting(conn.clone(), &key);
+    for _ in 0..20 {
+        blocked.add("hot").await.unwrap();
+    }
+    let info = blocked.info().await.unwrap();
+    assert_eq!(info.counters_saturated, u64::from(blocked.hashes()));
+    let saturated = bytes(&mut conn, &key).await;
+    for _ in 0..20 {
+        assert!(blocked.remove("hot").await.unwrap());
+    }
+    assert!(blocked.exists("hot").await.unwrap());
+    assert_eq!(bytes(&mut conn, &key).await, saturated, "15 stays 15");
+    assert_eq!(
+        blocked.info().await.unwrap().counters_saturated,
+        u64::from(blocked.hashes())
+    );
+    blocked.clear().await.unwrap();
+}
+
+#[derive(Debug, Clone)]
+enum Step {
+    Add(u8),
+    AddIfAbsent(u8),
+    Remove(u8),
+}
+
+fn step() -> impl Strategy<Value = Step> {
+    // A small universe, so that items collide and repeat.
+    prop_oneof![
+        (0u8..24).prop_map(Step::Add),
+        (0u8..24).prop_map(Step::AddIfAbsent),
+        (0u8..24).prop_map(Step::Remove),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+
+    /// Random sequences of adds, idempotent inserts and removes of added items, in batches,
+    /// against a multiset: never a false negative for an item added more often than removed.
+    #[test]
+    fn never_a_false_negative_against_a_multiset(steps in prop::collection::vec(step(), 1..120)) {
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        runtime.block_on(async {
+            let redis = common::redis().await;
+            let key = common::unique_key("counting-model");
+            // Small enough that the items' counters overlap.
+            let blocked = RedisBloom::builder(&key)
+                .bits(200)
+                .hashes(4)
+                .build_counting(redis.connection().await)
+                .unwrap();
+            let mut model: HashMap<u8, u32> = HashMap::new();
+            for chunk in steps.chunks(5) {
+                for step in chunk {
+                    match *step {
+                        Step::Add(i) => {
+                            blocked.add(format!("i{i}")).await.unwrap();
+                            *model.entry(i).or_default() += 1;
+                        }
+                        Step::AddIfAbsent(i) => {
+                            let added = blocked.add_if_absent(format!("i{i}")).await.unwrap();
+                            let count = model.entry(i).or_default();
+                            // Present in the model means present in the filter: never added.
+                            if *count > 0 {
+                                prop_assert!(!added, "i{} is in the model", i);
+                            }
+                            if added {
+                                *count += 1;
+                            }
+                        }
+                        // Only items the model holds are removed (the documented rule).
+                        Step::Remove(i) => {
+                            if model.get(&i).copied().unwrap_or(0) > 0 {
+                                let removed = blocked.remove(format!("i{i}")).await.unwrap();
+                                prop_assert!(removed, "i{} is in the model", i);
+                                *model.get_mut(&i).unwrap() -= 1;
+                            }
+                        }
+                    }
+                }
+                let held: Vec<u8> = model.iter().filter(|(_, &n)| n > 0).map(|(&i, _)| i).collect();
+                let names: Vec<String> = held.iter().map(|i| format!("i{i}")).collect();
+                let found = blocked.exists_many(&names).await.unwrap();
+                for (name, found) in names.iter().zip(found) {
+                    prop_assert!(found, "false negative for {}", name);
+                }
+            }
+            blocked.clear().await.unwrap();
+            Ok(())
+        })?;
+    }
+}
+
+/// Eight clients (each its own connection) add and remove disjoint and shared items at once:
+/// no false negative for what each holds, and the idempotent insert of one item by all of them
+/// succeeds exactly once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_clients_lose_nothing_and_count_once() {
+    let redis = common::redis().await;
+    let key = common::unique_key("counting-concurrent");
+    let mut tasks = Vec::new();
+    for client in 0..8 {
+        let blocked = counting(redis.connection().await, &key);
+        tasks.push(tokio::spawn(async move {
+            let own: Vec<String> = (0..200).map(|i| format!("own{client}-{i}")).collect();
+            let shared: Vec<String> = (0..50).map(|i| format!("shared{i}")).collect();
+            let mut once = 0;
+            for round in 0..5 {
+                blocked.add_many(&own).await.unwrap();
+                blocked.add_many(&shared).await.unwrap();
+                once += blocked
+                    .add_many_if_absent(&[format!("once{round}")])
+                    .await
+                    .unwrap()
+                    .iter()
+                    .filter(|&&a| a)
+                    .count();
+                // Remove what this client added in this round, keeping one count of each.
+                if round > 0 {
+                    blocked.remove_many(&own).await.unwrap();
+                    blocked.remove_many(&shared).await.unwrap();
+                }
+                let found = blocked.exists_many(&own).await.unwrap();
+                assert!(
+                    found.iter().all(|&f| f),
+                    "client {client}: own item missing"
+                );
+                let found = blocked.exists_many(&shared).await.unwrap();
+                assert!(
+                    found.iter().all(|&f| f),
+                    "client {client}: shared item missing"
+                );
+            }
+            once
+        }));
+    }
+    let mut once = 0;
+    for task in tasks {
+        once += task.await.unwrap();
+    }
+    assert_eq!(once, 5, "each once{{round}} inserted by exactly one client");
+    counting(redis.connection().await, &key)
+        .clear()
+        .await
+        .unwrap();
+}
+
+/// Another kind or size at the same key is refused and writes nothing; a sharded counting
+/// filter works and clears every shard.
+#[tokio::test]
+async fn mismatches_and_shards() {
+    let redis = common::redis().await;
+    let key = common::unique_key("counting-mismatch");
+    let mut conn = redis.connection().await;
+    let blocked = counting(conn.clone(), &key);
+    blocked.add("a").await.unwrap();
+    let before = bytes(&mut conn, &key).await;
+    let bigger = RedisBloom::builder(&key)
+        .expected_items(2_000)
+        .false_positive_rate(0.001)
+        .build_counting(conn.clone())
+        .unwrap();
+    for result in [
+        bigger.add("b").await,
+        bigger.remove("a").await,
+        bigger.add_if_absent("b").await,
+    ] {
+        assert!(
+            matches!(result, Err(Error::ParamsMismatch { .. })),
+            "{result:?}"
+        );
+    }
+    let plain = RedisBloom::builder(&key)
+        .layout(redbloom::Layout::Native)
+        .expected_items(1_000)
+        .false_positive_rate(0.001)
+        .build(conn.clone())
+        .unwrap();
+    assert!(matches!(
+        plain.add("b").await,
+        Err(Error::ParamsMismatch { .. })
+    ));
+    assert_eq!(bytes(&mut conn, &key).await, before);
+    blocked.clear().await.unwrap();
+
+    let sharded = RedisBloom::builder(&key)
+        .expected_items(10_000)
+        .false_positive_rate(0.01)
+        .shards(4)
+        .build_counting(conn.clone())
+        .unwrap();
+    let items: Vec<String> = (0..1_000).map(|i| format!("s{i}")).collect();
+    assert!(
+        sharded
+            .add_many(&items)
+            .await
+            .unwrap()
+            .iter()
+            .filter(|&&n| n)
+            .count()
+            > 990
+    );
+    assert!(sharded
+        .exists_many(&items)
+        .await
+        .unwrap()
+        .iter()
+        .all(|&f| f));
+    assert!(sharded
+        .remove_many(&items)
+        .await
+        .unwrap()
+        .iter()
+        .all(|&r| r));
+    let info = sharded.info().await.unwrap();
+    assert_eq!(info.counters_in_use, 0);
+    assert!(sharded.clear().await.unwrap());
+    let left: Vec<String> = redis::cmd("KEYS")
+        .arg(format!("*{key}*"))
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert!(left.is_empty(), "{left:?}");
+}
