@@ -226,7 +226,7 @@ where
     /// [`RedisBloom::add`](crate::RedisBloom::add). Not idempotent: a retried add after a lost
     /// reply may count twice.
     pub async fn add(&self, item: impl AsRef<[u8]>) -> Result<bool> {
-        Ok(self.one(item.as_ref(), Op::Add).await?)
+        self.one(item.as_ref(), Op::Add).await
     }
 
     /// Adds `item` only if it is absent (all its counters above zero means present), in one
@@ -237,7 +237,7 @@ where
     /// # Errors
     /// As for [`add`](CountingBloom::add).
     pub async fn add_if_absent(&self, item: impl AsRef<[u8]>) -> Result<bool> {
-        Ok(self.one(item.as_ref(), Op::AddIfAbsent).await?)
+        self.one(item.as_ref(), Op::AddIfAbsent).await
     }
 
     /// Whether `item` may be in the filter: all its counters are above zero.
@@ -245,7 +245,7 @@ where
     /// # Errors
     /// As for [`add`](CountingBloom::add).
     pub async fn exists(&self, item: impl AsRef<[u8]>) -> Result<bool> {
-        Ok(self.one(item.as_ref(), Op::Exists).await?)
+        self.one(item.as_ref(), Op::Exists).await
     }
 
     /// Removes `item` once: in one atomic step, nothing unless every counter of the item is
@@ -259,7 +259,7 @@ where
     /// As for [`add`](CountingBloom::add). Not idempotent: a retried remove after a lost reply
     /// may remove twice.
     pub async fn remove(&self, item: impl AsRef<[u8]>) -> Result<bool> {
-        Ok(self.one(item.as_ref(), Op::Remove).await?)
+        self.one(item.as_ref(), Op::Remove).await
     }
 
     /// [`add`](CountingBloom::add) for every item, in order; answers in input order. Up to
