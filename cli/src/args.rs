@@ -116,6 +116,11 @@ pub(crate) struct Cli {
     )]
     pub(crate) window: Option<Duration>,
 
+    /// A counting filter: items can be removed (`remove`, `unload`); 4-bit counters, sized
+    /// with --capacity N --fpr P, or --bits N (N counters, 7 per item).
+    #[arg(long, global = true, conflicts_with = "window", help_heading = FILTER)]
+    pub(crate) counting: bool,
+
     /// With --window: generations live at once, 2..=64 [default: 4]. More forget closer to
     /// the window, at more memory and work per call.
     #[arg(
@@ -283,6 +288,24 @@ Items are lines of at most 64 KiB; at most 128 MiB of items are in flight (a bat
 acknowledged and exit 130/143."
     )]
     Check(FileArgs),
+    /// With --counting: remove items once each (only items that were added: removing a false
+    /// positive can remove other items); "removed" counts those that were present.
+    #[command(override_usage = usage!("--counting remove ITEM..."))]
+    Remove {
+        /// Items, taken as raw bytes.
+        #[arg(required = true)]
+        items: Vec<OsString>,
+    },
+    /// With --counting: remove every line of FILE (- for stdin) once, in batches: the inverse
+    /// of load.
+    #[command(
+        override_usage = usage!("--counting unload [--batch N] [--pipeline N] FILE"),
+        after_help = "Example:
+  redbloom --key blocked --counting --capacity 100000 --fpr 0.001 unload lifted.txt
+
+Items are lines of at most 64 KiB; the same bounds and signals as load."
+    )]
+    Unload(FileArgs),
     /// Describe the filter.
     #[command(
         override_usage = usage!("info"),
@@ -377,6 +400,8 @@ pub(crate) struct BenchArgs {
 pub(crate) enum BenchOp {
     Add,
     Exists,
+    /// With --counting: items are added first (untimed), then removed.
+    Remove,
 }
 
 /// A whole number in `min..=max`, the range named when it is not one (a negative number

@@ -14,6 +14,16 @@ pub(crate) async fn run<C>(bloom: Filter<C>, args: &BenchArgs) -> Result<output:
 where
     C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
 {
+    if args.op == BenchOp::Remove {
+        // Something to remove: every item added once first, untimed.
+        let mut first = 0;
+        while first < args.items {
+            let last = (first + 10_000).min(args.items);
+            let items: Vec<String> = (first..last).map(|i| format!("bench:{i}")).collect();
+            bloom.add_many(&items).await?;
+            first = last;
+        }
+    }
     let next = Arc::new(AtomicU64::new(0));
     let started = Instant::now();
     let mut tasks = JoinSet::new();
@@ -67,8 +77,10 @@ where
         match (op, &items[..]) {
             (BenchOp::Add, [item]) => drop(bloom.add(item.as_bytes()).await?),
             (BenchOp::Exists, [item]) => drop(bloom.exists(item.as_bytes()).await?),
+            (BenchOp::Remove, [item]) => drop(bloom.remove(item.as_bytes()).await?),
             (BenchOp::Add, _) => drop(bloom.add_many(&items).await?),
             (BenchOp::Exists, _) => drop(bloom.exists_many(&items).await?),
+            (BenchOp::Remove, _) => drop(bloom.remove_many(&items).await?),
         }
         latencies.push(call.elapsed().as_micros() as u64);
     }

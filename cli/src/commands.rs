@@ -6,7 +6,7 @@ use crate::args::{Cli, Command, FileArgs};
 use crate::bench;
 use crate::config;
 use crate::connect::{connect, connect_cluster, Connection};
-use crate::filter::Filter;
+use crate::filter::{Filter, Kind};
 use crate::output::{self, print};
 use anyhow::Result;
 use std::ffi::OsString;
@@ -31,7 +31,12 @@ pub(crate) async fn run(cli: Cli) -> Result<ExitCode> {
             Connection::Single(connect(url, cli.tls_ca.as_deref(), timeout).await?)
         }
     };
-    let bloom = Filter::build(builder, cli.window.is_some(), conn)?;
+    let kind = match (cli.window.is_some(), cli.counting) {
+        (true, _) => Kind::Window,
+        (false, true) => Kind::Counting,
+        (false, false) => Kind::Plain,
+    };
+    let bloom = Filter::build(builder, kind, conn)?;
     let json = cli.json;
 
     match cli.command {
@@ -86,6 +91,32 @@ pub(crate) async fn run(cli: Cli) -> Result<ExitCode> {
             );
             return Ok(interrupted(&run, "checked"));
         }
+        Command::Remove { items } => {
+            let flags = bloom.remove_many(&raw_items(&items)).await?;
+            print(
+                &output::Removed {
+                    items: flags.len() as u64,
+                    removed: count(&flags),
+                },
+                json,
+            );
+        }
+        Command::Unload(args) => {
+            if kind != Kind::Counting {
+                anyhow::bail!("unload removes items: only a counting filter can (give --counting)");
+            }
+            let run = stream_file(&bloom, &args, Op::Remove).await?;
+            print(
+                &output::Unloaded {
+                    items: run.items,
+                    removed: run.hits,
+                    seconds: run.seconds,
+                    interrupted: run.interrupted.map(|stop| stop.signal),
+                },
+                json,
+            );
+            return Ok(interrupted(&run, "removed"));
+        }
         Command::Info => print(&bloom.info().await?, json),
         Command::Clear => print(
             &output::Cleared {
@@ -129,13 +160,14 @@ fn count(flags: &[bool]) -> u64 {
 enum Op {
     Add,
     Exists,
+    Remove,
 }
 
 /// Sends every line of the file in batches (see the `stream` module for the bounds).
 async fn stream_file(bloom: &Bloom, args: &FileArgs, op: Op) -> Result<stream::Streamed> {
     let batch = match (args.batch, op) {
         (Some(batch), _) => batch as usize,
-        (None, Op::Add) => bloom.bulk_add_batch_size(),
+        (None, Op::Add | Op::Remove) => bloom.bulk_add_batch_size(),
         (None, Op::Exists) => bloom.bulk_check_batch_size(),
     };
     stream::stream_file(bloom, &args.file, batch, args.pipeline as usize, op).await

@@ -14,9 +14,10 @@ pub(crate) fn builder(cli: &Cli) -> Result<Builder> {
         .key
         .clone()
         .ok_or_else(|| anyhow!("missing --key KEY: the filter's key"))?;
-    let builder = match cli.window {
-        None => sized(RedisBloom::builder(key), &cli.size, cli.layout)?,
-        Some(window) => windowed(RedisBloom::builder(key), cli, window)?,
+    let builder = match (cli.window, cli.counting) {
+        (Some(window), _) => windowed(RedisBloom::builder(key), cli, window)?,
+        (None, true) => counted(RedisBloom::builder(key), cli)?,
+        (None, false) => sized(RedisBloom::builder(key), &cli.size, cli.layout)?,
     };
     let mut builder = builder
         .retry(Retry::for_duration(Duration::from_secs_f64(cli.retry_for)))
@@ -41,7 +42,10 @@ pub(crate) fn builder(cli: &Cli) -> Result<Builder> {
     if let Some(replicas) = cli.wait_replicas {
         builder = builder.wait_for_replicas(replicas, wait_timeout(cli));
     }
-    builder.validate()?;
+    match cli.counting {
+        true => builder.clone().build_counting(()).map(drop)?,
+        false => builder.validate()?,
+    }
     Ok(builder)
 }
 
@@ -107,5 +111,19 @@ fn windowed(builder: Builder, cli: &Cli, window: Duration) -> Result<Builder> {
             "--window is sized with --capacity N (the most items added in any one window) and \
              --fpr P, not --bits"
         ),
+    }
+}
+
+/// A counting filter's builder: --capacity and --fpr, or --bits N counters (7 per item).
+fn counted(builder: Builder, cli: &Cli) -> Result<Builder> {
+    if cli.layout_given && cli.layout != Layout::Native {
+        bail!("--counting filters use the native layout; drop --layout gozero");
+    }
+    match (cli.size.bits, cli.size.capacity, cli.size.fpr) {
+        (Some(counters), None, None) => Ok(builder.bits(counters)),
+        (None, Some(items), Some(fpr)) => {
+            Ok(builder.expected_items(items).false_positive_rate(fpr))
+        }
+        _ => bail!("give the filter's size: --bits N (counters), or --capacity N with --fpr P"),
     }
 }

@@ -3,7 +3,7 @@
 
 use crate::output;
 use redbloom::redis::aio::ConnectionLike;
-use redbloom::{Builder, RedisBloom, Result, WindowBloom};
+use redbloom::{Builder, CountingBloom, Error, RedisBloom, Result, WindowBloom};
 use std::time::Duration;
 
 /// One filter of one kind.
@@ -11,6 +11,15 @@ use std::time::Duration;
 pub(crate) enum Filter<C> {
     Plain(RedisBloom<C>),
     Window(WindowBloom<C>),
+    Counting(CountingBloom<C>),
+}
+
+/// Which kind the command line asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kind {
+    Plain,
+    Window,
+    Counting,
 }
 
 /// Calls the same method on whichever kind the filter is.
@@ -19,16 +28,18 @@ macro_rules! each {
         match $filter {
             Filter::Plain($f) => $call,
             Filter::Window($f) => $call,
+            Filter::Counting($f) => $call,
         }
     };
 }
 
 impl<C> Filter<C> {
-    /// The kind `builder` describes (a window when it was given one), on `conn`.
-    pub(crate) fn build(builder: Builder, window: bool, conn: C) -> Result<Self> {
-        Ok(match window {
-            true => Filter::Window(builder.build_window(conn)?),
-            false => Filter::Plain(builder.build(conn)?),
+    /// A filter of `kind` as `builder` describes it, on `conn`.
+    pub(crate) fn build(builder: Builder, kind: Kind, conn: C) -> Result<Self> {
+        Ok(match kind {
+            Kind::Window => Filter::Window(builder.build_window(conn)?),
+            Kind::Counting => Filter::Counting(builder.build_counting(conn)?),
+            Kind::Plain => Filter::Plain(builder.build(conn)?),
         })
     }
 
@@ -37,6 +48,7 @@ impl<C> Filter<C> {
         match self {
             Filter::Plain(f) => f.bulk_add_batch_size(),
             Filter::Window(f) => f.bulk_batch_size(),
+            Filter::Counting(f) => f.bulk_batch_size(),
         }
     }
 
@@ -45,6 +57,7 @@ impl<C> Filter<C> {
         match self {
             Filter::Plain(f) => f.bulk_check_batch_size(),
             Filter::Window(f) => f.bulk_batch_size(),
+            Filter::Counting(f) => f.bulk_batch_size(),
         }
     }
 }
@@ -73,7 +86,24 @@ where
         Ok(match self {
             Filter::Plain(f) => output::Info::from(f.info().await?),
             Filter::Window(f) => output::Info::from(f.info().await?),
+            Filter::Counting(f) => output::Info::from(f.info().await?),
         })
+    }
+
+    /// Removes each item once (counting filters only).
+    pub(crate) async fn remove_many<T: AsRef<[u8]>>(&self, items: &[T]) -> Result<Vec<bool>> {
+        match self {
+            Filter::Counting(f) => f.remove_many(items).await,
+            _ => Err(Error::InvalidConfig(
+                "only a counting filter can remove items: give --counting (and the size it was \
+                 created with)"
+                    .into(),
+            )),
+        }
+    }
+
+    pub(crate) async fn remove(&self, item: &[u8]) -> Result<bool> {
+        Ok(self.remove_many(&[item]).await?[0])
     }
 
     pub(crate) async fn clear(&self) -> Result<bool> {

@@ -69,6 +69,41 @@ impl Report for Loaded {
 }
 
 #[derive(Serialize)]
+pub(crate) struct Removed {
+    pub(crate) items: u64,
+    pub(crate) removed: u64,
+}
+
+impl Report for Removed {
+    fn text(&self) -> String {
+        format!("{} items, {} removed", self.items, self.removed)
+    }
+}
+
+#[derive(Serialize)]
+pub(crate) struct Unloaded {
+    pub(crate) items: u64,
+    pub(crate) removed: u64,
+    pub(crate) seconds: f64,
+    /// The signal that stopped the run early; absent when it finished.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) interrupted: Option<&'static str>,
+}
+
+impl Report for Unloaded {
+    fn text(&self) -> String {
+        format!(
+            "{} items, {} removed, in {:.3} s ({:.0} items/s){}",
+            self.items,
+            self.removed,
+            self.seconds,
+            per_sec(self.items, self.seconds),
+            stopped(self.interrupted)
+        )
+    }
+}
+
+#[derive(Serialize)]
 pub(crate) struct CheckedFile {
     pub(crate) items: u64,
     pub(crate) present: u64,
@@ -112,6 +147,21 @@ pub(crate) struct Info {
     /// A window filter's live generations, newest first.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) parts: Option<Vec<Generation>>,
+    /// A counting filter's counters above zero and at 15.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) counters_in_use: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) counters_saturated: Option<u64>,
+}
+
+impl From<redbloom::CountingInfo> for Info {
+    fn from(info: redbloom::CountingInfo) -> Self {
+        Info {
+            counters_in_use: Some(info.counters_in_use),
+            counters_saturated: Some(info.counters_saturated),
+            ..Info::from(info.filter)
+        }
+    }
 }
 
 /// One live generation of a window filter.
@@ -152,6 +202,8 @@ impl From<redbloom::FilterInfo> for Info {
             window_seconds: None,
             generations: None,
             parts: None,
+            counters_in_use: None,
+            counters_saturated: None,
             ttl_seconds: info.ttl.as_secs(),
             key: info.key,
             bits: info.bits,
@@ -184,9 +236,14 @@ impl Report for Info {
             ),
             _ => String::new(),
         };
-        let size = match window.is_empty() {
-            true => format!("{} bits", self.bits),
-            false => format!("{} bits per generation", self.bits),
+        let size = match (window.is_empty(), self.counters_in_use) {
+            (_, Some(in_use)) => format!(
+                "{} counters ({in_use} in use, {} saturated)",
+                self.bits,
+                self.counters_saturated.unwrap_or(0)
+            ),
+            (true, None) => format!("{} bits", self.bits),
+            (false, None) => format!("{} bits per generation", self.bits),
         };
         format!(
             "key {:?}: {size}, k = {}, {} bits set in {} bytes, ~{} items, current false-positive rate {:.3e}, {}{window}",

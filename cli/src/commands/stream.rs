@@ -194,6 +194,7 @@ pub(crate) async fn stream_file(
     let done = match op {
         Op::Add => "acknowledged as added",
         Op::Exists => "checked",
+        Op::Remove => "acknowledged as removed",
     };
     let mut calls = FuturesOrdered::new();
     let mut ready: std::collections::VecDeque<Batch> = Default::default();
@@ -312,6 +313,7 @@ async fn call(
     let flags = match op {
         Op::Add => bloom.add_many(&batch.items).await,
         Op::Exists => bloom.exists_many(&batch.items).await,
+        Op::Remove => bloom.remove_many(&batch.items).await,
     };
     let Batch { items, cost, bytes } = batch;
     drop(items);
