@@ -1,0 +1,176 @@
+//! The blacklist example blocks and unblocks through real HTTP: its built binary runs with
+//! `--serve 127.0.0.1:PORT` against the test's Redis, and requests go over TCP.
+
+mod common;
+
+use serde_json::Value;
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// The example binary `cargo test` built beside this test's (`target/<profile>/examples/`).
+fn example(name: &str) -> PathBuf {
+    let deps = std::env::current_exe().unwrap();
+    let profile = deps.parent().and_then(|d| d.parent()).unwrap();
+    let path = profile.join("examples").join(name);
+    assert!(
+        path.exists(),
+        "{} was not built: run the tests with `cargo test`, which builds the examples \
+         (or `cargo build --example {name}` first)",
+        path.display()
+    );
+    path
+}
+
+/// The running service, killed (and reaped) when dropped, also when the test panics.
+struct Service {
+    child: Child,
+    port: u16,
+}
+
+impl Drop for Service {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Service {
+    /// Starts the example on a free loopback port and waits until the port answers. A port
+    /// found free can be taken before the example binds it: then it exits, and another port is
+    /// tried.
+    fn start(redis_url: &str) -> Service {
+        let mut failures = Vec::new();
+        for _ in 0..5 {
+            let port = TcpListener::bind("127.0.0.1:0")
+                .and_then(|listener| listener.local_addr())
+                .unwrap()
+                .port();
+            let child = Command::new(example("blacklist"))
+                .args(["--serve", &format!("127.0.0.1:{port}")])
+                .env("REDIS_URL", redis_url)
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("the example starts");
+            let mut service = Service { child, port };
+            match service.wait_until_listening(Duration::from_secs(30)) {
+                Ok(()) => return service,
+                Err(why) => failures.push(why),
+            }
+        }
+        panic!("the example did not start listening: {failures:?}");
+    }
+
+    /// Waits until a TCP connection to the port succeeds; fails when the example exits first
+    /// (with what it wrote to stderr) or after `timeout`.
+    fn wait_until_listening(&mut self, timeout: Duration) -> Result<(), String> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                let mut stderr = String::new();
+                if let Some(mut pipe) = self.child.stderr.take() {
+                    let _ = pipe.read_to_string(&mut stderr);
+                }
+                return Err(format!("exited with {status}: {}", stderr.trim()));
+            }
+            if TcpStream::connect(("127.0.0.1", self.port)).is_ok() {
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                return Err(format!(
+                    "port {} did not answer within {timeout:?}",
+                    self.port
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Sends `METHOD PATH HTTP/1.1` (no body, `Connection: close`) and returns the status code
+    /// and the body parsed as JSON.
+    fn request(&self, method: &str, path: &str) -> (u16, Value) {
+        let mut stream = TcpStream::connect(("127.0.0.1", self.port)).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(30)))
+            .unwrap();
+        write!(
+            stream,
+            "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nContent-Length: 0\r\n\
+             Connection: close\r\n\r\n",
+            self.port
+        )
+        .unwrap();
+        let mut response = Vec::new();
+        stream.read_to_end(&mut response).unwrap();
+        let response = String::from_utf8(response).expect("a UTF-8 response");
+        let (head, body) = response
+            .split_once("\r\n\r\n")
+            .unwrap_or_else(|| panic!("{method} {path}: no end of headers in {response:?}"));
+        let status = head
+            .lines()
+            .next()
+            .and_then(|line| line.split_whitespace().nth(1))
+            .and_then(|code| code.parse().ok())
+            .unwrap_or_else(|| panic!("{method} {path}: no status line in {head:?}"));
+        let json = serde_json::from_str(body)
+            .unwrap_or_else(|err| panic!("{method} {path}: body {body:?} is not JSON: {err}"));
+        (status, json)
+    }
+
+    /// A request that must succeed (200) and answer about `item`; returns the body.
+    fn ok(&self, method: &str, path: &str, item: &str) -> Value {
+        let (status, body) = self.request(method, path);
+        assert_eq!(status, 200, "{method} {path}: {body}");
+        assert_eq!(body["item"], item, "{method} {path}: {body}");
+        body
+    }
+}
+
+#[tokio::test]
+async fn blacklist_blocks_and_unblocks_over_http() {
+    let redis = common::redis().await;
+    let service = Service::start(redis.url());
+
+    // Blocking twice counts once.
+    let first = service.ok("POST", "/block/mallory", "mallory");
+    assert_eq!(first["blocked"], true, "{first}");
+    assert_eq!(first["new"], true, "{first}");
+    let second = service.ok("POST", "/block/mallory", "mallory");
+    assert_eq!(second["blocked"], true, "{second}");
+    assert_eq!(second["new"], false, "blocking again is not new: {second}");
+    let check = service.ok("GET", "/check/mallory", "mallory");
+    assert_eq!(check["blocked"], true, "{check}");
+
+    // Another blocked item, to see that unblocks leave it alone.
+    let eve = service.ok("POST", "/block/eve", "eve");
+    assert_eq!(eve["new"], true, "{eve}");
+
+    // One unblock is enough.
+    let unblock = service.ok("DELETE", "/block/mallory", "mallory");
+    assert_eq!(unblock["blocked"], false, "{unblock}");
+    assert_eq!(unblock["removed"], true, "{unblock}");
+    let check = service.ok("GET", "/check/mallory", "mallory");
+    assert_eq!(
+        check["blocked"], false,
+        "one unblock after two blocks: {check}"
+    );
+
+    // Unblocking a never-blocked item removes nothing, and other blocks stay.
+    let never = service.ok("DELETE", "/block/alice", "alice");
+    assert_eq!(never["blocked"], false, "{never}");
+    assert_eq!(never["removed"], false, "{never}");
+    let check = service.ok("GET", "/check/alice", "alice");
+    assert_eq!(check["blocked"], false, "{check}");
+    let check = service.ok("GET", "/check/eve", "eve");
+    assert_eq!(check["blocked"], true, "{check}");
+
+    // Unblocking again removes nothing either.
+    let again = service.ok("DELETE", "/block/mallory", "mallory");
+    assert_eq!(again["removed"], false, "{again}");
+
+    drop(service); // kills the example before its Redis goes away
+}
