@@ -346,3 +346,46 @@ async fn mismatches_and_shards() {
         .unwrap();
     assert!(left.is_empty(), "{left:?}");
 }
+
+/// A check that outweighs the counters reads them whole and tests them here: the same answers
+/// as small checks by `BITFIELD_RO` (Redis's nibble order), for present, removed and absent
+/// items.
+#[tokio::test]
+async fn whole_reads_answer_as_bitfield_does() {
+    let redis = common::redis().await;
+    let key = common::unique_key("counting-dense-check");
+    let mut conn = redis.connection().await;
+    let blocked = counting(conn.clone(), &key);
+    let items: Vec<String> = (0..600).map(|i| format!("d{i}")).collect();
+    blocked.add_many(&items).await.unwrap();
+    blocked.remove_many(&items[..200]).await.unwrap();
+    let probes: Vec<String> = (0..3_000).map(|i| format!("d{i}")).collect();
+    let getranges = |conn: &mut MultiplexedConnection| {
+        let mut conn = conn.clone();
+        async move {
+            let info: String = redis::cmd("INFO")
+                .arg("commandstats")
+                .query_async(&mut conn)
+                .await
+                .unwrap();
+            info.lines()
+                .find_map(|l| l.strip_prefix("cmdstat_getrange:calls="))
+                .and_then(|rest| rest.split(',').next())
+                .map_or(0u64, |n| n.parse().unwrap())
+        }
+    };
+    let before = getranges(&mut conn).await;
+    let whole = blocked.exists_many(&probes).await.unwrap();
+    assert!(
+        getranges(&mut conn).await > before,
+        "the big check read the counters whole"
+    );
+    let mut small = Vec::new();
+    for chunk in probes.chunks(5) {
+        small.extend(blocked.exists_many(chunk).await.unwrap());
+    }
+    assert!(whole == small, "whole reads and BITFIELD_RO disagree");
+    assert!(whole[200..600].iter().all(|&f| f));
+    assert!(whole[..200].iter().filter(|&&f| f).count() < 5);
+    blocked.clear().await.unwrap();
+}

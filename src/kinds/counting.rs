@@ -392,6 +392,25 @@ where
         let k = part.geometry.hashes as usize;
         let per_command = (MAX_OFFSETS_PER_COMMAND / k).max(1);
         let one_key = self.parts.count() == 1;
+        // A check that outweighs the counters reads them whole (as the plain filter's dense
+        // check reads its bits) and tests them here.
+        let bytes = part.geometry.bits.div_ceil(2);
+        if op == Op::Exists
+            && bytes <= dense::MAX_READ_BYTES
+            && items.len() as u64 * part.geometry.hashes as u64 * 8 >= bytes
+        {
+            let cells = part.geometry.offsets(items)?;
+            return self
+                .exec
+                .retried(clock, || async {
+                    let counters = self.read_whole(part).await?;
+                    Ok(cells
+                        .chunks(k)
+                        .map(|item| item.iter().all(|&cell| counter(&counters, cell) > 0))
+                        .collect())
+                })
+                .await;
+        }
         let attempt = || async move {
             let command = |chunk: &[&[u8]]| {
                 let cells = part.geometry.offsets(chunk);
@@ -510,6 +529,28 @@ where
         }
     }
 
+    /// A key's counters, in chunks of a few MiB, in one round trip.
+    async fn read_whole(&self, part: &Counters) -> Result<Vec<u8>> {
+        let mut tx = Tx::plain();
+        let chunks: Vec<Slot<Vec<u8>>> = dense::read_ranges(part.geometry.bits * 4)
+            .map(|(first, last)| {
+                tx.add(
+                    redis::cmd("GETRANGE")
+                        .arg(&part.key)
+                        .arg(first)
+                        .arg(last)
+                        .to_owned(),
+                )
+            })
+            .collect();
+        let mut replies = self.exec.run(&part.key, &tx).await?;
+        let mut bytes = Vec::new();
+        for chunk in chunks {
+            bytes.extend(replies.take(chunk)?);
+        }
+        Ok(bytes)
+    }
+
     async fn info(&self) -> Result<CountingInfo> {
         let clock = self.exec.clock();
         self.exec
@@ -615,6 +656,16 @@ where
                 .await?;
         }
         Ok(any)
+    }
+}
+
+/// Counter `cell` of `counters` (Redis's order: counter i is bits 4i..4i+3, the high nibble of
+/// byte i/2 for an even i); 0 past the end.
+fn counter(counters: &[u8], cell: u64) -> u8 {
+    let byte = counters.get((cell / 2) as usize).copied().unwrap_or(0);
+    match cell % 2 {
+        0 => byte >> 4,
+        _ => byte & 0x0f,
     }
 }
 
