@@ -2,7 +2,8 @@
 -- one atomic step: an item all of whose counters are above zero is left as it is; another has
 -- each counter incremented (saturating at 15).
 -- KEYS[1]: the counters. KEYS[2] (a filter of one key): the stored parameters.
--- ARGV[1]: this client's parameters. ARGV[2]: k. ARGV[3..]: k counter indexes per item.
+-- ARGV[1]: this client's parameters. ARGV[2]: k. ARGV[3..]: k counters per item, as BITFIELD
+-- names them ("#i": counter i).
 -- Reply: one integer per item, 1 when it was added, else 0; or {"params", STORED} when the
 -- stored parameters differ (nothing written).
 local key, k = KEYS[1], tonumber(ARGV[2])
@@ -17,14 +18,16 @@ if KEYS[2] then
         return {"params", stored}
     end
 end
-local out = {}
-local get, incr = {}, {}
+local out, get, incr = {}, {}, {"OVERFLOW", "SAT"}
+for i = 0, k - 1 do
+    get[3 * i + 1], get[3 * i + 2] = "GET", "u4"
+    incr[4 * i + 3], incr[4 * i + 4], incr[4 * i + 6] = "INCRBY", "u4", 1
+end
 for item = 1, (#ARGV - 2) / k do
     local first = 3 + (item - 1) * k
     for i = 0, k - 1 do
-        get[3 * i + 1] = "GET"
-        get[3 * i + 2] = "u4"
-        get[3 * i + 3] = "#" .. ARGV[first + i]
+        get[3 * i + 3] = ARGV[first + i]
+        incr[4 * i + 5] = ARGV[first + i]
     end
     local present = 1
     for _, value in ipairs(redis.call("bitfield", key, unpack(get, 1, 3 * k))) do
@@ -34,13 +37,6 @@ for item = 1, (#ARGV - 2) / k do
         end
     end
     if present == 0 then
-        incr[1], incr[2] = "OVERFLOW", "SAT"
-        for i = 0, k - 1 do
-            incr[4 * i + 3] = "INCRBY"
-            incr[4 * i + 4] = "u4"
-            incr[4 * i + 5] = "#" .. ARGV[first + i]
-            incr[4 * i + 6] = 1
-        end
         redis.call("bitfield", key, unpack(incr, 1, 4 * k + 2))
     end
     out[item] = 1 - present

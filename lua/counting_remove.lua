@@ -2,48 +2,53 @@
 -- every counter of the item is above zero (at least as many as the times the item holds that
 -- counter), then each counter less by those times; a saturated counter (15) is never
 -- decremented, since it may hold more than it shows.
--- KEYS[1]: the counters (4 bits each). ARGV[1]: k. ARGV[2..]: k counter indexes per item.
+-- KEYS[1]: the counters (4 bits each). ARGV[1]: k. ARGV[2..]: k counters per item, as BITFIELD
+-- names them ("#i": counter i).
 -- Reply: one integer per item, 1 when it was present and removed, else 0.
+-- (Tables are reused from item to item: building them is most of a script's cost.)
 local key, k = KEYS[1], tonumber(ARGV[1])
-local out = {}
+local out, get, incr = {}, {}, {}
+for i = 0, k - 1 do
+    get[3 * i + 1], get[3 * i + 2] = "GET", "u4"
+end
 for item = 1, (#ARGV - 1) / k do
     local first = 2 + (item - 1) * k
-    local times, cells = {}, {}
-    for arg = first, first + k - 1 do
-        local cell = ARGV[arg]
-        if times[cell] then
-            times[cell] = times[cell] + 1
-        else
-            times[cell] = 1
-            cells[#cells + 1] = cell
-        end
+    for i = 0, k - 1 do
+        get[3 * i + 3] = ARGV[first + i]
     end
-    local get = {}
-    for i, cell in ipairs(cells) do
-        get[3 * i - 2] = "GET"
-        get[3 * i - 1] = "u4"
-        get[3 * i] = "#" .. cell
-    end
-    local values = redis.call("bitfield", key, unpack(get, 1, 3 * #cells))
+    local values = redis.call("bitfield", key, unpack(get, 1, 3 * k))
+    -- Present when every counter is at least the times the item holds it (a counter held
+    -- twice needs 2), or saturated.
     local present = 1
-    for i, cell in ipairs(cells) do
-        if values[i] ~= 15 and values[i] < times[cell] then
-            present = 0
-            break
+    for i = 1, k do
+        local value = values[i]
+        if value ~= 15 then
+            local times = 0
+            for j = first, first + k - 1 do
+                if ARGV[j] == ARGV[first + i - 1] then
+                    times = times + 1
+                end
+            end
+            if value < times then
+                present = 0
+                break
+            end
         end
     end
     if present == 1 then
-        local ops = {}
-        for i, cell in ipairs(cells) do
+        -- One decrement per time the item holds a counter, but none of a saturated one.
+        local n = 0
+        for i = 1, k do
             if values[i] ~= 15 then
-                ops[#ops + 1] = "INCRBY"
-                ops[#ops + 1] = "u4"
-                ops[#ops + 1] = "#" .. cell
-                ops[#ops + 1] = -times[cell]
+                incr[4 * n + 1] = "INCRBY"
+                incr[4 * n + 2] = "u4"
+                incr[4 * n + 3] = ARGV[first + i - 1]
+                incr[4 * n + 4] = -1
+                n = n + 1
             end
         end
-        if #ops > 0 then
-            redis.call("bitfield", key, unpack(ops))
+        if n > 0 then
+            redis.call("bitfield", key, unpack(incr, 1, 4 * n))
         end
     end
     out[item] = present

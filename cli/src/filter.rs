@@ -57,7 +57,7 @@ impl<C> Filter<C> {
         match self {
             Filter::Plain(f) => f.bulk_check_batch_size(),
             Filter::Window(f) => f.bulk_batch_size(),
-            Filter::Counting(f) => f.bulk_batch_size(),
+            Filter::Counting(f) => f.bulk_check_batch_size(),
         }
     }
 }

@@ -203,10 +203,23 @@ impl<C> CountingBloom<C> {
         self.0.parts.count()
     }
 
-    /// Items per batch that `redbloom load`, `check` and `unload` use.
+    /// Items per batch that `redbloom load` and `unload` use: a few commands' worth.
     pub fn bulk_batch_size(&self) -> usize {
         (MAX_OFFSETS_PER_COMMAND / self.0.geometry.hashes as usize).max(1)
             * COMMANDS_IN_FLIGHT
+            * self.shards() as usize
+    }
+
+    /// Items per batch that `redbloom check` uses: large enough to read the counters whole
+    /// (up to 64 MiB per key), else as [`bulk_batch_size`](CountingBloom::bulk_batch_size).
+    pub fn bulk_check_batch_size(&self) -> usize {
+        let part = &self.0.parts.parts()[0].geometry;
+        let bytes = part.bits.div_ceil(2);
+        if bytes > dense::MAX_READ_BYTES {
+            return self.bulk_batch_size();
+        }
+        // Twice the break-even, so that the last, partial batches read whole too.
+        (bytes.div_ceil(8 * u64::from(part.hashes)) * 2).clamp(1_000, 1_000_000) as usize
             * self.shards() as usize
     }
 }
@@ -493,9 +506,10 @@ where
                     .ok_or_else(|| unexpected(&reply))
             }
             Op::Remove => {
+                let names = names(cells);
                 let reply = self
                     .exec
-                    .script(&part.key, &COUNTING_REMOVE, &[&part.key], &[&k, &cells])
+                    .script(&part.key, &COUNTING_REMOVE, &[&part.key], &[&k, &names])
                     .await?;
                 flags(&reply, items).ok_or_else(|| unexpected(&reply))
             }
@@ -510,7 +524,7 @@ where
                         &part.key,
                         &COUNTING_ADD_ABSENT,
                         &keys,
-                        &[&self.guard.fingerprint(), &k, &cells],
+                        &[&self.guard.fingerprint(), &k, &names(cells)],
                     )
                     .await?;
                 if let Value::Array(refusal) = &reply {
@@ -657,6 +671,11 @@ where
         }
         Ok(any)
     }
+}
+
+/// The counters as `BITFIELD` names them: `#i` for counter i (the scripts pass them on).
+fn names(cells: &[u64]) -> Vec<String> {
+    cells.iter().map(|cell| format!("#{cell}")).collect()
 }
 
 /// Counter `cell` of `counters` (Redis's order: counter i is bits 4i..4i+3, the high nibble of
