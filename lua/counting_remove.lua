@@ -2,17 +2,29 @@
 -- every counter of the item is above zero (at least as many as the times the item holds that
 -- counter), then each counter less by those times; a saturated counter (15) is never
 -- decremented, since it may hold more than it shows.
--- KEYS[1]: the counters (4 bits each). ARGV[1]: k. ARGV[2..]: k counters per item, as BITFIELD
+-- KEYS[1]: the counters (4 bits each). KEYS[2] (a filter of one key): the stored parameters,
+-- checked first, since a remove from another filter's counters would take its items.
+-- ARGV[1]: this client's parameters. ARGV[2]: k. ARGV[3..]: k counters per item, as BITFIELD
 -- names them ("#i": counter i).
--- Reply: one integer per item, 1 when it was present and removed, else 0.
+-- Reply: one integer per item, 1 when it was present and removed, else 0; or {"params",
+-- STORED} when the stored parameters differ ("" when counters exist without any): nothing
+-- written.
 -- (Tables are reused from item to item: building them is most of a script's cost.)
-local key, k = KEYS[1], tonumber(ARGV[1])
+local key, k = KEYS[1], tonumber(ARGV[2])
+if KEYS[2] then
+    local stored = redis.call("get", KEYS[2])
+    if stored and stored ~= ARGV[1] then
+        return {"params", stored}
+    elseif not stored and redis.call("exists", key) == 1 then
+        return {"params", ""}
+    end
+end
 local out, get, incr = {}, {}, {}
 for i = 0, k - 1 do
     get[3 * i + 1], get[3 * i + 2] = "GET", "u4"
 end
-for item = 1, (#ARGV - 1) / k do
-    local first = 2 + (item - 1) * k
+for item = 1, (#ARGV - 2) / k do
+    local first = 3 + (item - 1) * k
     for i = 0, k - 1 do
         get[3 * i + 3] = ARGV[first + i]
     end

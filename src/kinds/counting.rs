@@ -382,6 +382,14 @@ where
                 Ok::<_, Error>((group.as_slice(), answers))
             }
         });
+        if op == Op::Remove && parts.len() > 1 {
+            // A remove cannot be undone and takes other items with it: a sharded filter's
+            // parameters (in their own slot) are checked again before any shard is touched,
+            // not beside the writes as for adds.
+            self.guard.beside(&self.exec, &clock).await?;
+            let answers = try_join_all(calls).await?;
+            return Ok(sharded::gather(items.len(), answers));
+        }
         let beside = async {
             match (write, parts.len()) {
                 (true, 2..) => self.guard.beside(&self.exec, &clock).await,
@@ -505,24 +513,21 @@ where
                 bitfield::fold_counters(&reply, k, items, Fold::AllOne)
                     .ok_or_else(|| unexpected(&reply))
             }
-            Op::Remove => {
-                let names = names(cells);
-                let reply = self
-                    .exec
-                    .script(&part.key, &COUNTING_REMOVE, &[&part.key], &[&k, &names])
-                    .await?;
-                flags(&reply, items).ok_or_else(|| unexpected(&reply))
-            }
-            Op::AddIfAbsent => {
+            Op::Remove | Op::AddIfAbsent => {
+                // The scripts of a filter of one key check its parameters in the same step.
                 let mut keys = vec![part.key.as_str()];
                 if one_key {
                     keys.extend(self.guard.key());
                 }
+                let script = match op {
+                    Op::Remove => &COUNTING_REMOVE,
+                    _ => &COUNTING_ADD_ABSENT,
+                };
                 let reply = self
                     .exec
                     .script(
                         &part.key,
-                        &COUNTING_ADD_ABSENT,
+                        script,
                         &keys,
                         &[&self.guard.fingerprint(), &k, &names(cells)],
                     )
