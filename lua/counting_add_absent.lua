@@ -2,8 +2,8 @@
 -- one atomic step: an item all of whose counters are above zero is left as it is; another has
 -- each counter incremented (saturating at 15).
 -- KEYS[1]: the counters. KEYS[2] (a filter of one key): the stored parameters.
--- ARGV[1]: this client's parameters. ARGV[2]: k. ARGV[3..]: k counters per item, as BITFIELD
--- names them ("#i": counter i).
+-- ARGV[1]: this client's parameters. ARGV[2]: k. ARGV[3..]: k counters per item, as their bit
+-- offsets (4i for counter i), which BITFIELD takes with u4.
 -- Reply: one integer per item, 1 when it was added, else 0; or {"params", STORED} when the
 -- stored parameters differ (nothing written).
 local key, k = KEYS[1], tonumber(ARGV[2])

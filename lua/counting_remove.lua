@@ -4,8 +4,8 @@
 -- decremented, since it may hold more than it shows.
 -- KEYS[1]: the counters (4 bits each). KEYS[2] (a filter of one key): the stored parameters,
 -- checked first, since a remove from another filter's counters would take its items.
--- ARGV[1]: this client's parameters. ARGV[2]: k. ARGV[3..]: k counters per item, as BITFIELD
--- names them ("#i": counter i).
+-- ARGV[1]: this client's parameters. ARGV[2]: k. ARGV[3..]: k counters per item, as their bit
+-- offsets (4i for counter i), which BITFIELD takes with u4.
 -- Reply: one integer per item, 1 when it was present and removed, else 0; or {"params",
 -- STORED} when the stored parameters differ ("" when counters exist without any): nothing
 -- written.

@@ -34,7 +34,10 @@ pub(crate) fn increment(key: &str, cells: &[u64]) -> Cmd {
     let mut cmd = with_capacity(key, cells.len() + 1, 4);
     cmd.arg("BITFIELD").arg(key).arg("OVERFLOW").arg("SAT");
     for &cell in cells {
-        cmd.arg("INCRBY").arg("u4").arg(format!("#{cell}")).arg(1);
+        cmd.arg("INCRBY")
+            .arg("u4")
+            .arg(counter_name(cell, &mut [0; 21]))
+            .arg(1);
     }
     cmd
 }
@@ -46,9 +49,23 @@ pub(crate) fn get_counters(key: &str, cells: &[u64], read_only: bool) -> Cmd {
     cmd.arg(if read_only { "BITFIELD_RO" } else { "BITFIELD" })
         .arg(key);
     for &cell in cells {
-        cmd.arg("GET").arg("u4").arg(format!("#{cell}"));
+        cmd.arg("GET")
+            .arg("u4")
+            .arg(counter_name(cell, &mut [0; 21]));
     }
     cmd
+}
+
+/// `#i`, `BITFIELD`'s name of 4-bit counter `i`, written into `buf` (no allocation per
+/// counter on the per-item path).
+fn counter_name(cell: u64, buf: &mut [u8; 21]) -> &[u8] {
+    use std::io::Write;
+    buf[0] = b'#';
+    let mut digits = &mut buf[1..];
+    // 20 digits hold any u64: the write cannot run out of room.
+    let _ = write!(digits, "{cell}");
+    let free = digits.len();
+    &buf[..21 - free]
 }
 
 /// Folds a reply of `items × k` counter values into one answer per item: after an
@@ -149,6 +166,10 @@ mod tests {
 
     #[test]
     fn counters_are_4_bit_cells_that_saturate() {
+        assert_eq!(
+            counter_name(u64::MAX, &mut [0; 21]),
+            b"#18446744073709551615"
+        );
         let incr = String::from_utf8_lossy(&increment("f", &[3]).get_packed_command()).into_owned();
         assert!(incr.contains("OVERFLOW\r\n$3\r\nSAT\r\n$6\r\nINCRBY\r\n$2\r\nu4\r\n$2\r\n#3\r\n"));
         let after = Value::Array([1, 5, 15, 2].map(Value::Int).to_vec());

@@ -123,6 +123,27 @@ pub(crate) enum Removal {
     Expire(i64),
 }
 
+impl Removal {
+    /// `expire(ttl)` of any kind: millisecond precision; a TTL that rounds to 0 ms (which would
+    /// delete the filter at once) or too long for Redis is refused.
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] naming the TTL.
+    pub(crate) fn expire(ttl: std::time::Duration) -> Result<Self> {
+        let millis = i64::try_from(ttl.as_millis())
+            .ok()
+            .filter(|ms| *ms < i64::MAX / 2)
+            .ok_or_else(|| Error::InvalidConfig(format!("a TTL of {ttl:?} is too long")))?;
+        if millis == 0 {
+            return Err(Error::InvalidConfig(format!(
+                "a TTL of {ttl:?} rounds to 0 ms, which would delete the filter at once; \
+                 clear it to delete it"
+            )));
+        }
+        Ok(Removal::Expire(millis))
+    }
+}
+
 impl Bits {
     pub(crate) fn new(key: String, scratch: Option<String>, geometry: Geometry) -> Self {
         Bits {

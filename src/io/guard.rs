@@ -217,6 +217,33 @@ impl Guard {
         .await
     }
 
+    /// A sharded filter's `clear` or `expire` of its parameters key (the last step, after the
+    /// parts: never the bare name, which may hold someone else's filter).
+    pub(crate) async fn remove_stored<C>(
+        &self,
+        exec: &Exec<C>,
+        clock: &Clock,
+        how: super::bits::Removal,
+    ) -> Result<()>
+    where
+        C: ConnectionLike + Clone + Send + Sync,
+    {
+        use super::bits::Removal;
+        let Some(key) = self.key() else {
+            return Ok(());
+        };
+        let mut cmd = match how {
+            Removal::Delete => redis::cmd("DEL"),
+            Removal::Expire(_) => redis::cmd("PEXPIRE"),
+        };
+        cmd.arg(key);
+        if let Removal::Expire(millis) = how {
+            cmd.arg(millis);
+        }
+        let _: i64 = exec.retried(clock, || exec.query(key, &cmd)).await?;
+        Ok(())
+    }
+
     /// For a filter whose name allows no stored parameters: the one check the server's
     /// answer allows, that its bits are not longer than this size holds.
     async fn ensure_length<C>(&self, exec: &Exec<C>) -> Result<()>

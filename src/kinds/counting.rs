@@ -337,17 +337,7 @@ where
     /// [`Error::InvalidConfig`] for a TTL below 1 ms or too long for Redis; otherwise as for
     /// [`clear`](CountingBloom::clear).
     pub async fn expire(&self, ttl: Duration) -> Result<bool> {
-        let millis = i64::try_from(ttl.as_millis())
-            .ok()
-            .filter(|ms| *ms < i64::MAX / 2)
-            .ok_or_else(|| Error::InvalidConfig(format!("a TTL of {ttl:?} is too long")))?;
-        if millis == 0 {
-            return Err(Error::InvalidConfig(format!(
-                "a TTL of {ttl:?} rounds to 0 ms, which would delete the filter at once; \
-                 clear it to delete it"
-            )));
-        }
-        self.0.remove_keys(Removal::Expire(millis)).await
+        self.0.remove_keys(Removal::expire(ttl)?).await
     }
 
     async fn one(&self, item: &[u8], op: Op) -> Result<bool> {
@@ -529,7 +519,7 @@ where
                         &part.key,
                         script,
                         &keys,
-                        &[&self.guard.fingerprint(), &k, &names(cells)],
+                        &[&self.guard.fingerprint(), &k, &bit_offsets(cells)],
                     )
                     .await?;
                 if let Value::Array(refusal) = &reply {
@@ -660,27 +650,17 @@ where
             .into_iter()
             .collect::<Result<Vec<_>>>()?
             .contains(&true);
-        if let (false, Some(key)) = (one_key, self.guard.key()) {
-            let mut cmd = match how {
-                Removal::Delete => redis::cmd("DEL"),
-                Removal::Expire(_) => redis::cmd("PEXPIRE"),
-            };
-            cmd.arg(key);
-            if let Removal::Expire(millis) = how {
-                cmd.arg(millis);
-            }
-            let _: i64 = self
-                .exec
-                .retried(&clock, || self.exec.query(key, &cmd))
-                .await?;
+        if !one_key {
+            self.guard.remove_stored(&self.exec, &clock, how).await?;
         }
         Ok(any)
     }
 }
 
-/// The counters as `BITFIELD` names them: `#i` for counter i (the scripts pass them on).
-fn names(cells: &[u64]) -> Vec<String> {
-    cells.iter().map(|cell| format!("#{cell}")).collect()
+/// The counters' bit offsets (counter i starts at bit 4i), which the scripts pass on to
+/// `BITFIELD ... u4 OFFSET`: numbers, not a string per counter.
+fn bit_offsets(cells: &[u64]) -> Vec<u64> {
+    cells.iter().map(|cell| cell * 4).collect()
 }
 
 /// Counter `cell` of `counters` (Redis's order: counter i is bits 4i..4i+3, the high nibble of

@@ -403,17 +403,7 @@ where
     /// [`Error::InvalidConfig`] for a TTL below 1 ms or too long for Redis; otherwise as for
     /// [`clear`](RedisBloom::clear).
     pub async fn expire(&self, ttl: Duration) -> Result<bool> {
-        let millis = i64::try_from(ttl.as_millis())
-            .ok()
-            .filter(|ms| *ms < i64::MAX / 2)
-            .ok_or_else(|| Error::InvalidConfig(format!("a TTL of {ttl:?} is too long")))?;
-        if millis == 0 {
-            return Err(Error::InvalidConfig(format!(
-                "a TTL of {ttl:?} rounds to 0 ms, which would delete the filter at once; \
-                 clear it to delete it"
-            )));
-        }
-        self.0.remove(Removal::Expire(millis)).await
+        self.0.remove(Removal::expire(ttl)?).await
     }
 }
 
@@ -525,20 +515,7 @@ where
             .into_iter()
             .collect::<Result<Vec<_>>>()?
             .contains(&true);
-        if let Some(key) = self.guard.key() {
-            let mut cmd = match how {
-                Removal::Delete => redis::cmd("DEL"),
-                Removal::Expire(_) => redis::cmd("PEXPIRE"),
-            };
-            cmd.arg(key);
-            if let Removal::Expire(millis) = how {
-                cmd.arg(millis);
-            }
-            let _: i64 = self
-                .exec
-                .retried(&clock, || self.exec.query(key, &cmd))
-                .await?;
-        }
+        self.guard.remove_stored(&self.exec, &clock, how).await?;
         Ok(any)
     }
 }

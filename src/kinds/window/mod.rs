@@ -17,7 +17,7 @@ mod dense;
 use crate::error::{Error, Result};
 use crate::geometry::Geometry;
 use crate::info::{FilterInfo, GenerationInfo, KeyTtl, WindowInfo};
-use crate::io::bits::MAX_OFFSETS_PER_COMMAND;
+use crate::io::bits::{Removal, MAX_OFFSETS_PER_COMMAND};
 use crate::io::exec::Exec;
 use crate::io::guard::Guard;
 use crate::layout::Layout;
@@ -441,7 +441,7 @@ where
     /// # Errors
     /// As for [`add`](WindowBloom::add); a mismatch leaves every key as it was.
     pub async fn clear(&self) -> Result<bool> {
-        let done = self.0.remove(None).await;
+        let done = self.0.remove(Removal::Delete).await;
         if let Some(guard) = &self.0.guard {
             guard.reset();
         }
@@ -458,17 +458,7 @@ where
     /// [`Error::InvalidConfig`] for a TTL below 1 ms or too long for Redis; otherwise as for
     /// [`clear`](WindowBloom::clear).
     pub async fn expire(&self, ttl: Duration) -> Result<bool> {
-        let millis = i64::try_from(ttl.as_millis())
-            .ok()
-            .filter(|ms| *ms < i64::MAX / 2)
-            .ok_or_else(|| Error::InvalidConfig(format!("a TTL of {ttl:?} is too long")))?;
-        if millis == 0 {
-            return Err(Error::InvalidConfig(format!(
-                "a TTL of {ttl:?} rounds to 0 ms, which would delete the filter at once; \
-                 clear it to delete it"
-            )));
-        }
-        self.0.remove(Some(millis)).await
+        self.0.remove(Removal::expire(ttl)?).await
     }
 }
 
@@ -754,9 +744,9 @@ where
         })
     }
 
-    /// `clear` (`None`) or `expire`: one checked script per part; for a sharded filter, its
+    /// `clear` or `expire`: one checked script per part; for a sharded filter, its
     /// parameters checked first and removed last (never the bare name).
-    async fn remove(&self, ttl_ms: Option<i64>) -> Result<bool> {
+    async fn remove(&self, how: Removal) -> Result<bool> {
         let clock = self.exec.clock();
         let run = Run {
             script: &WINDOW_DROP,
@@ -764,9 +754,9 @@ where
             store: false,
             flags: false,
         };
-        let (op, millis) = match ttl_ms {
-            None => ("del", 0),
-            Some(ms) => ("pexpire", ms),
+        let (op, millis) = match how {
+            Removal::Delete => ("del", 0),
+            Removal::Expire(ms) => ("pexpire", ms),
         };
         if let Some(guard) = &self.guard {
             self.exec
@@ -790,19 +780,8 @@ where
                 }
             }
         }
-        if let Some(key) = self.guard.as_ref().and_then(Guard::key) {
-            let mut cmd = match ttl_ms {
-                None => redis::cmd("DEL"),
-                Some(_) => redis::cmd("PEXPIRE"),
-            };
-            cmd.arg(key);
-            if let Some(ms) = ttl_ms {
-                cmd.arg(ms);
-            }
-            let _: i64 = self
-                .exec
-                .retried(&clock, || self.exec.query(key, &cmd))
-                .await?;
+        if let Some(guard) = &self.guard {
+            guard.remove_stored(&self.exec, &clock, how).await?;
         }
         Ok(alive)
     }
