@@ -389,3 +389,205 @@ async fn whole_reads_answer_as_bitfield_does() {
     assert!(whole[..200].iter().filter(|&&f| f).count() < 5);
     blocked.clear().await.unwrap();
 }
+
+/// Calls of `command` the server has served (`INFO commandstats`).
+async fn calls(conn: &mut MultiplexedConnection, command: &str) -> u64 {
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(conn)
+        .await
+        .unwrap();
+    let prefix = format!("cmdstat_{command}:calls=");
+    info.lines()
+        .find_map(|line| line.strip_prefix(&prefix))
+        .and_then(|rest| rest.split(',').next())
+        .map_or(0, |n| n.parse().unwrap())
+}
+
+/// The sum of every counter of a key's bytes (two 4-bit counters a byte).
+fn counter_sum(bytes: &[u8]) -> u64 {
+    bytes
+        .iter()
+        .map(|b| u64::from(b >> 4) + u64::from(b & 0x0f))
+        .sum()
+}
+
+/// Batches that outweigh the counters go dense (read whole, changed here, swapped back in one
+/// step): the same answers and the same bytes as the same items one at a time by `BITFIELD`,
+/// through adds, idempotent inserts and removes with repeated items and saturated counters;
+/// the filter's TTL kept; no scratch key left; another filter's parameters refused with
+/// nothing written.
+#[tokio::test]
+async fn dense_batches_match_items_one_at_a_time() {
+    let redis = common::redis().await;
+    let mut conn = redis.connection().await;
+    let (dense_key, single_key) = (
+        common::unique_key("counting-dense"),
+        common::unique_key("counting-single"),
+    );
+    let dense = counting(conn.clone(), &dense_key);
+    let single = counting(conn.clone(), &single_key);
+    let item = |i: usize| format!("i{}", (i * 7919) % 900);
+    // (op, first, len, repeat): items first.. first+len, each `repeat` times in a row.
+    let steps: [(&str, usize, usize, usize); 9] = [
+        ("add", 0, 400, 1),
+        ("add", 200, 400, 2),
+        ("add_if_absent", 0, 900, 1),
+        ("remove", 0, 300, 1),
+        ("add", 700, 100, 20),
+        ("remove", 650, 250, 3),
+        ("add_if_absent", 100, 600, 2),
+        ("remove", 0, 900, 2),
+        ("remove", 0, 900, 1),
+    ];
+    for (step, &(op, first, len, repeat)) in steps.iter().enumerate() {
+        let batch: Vec<String> = (first..first + len)
+            .flat_map(|i| std::iter::repeat_n(item(i), repeat))
+            .collect();
+        if step == 4 {
+            assert!(dense.expire(Duration::from_secs(900)).await.unwrap());
+        }
+        let swaps = calls(&mut conn, "rename").await + calls(&mut conn, "bitcount").await;
+        let whole = match op {
+            "add" => dense.add_many(&batch).await.unwrap(),
+            "add_if_absent" => dense.add_many_if_absent(&batch).await.unwrap(),
+            _ => dense.remove_many(&batch).await.unwrap(),
+        };
+        assert!(
+            calls(&mut conn, "rename").await + calls(&mut conn, "bitcount").await > swaps,
+            "step {step}: the batch went dense"
+        );
+        let mut one_by_one = Vec::new();
+        for item in &batch {
+            one_by_one.push(match op {
+                "add" => single.add(item).await.unwrap(),
+                "add_if_absent" => single.add_if_absent(item).await.unwrap(),
+                _ => single.remove(item).await.unwrap(),
+            });
+        }
+        assert!(whole == one_by_one, "step {step} ({op}): answers differ");
+        assert_eq!(
+            bytes(&mut conn, &dense_key).await,
+            bytes(&mut conn, &single_key).await,
+            "step {step} ({op}): counters differ"
+        );
+    }
+    let info = dense.info().await.unwrap();
+    assert!(info.counters_saturated > 0, "step 4 saturated counters");
+    let ttl = info.filter.ttl.as_secs().unwrap();
+    assert!((890..=900).contains(&ttl), "the TTL kept: {ttl}");
+    let scratch: Vec<String> = redis::cmd("KEYS")
+        .arg(format!("*{dense_key}*swap*"))
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert!(scratch.is_empty(), "{scratch:?}");
+
+    // Another size at the key: refused, nothing written.
+    let before = bytes(&mut conn, &dense_key).await;
+    let other = RedisBloom::builder(&dense_key)
+        .expected_items(2_000)
+        .false_positive_rate(0.001)
+        .build_counting(conn.clone())
+        .unwrap();
+    let batch: Vec<String> = (0..3_000).map(|i| format!("x{i}")).collect();
+    for result in [
+        other.add_many(&batch).await,
+        other.remove_many(&batch).await,
+    ] {
+        assert!(
+            matches!(result, Err(Error::ParamsMismatch { .. })),
+            "{result:?}"
+        );
+    }
+    assert_eq!(bytes(&mut conn, &dense_key).await, before);
+    dense.clear().await.unwrap();
+    single.clear().await.unwrap();
+}
+
+/// Dense batches of four clients at once (each its own connection), while a fifth adds items
+/// one at a time: a swap that finds the counters changed since its read writes nothing and
+/// tries again, so no increment is lost — the counters sum to k per item added — and removing
+/// every item at once leaves every counter at 0.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_dense_batches_lose_no_increment() {
+    let redis = common::redis().await;
+    let key = common::unique_key("counting-dense-race");
+    let mut conn = redis.connection().await;
+    let build = |conn| {
+        RedisBloom::builder(&key)
+            .expected_items(30_000)
+            .false_positive_rate(0.01)
+            .build_counting(conn)
+            .unwrap()
+    };
+    let k = u64::from(build(conn.clone()).hashes());
+    let (bitcounts, renames) = (
+        calls(&mut conn, "bitcount").await,
+        calls(&mut conn, "rename").await,
+    );
+    let run = |remove: bool| {
+        let mut tasks = Vec::new();
+        for client in 0..5 {
+            let (build, redis) = (&build, &redis);
+            let filter = async move { build(redis.connection().await) };
+            tasks.push(async move {
+                let filter = filter.await;
+                for round in 0..6 {
+                    // 3,000 items of 7 counters outweigh the filter's 144 KB: dense.
+                    let batch: Vec<String> = (0..3_000)
+                        .map(|i| format!("c{client}-{round}-{i}"))
+                        .collect();
+                    let answers = match (client, remove) {
+                        (4, false) => {
+                            // One at a time (by BITFIELD), changing the counters under the
+                            // others' swaps.
+                            let mut answers = Vec::new();
+                            for item in &batch[..300] {
+                                answers.push(filter.add(item).await.unwrap());
+                            }
+                            answers
+                        }
+                        (4, true) => {
+                            let mut answers = Vec::new();
+                            for item in &batch[..300] {
+                                answers.push(filter.remove(item).await.unwrap());
+                            }
+                            assert!(answers.iter().all(|&a| a), "client 4 removes");
+                            answers
+                        }
+                        (_, false) => filter.add_many(&batch).await.unwrap(),
+                        (_, true) => {
+                            let removed = filter.remove_many(&batch).await.unwrap();
+                            assert!(removed.iter().all(|&r| r), "client {client} removes");
+                            removed
+                        }
+                    };
+                    assert!(!answers.is_empty());
+                }
+            });
+        }
+        futures_util::future::join_all(tasks)
+    };
+    run(false).await;
+    let added = 4 * 6 * 3_000 + 6 * 300;
+    let info = build(conn.clone()).info().await.unwrap();
+    assert_eq!(info.counters_saturated, 0, "{info:?}");
+    assert_eq!(
+        counter_sum(&bytes(&mut conn, &key).await),
+        added * k,
+        "an increment was lost or doubled"
+    );
+    run(true).await;
+    assert_eq!(counter_sum(&bytes(&mut conn, &key).await), 0);
+    let swaps = calls(&mut conn, "rename").await - renames;
+    let tries = calls(&mut conn, "bitcount").await - bitcounts;
+    // Swaps happened, and some found the counters changed (those batches tried again, and
+    // after three such tries went by BITFIELD).
+    eprintln!("{tries} swaps tried, {swaps} done");
+    assert!(
+        swaps > 0 && tries > swaps,
+        "{tries} swaps tried, {swaps} done"
+    );
+    build(conn.clone()).clear().await.unwrap();
+}

@@ -13,13 +13,16 @@ use redis::cluster_async::ClusterConnection;
 use redis::cluster_read_routing::RandomReplicaStrategy;
 use std::time::Duration;
 
-/// The items the filters are sized for; the big batch holds as many.
+/// The items the filters are sized for; the big batch holds as many, so it outweighs the
+/// counters and goes the dense way (a swap per key).
 const CAPACITY: u64 = 20_000;
 const BIG: usize = 20_000;
+/// A capacity for which the big batch goes by `BITFIELD` commands: its counters outweigh it.
+const LARGE: u64 = 400_000;
 
-fn counting<C>(conn: C, key: &str, shards: u32) -> CountingBloom<C> {
+fn counting<C>(conn: C, key: &str, shards: u32, capacity: u64) -> CountingBloom<C> {
     RedisBloom::builder(key)
-        .expected_items(CAPACITY)
+        .expected_items(capacity)
         .false_positive_rate(0.01)
         .shards(shards)
         .build_counting(conn)
@@ -104,10 +107,13 @@ fn count(flags: &[bool]) -> usize {
     flags.iter().filter(|&&f| f).count()
 }
 
-/// Every operation on the counting filter `key` of `shards` shards over `cluster`.
-async fn every_operation(cluster: &RedisCluster, key: &str, shards: u32) {
+/// Every operation on the counting filter `key` of `shards` shards over `cluster`, sized for
+/// `capacity` items ([`CAPACITY`]: the big batch goes dense; [`LARGE`]: by commands).
+async fn every_operation(cluster: &RedisCluster, key: &str, shards: u32, capacity: u64) {
     let conn = cluster.connection().await;
-    let blocked = counting(conn.clone(), key, shards);
+    let blocked = counting(conn.clone(), key, shards, capacity);
+    let dense = capacity == CAPACITY;
+    let keys = u64::from(shards);
     assert_eq!(blocked.shards(), shards);
     let masters = cluster.master_ports();
     let replicas = replica_ports(cluster);
@@ -170,18 +176,25 @@ async fn every_operation(cluster: &RedisCluster, key: &str, shards: u32) {
     let before = blocked.info().await.unwrap();
     assert_eq!(before.counters_saturated, 0, "{key}");
 
-    // Batches of 20,000 items, 140,000 counters: several commands on every key.
+    // Batches of 20,000 items, 140,000 counters: several commands on every key, or one swap
+    // of its counters (scratch keys in its slot, written and renamed in one transaction).
     reset_stats(cluster);
     let big = items("big", BIG);
     let new = count(&blocked.add_many(&big).await.unwrap());
     // About 0.5% are expected to have found all their counters in use already.
     assert!((19_500..=BIG).contains(&new), "{key}: {new} new of {BIG}");
     let increments = calls(&masters, "bitfield");
-    assert!(
-        increments >= commands.max(u64::from(shards)),
-        "{key}: {increments} BITFIELD for {BIG} items"
-    );
-    if shards == 1 {
+    if dense {
+        assert_eq!(increments, 0, "{key}");
+        assert_eq!(calls(&masters, "bitcount"), keys, "{key}: one swap per key");
+        assert_eq!(calls(&masters, "rename"), keys, "{key}: one swap per key");
+    } else {
+        assert!(
+            increments >= commands.max(keys),
+            "{key}: {increments} BITFIELD for {BIG} items"
+        );
+    }
+    if shards == 1 && !dense {
         // Each command in a transaction with the parameters' SET NX GET.
         assert_eq!(calls(&masters, "exec"), commands, "{key}");
         assert_eq!(increments, commands, "{key}");
@@ -200,10 +213,15 @@ async fn every_operation(cluster: &RedisCluster, key: &str, shards: u32) {
         "{key}: every item is present already"
     );
     let scripts = calls(&masters, "evalsha") + calls(&masters, "eval");
-    assert!(
-        scripts >= commands.max(u64::from(shards)),
-        "{key}: {scripts} scripts for {BIG} items"
-    );
+    if dense {
+        assert_eq!(scripts, keys, "{key}: one swap per key");
+        assert_eq!(calls(&masters, "rename"), 0, "{key}: nothing changed");
+    } else {
+        assert!(
+            scripts >= commands.max(keys),
+            "{key}: {scripts} scripts for {BIG} items"
+        );
+    }
     assert!(count(&blocked.exists_many(&small).await.unwrap()) == small.len());
     let absent = items("absent", 2_000);
     let on_masters = blocked.exists_many(&absent).await.unwrap();
@@ -275,7 +293,7 @@ async fn every_operation(cluster: &RedisCluster, key: &str, shards: u32) {
     for &port in &masters {
         cluster.wait_replicated(port);
     }
-    let reader = counting(replica_reading(cluster).await, key, shards);
+    let reader = counting(replica_reading(cluster).await, key, shards, capacity);
     // (The reader's parameters check, a script, goes to the masters; its first call.)
     assert!(reader.exists("a").await.unwrap(), "{key}");
     reset_stats(cluster);
@@ -320,10 +338,14 @@ async fn every_operation(cluster: &RedisCluster, key: &str, shards: u32) {
         "{key}: every added item is present, and removed"
     );
     let scripts = calls(&masters, "evalsha") + calls(&masters, "eval");
-    assert!(
-        scripts >= commands,
-        "{key}: {scripts} scripts for {BIG} items"
-    );
+    if dense {
+        assert_eq!((scripts, calls(&masters, "rename")), (keys, keys), "{key}");
+    } else {
+        assert!(
+            scripts >= commands,
+            "{key}: {scripts} scripts for {BIG} items"
+        );
+    }
     let after = blocked.info().await.unwrap();
     assert_eq!(after.counters_in_use, before.counters_in_use, "{key}");
     assert!(
@@ -334,7 +356,7 @@ async fn every_operation(cluster: &RedisCluster, key: &str, shards: u32) {
 
     // Writes that wait for a replica: WAIT goes to the key's master, whose replica confirms.
     let durable = RedisBloom::builder(key)
-        .expected_items(CAPACITY)
+        .expected_items(capacity)
         .false_positive_rate(0.01)
         .shards(shards)
         .wait_for_replicas(1, Duration::from_secs(5))
@@ -405,15 +427,19 @@ async fn every_operation(cluster: &RedisCluster, key: &str, shards: u32) {
 #[tokio::test]
 async fn a_counting_filter_of_one_key_over_a_cluster() {
     let cluster = RedisCluster::start().expect("redis-server and redis-cli on PATH");
-    // A key without a hash tag (its parameters take it whole as their tag) and one with.
-    every_operation(&cluster, "cnt:one", 1).await;
-    every_operation(&cluster, "{tenant:7}:cnt", 1).await;
+    // A key without a hash tag (its parameters take it whole as their tag) and one with, each
+    // with the big batch dense and by commands.
+    for capacity in [CAPACITY, LARGE] {
+        every_operation(&cluster, "cnt:one", 1, capacity).await;
+        every_operation(&cluster, "{tenant:7}:cnt", 1, capacity).await;
+    }
 }
 
 #[tokio::test]
 async fn a_counting_filter_of_eight_shards_over_a_cluster() {
     let cluster = RedisCluster::start().expect("redis-server and redis-cli on PATH");
-    every_operation(&cluster, "cnt:sharded", 8).await;
+    every_operation(&cluster, "cnt:sharded", 8, CAPACITY).await;
+    every_operation(&cluster, "cnt:sharded", 8, LARGE).await;
 }
 
 /// A client's remove after its filter was made again by another client with another size:

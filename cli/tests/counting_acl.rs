@@ -74,6 +74,12 @@ const COMMANDS: &[(&str, &str)] = &[
 /// filter's counters `{rbI.N}:KEY:shard:I/S`.
 const KEYS: &[&str] = &["~bf:*", "~{bf:*}:redbloom:params", "~{rb*}:bf:*:shard:*"];
 
+/// The dense path's grants, beyond [`KEYS`] and [`COMMANDS`]: its scratch keys beside a
+/// filter of one key (a sharded filter's are under [`KEYS`]' shard pattern already) and the
+/// commands its swap script calls. Optional: refused, big batches go by `BITFIELD`.
+const DENSE_KEYS: &[&str] = &["~{bf:*}:redbloom:swap:*"];
+const DENSE_COMMANDS: &[&str] = &["bitop", "bitcount", "rename", "persist"];
+
 /// A private server (the users change the server's ACL) and an admin connection.
 async fn acl_server() -> (RedisServer, MultiplexedConnection) {
     let server = RedisServer::start().expect("redis-server on PATH");
@@ -462,4 +468,80 @@ async fn a_user_without_access_to_the_keys_gets_no_permission_and_writes_nothing
         .await
         .unwrap();
     assert!(keys.is_empty(), "refused CLI calls wrote {keys:?}");
+}
+
+/// Calls of `command` the server has served (`INFO commandstats`).
+async fn calls(admin: &mut MultiplexedConnection, command: &str) -> u64 {
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(admin)
+        .await
+        .unwrap();
+    let prefix = format!("cmdstat_{command}:calls=");
+    info.lines()
+        .find_map(|line| line.strip_prefix(&prefix))
+        .and_then(|rest| rest.split(',').next())
+        .map_or(0, |n| n.parse().unwrap())
+}
+
+/// With the dense grants ([`DENSE_KEYS`], [`DENSE_COMMANDS`]) big batches go dense (one swap,
+/// a `RENAME`, per key), keep the filter's TTL and leave no scratch key. Without any one of
+/// them the swap is refused before it writes, and the batch goes by `BITFIELD` with the same
+/// answers: an add counted once (a remove of every item then leaves no counter in use) and
+/// no scratch key left.
+#[tokio::test]
+async fn the_dense_grants_are_optional_and_a_refused_swap_writes_nothing() {
+    let (server, mut admin) = acl_server().await;
+    let url = user_url(&server, "dense", MINIMAL_PW);
+    let big = items("b", 20_000);
+    let full = || {
+        let mut rules = grant(MINIMAL_PW, None, None);
+        rules.extend(DENSE_KEYS.iter().map(|k| k.to_string()));
+        rules.extend(DENSE_COMMANDS.iter().map(|c| format!("+{c}")));
+        rules
+    };
+    let mut cases: Vec<(String, Vec<String>)> = vec![("every grant".into(), full())];
+    for missing in DENSE_COMMANDS {
+        let rules = full().into_iter().filter(|r| *r != format!("+{missing}"));
+        cases.push((format!("without {missing}"), rules.collect()));
+    }
+    for missing in DENSE_KEYS {
+        let rules = full().into_iter().filter(|r| r != missing);
+        cases.push((format!("without {missing}"), rules.collect()));
+    }
+    for (what, rules) in cases {
+        set_user(&mut admin, "dense", &rules).await;
+        for shards in [1, 4] {
+            // A sharded filter's scratch keys are under its shards' pattern.
+            let dense = what == "every grant" || (shards > 1 && what.starts_with("without ~"));
+            let what = format!("{what}, {shards} shard(s)");
+            let blocked = build(manager(&url).await, &fresh_key("dense"), shards).unwrap();
+            let renames = calls(&mut admin, "rename").await;
+            let new = count(&blocked.add_many(&big).await.unwrap());
+            assert!(new > 19_500, "{what}: {new} new");
+            let swaps = calls(&mut admin, "rename").await - renames;
+            assert_eq!(swaps, if dense { u64::from(shards) } else { 0 }, "{what}");
+            assert_eq!(count(&blocked.exists_many(&big).await.unwrap()), big.len());
+            assert!(blocked.expire(Duration::from_secs(600)).await.unwrap());
+            let removed = count(&blocked.remove_many(&big).await.unwrap());
+            assert_eq!(removed, big.len(), "{what}");
+            let info = blocked.info().await.unwrap();
+            assert_eq!(
+                info.counters_in_use, 0,
+                "{what}: counted once, removed once"
+            );
+            let ttl = info.filter.ttl.as_secs();
+            assert!(
+                ttl.is_some_and(|t| (590..=600).contains(&t)),
+                "{what}: {ttl:?}"
+            );
+            let scratch: Vec<String> = redis::cmd("KEYS")
+                .arg("*redbloom:swap*")
+                .query_async(&mut admin)
+                .await
+                .unwrap();
+            assert!(scratch.is_empty(), "{what}: {scratch:?}");
+            assert!(blocked.clear().await.unwrap());
+        }
+    }
 }

@@ -1,6 +1,6 @@
 //! The durability option on counting filters (SPEC.md §4 "counting"): built with
-//! `wait_for_replicas`, every write (add, add_if_absent, remove, and their batches, small and of
-//! several commands per key, for a filter of one key and a sharded one) succeeds only once a
+//! `wait_for_replicas`, every write (add, add_if_absent, remove, and their batches, small, of
+//! several commands per key and dense, for a filter of one key and a sharded one) succeeds only once a
 //! replica has it, and fails with `Error::NotReplicated` when none confirms in time, quickly.
 //! The CLI's `--wait-replicas` with `--counting` too.
 
@@ -14,7 +14,11 @@ use redbloom::{CountingBloom, Error, RedisBloom};
 use redis::aio::MultiplexedConnection;
 use std::time::{Duration, Instant};
 
+/// The items the filters are sized for: a batch of as many outweighs the counters and goes
+/// the dense way (one swap per key).
 const CAPACITY: u64 = 20_000;
+/// A capacity whose counters outweigh such a batch: it goes by `BITFIELD` commands.
+const LARGE: u64 = 400_000;
 
 /// A connection whose replies may take 10 s: several `WAIT`s of a sharded filter's write queue
 /// behind each other on it (redis-rs's default response timeout is 500 ms).
@@ -31,11 +35,11 @@ async fn connection(url: &str) -> MultiplexedConnection {
 fn counting(
     conn: MultiplexedConnection,
     key: &str,
-    shards: u32,
+    (shards, capacity): (u32, u64),
     wait: Option<Duration>,
 ) -> CountingBloom<MultiplexedConnection> {
     let builder = RedisBloom::builder(key)
-        .expected_items(CAPACITY)
+        .expected_items(capacity)
         .false_positive_rate(0.01)
         .shards(shards);
     match wait {
@@ -105,17 +109,18 @@ async fn primary_and_replica() -> (RedisServer, RedisServer) {
 async fn counting_writes_wait_for_a_replica() {
     let (primary, replica) = primary_and_replica().await;
     let mut admin = connection(&primary.url()).await;
-    for shards in [1, 4] {
-        let key = common::unique_key(&format!("counting-durable-{shards}"));
+    for (shards, capacity) in [(1, CAPACITY), (4, CAPACITY), (1, LARGE), (4, LARGE)] {
+        let key = common::unique_key(&format!("counting-durable-{shards}-{capacity}"));
+        let size = (shards, capacity);
         let blocked = counting(
             connection(&primary.url()).await,
             &key,
-            shards,
+            size,
             Some(Duration::from_secs(5)),
         );
         // Reads from the replica, never waiting: what they find, the replica had when the
         // write returned.
-        let on_replica = counting(connection(&replica.url()).await, &key, shards, None);
+        let on_replica = counting(connection(&replica.url()).await, &key, size, None);
         let waits = calls(&mut admin, "wait").await;
 
         assert!(blocked.add("d").await.unwrap(), "{key}");
@@ -153,18 +158,27 @@ async fn counting_writes_wait_for_a_replica() {
             "{key}: add_many_if_absent, remove_many"
         );
 
-        // 20,000 items, 140,000 counters: several commands on every key, then one WAIT per
-        // key, and everything on the replica.
+        // 20,000 items, 140,000 counters: several commands on every key (or one swap of its
+        // counters), then one WAIT per key, and everything on the replica.
         let big = items("big", 20_000);
-        let (before, increments) = (
+        let (before, increments, swaps) = (
             calls(&mut admin, "wait").await,
             calls(&mut admin, "bitfield").await,
+            calls(&mut admin, "rename").await,
         );
         assert!(count(&blocked.add_many(&big).await.unwrap()) > 19_500);
-        assert!(
-            calls(&mut admin, "bitfield").await >= increments + 9,
-            "{key}: several commands"
-        );
+        if capacity == CAPACITY {
+            assert_eq!(
+                calls(&mut admin, "rename").await - swaps,
+                u64::from(shards),
+                "{key}: one swap per key"
+            );
+        } else {
+            assert!(
+                calls(&mut admin, "bitfield").await >= increments + 9,
+                "{key}: several commands"
+            );
+        }
         assert_eq!(
             calls(&mut admin, "wait").await - before,
             u64::from(shards),
@@ -204,7 +218,7 @@ async fn counting_writes_fail_when_no_replica_confirms() {
         let blocked = counting(
             connection(&primary.url()).await,
             &key,
-            shards,
+            (shards, CAPACITY),
             Some(Duration::from_millis(200)),
         );
         // Within about one WAIT timeout (200 ms) of the writes themselves: 2 s for one item or

@@ -31,12 +31,17 @@ const COMMANDS_IN_FLIGHT: usize = 4;
 
 script!(
     /// Removes items: nothing unless every counter is above zero; saturated counters stay.
-    COUNTING_REMOVE = include_str!("../../lua/counting_remove.lua")
+    COUNTING_REMOVE = include_str!("../../../lua/counting_remove.lua")
 );
 script!(
     /// Adds items only if absent (`CF.ADDNX`).
-    COUNTING_ADD_ABSENT = include_str!("../../lua/counting_add_absent.lua")
+    COUNTING_ADD_ABSENT = include_str!("../../../lua/counting_add_absent.lua")
 );
+/// The dense path's compare-and-set of a whole key of counters (run with `EVAL` inside a
+/// `MULTI`, where `EVALSHA`'s `NOSCRIPT` could not be answered by loading it).
+const COUNTING_SWAP: &str = include_str!("../../../lua/counting_swap.lua");
+
+mod swap;
 
 /// A Bloom filter whose items can be removed (SPEC.md §4 "counting"): each of its positions is
 /// a 4-bit counter in a Redis string (half a byte each), for blacklists whose entries are
@@ -80,17 +85,34 @@ struct Counting<C> {
     geometry: Geometry,
     guard: Guard,
     parts: Shards<Counters>,
+    /// Per part: held through a dense batch's read and swap, so that this handle's own
+    /// batches in flight do not make each other's swaps fail.
+    swaps: Vec<tokio::sync::Mutex<()>>,
 }
 
 /// One key of counters.
 #[derive(Debug, Clone)]
 struct Counters {
     key: String,
+    /// The dense path's scratch keys in its slot (the bytes as read, the bytes to write);
+    /// `None` when the key's name allows no key in its slot.
+    scratch: Option<(String, String)>,
     /// `bits` is the number of counters of this key.
     geometry: Geometry,
 }
 
 impl Counters {
+    fn new(key: String, geometry: Geometry) -> Self {
+        let scratch = keys::sidecar(&key, "redbloom:swap:old")
+            .and_then(|old| Ok((old, keys::sidecar(&key, "redbloom:swap:new")?)))
+            .ok();
+        Counters {
+            key,
+            scratch,
+            geometry,
+        }
+    }
+
     /// The same key seen as bits (4 per counter), for the checked `clear` and `expire`.
     fn as_bits(&self) -> Bits {
         Bits::new(
@@ -103,7 +125,7 @@ impl Counters {
 
 /// What a batch does to the counters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Op {
+pub(crate) enum Op {
     Add,
     AddIfAbsent,
     Exists,
@@ -152,10 +174,7 @@ impl<C> CountingBloom<C> {
                 Layout::Native,
                 geometry.bits * 4,
             );
-            let part = Counters {
-                key: key.clone(),
-                geometry: per_part,
-            };
+            let part = Counters::new(key.clone(), per_part);
             (guard, vec![part])
         } else {
             let guard = Guard::new(
@@ -167,10 +186,7 @@ impl<C> CountingBloom<C> {
                 geometry.bits * 4,
             );
             let parts = (0..shards)
-                .map(|i| Counters {
-                    key: keys::shard_key(&key, i, shards),
-                    geometry: per_part,
-                })
+                .map(|i| Counters::new(keys::shard_key(&key, i, shards), per_part))
                 .collect();
             (guard, parts)
         };
@@ -179,6 +195,7 @@ impl<C> CountingBloom<C> {
             key,
             geometry,
             guard,
+            swaps: (0..shards).map(|_| tokio::sync::Mutex::new(())).collect(),
             parts: Shards::new(parts),
         })))
     }
@@ -203,11 +220,13 @@ impl<C> CountingBloom<C> {
         self.0.parts.count()
     }
 
-    /// Items per batch that `redbloom load` and `unload` use: a few commands' worth.
+    /// Items per batch that `redbloom load` and `unload` use: large enough for the dense path
+    /// (the counters read, changed here and swapped back whole) on keys of up to 8 MiB of
+    /// counters, else a few commands' worth.
     pub fn bulk_batch_size(&self) -> usize {
-        (MAX_OFFSETS_PER_COMMAND / self.0.geometry.hashes as usize).max(1)
-            * COMMANDS_IN_FLIGHT
-            * self.shards() as usize
+        let part = &self.0.parts.parts()[0].geometry;
+        let per_item = (MAX_OFFSETS_PER_COMMAND / part.hashes as usize).max(1) * COMMANDS_IN_FLIGHT;
+        swap::batch_size(part.bits.div_ceil(2), part.hashes, per_item) * self.shards() as usize
     }
 
     /// Items per batch that `redbloom check` uses: large enough to read the counters whole
@@ -366,9 +385,7 @@ where
             let clock = &clock;
             async move {
                 let part_items: Vec<&[u8]> = group.iter().map(|&i| items[i].as_ref()).collect();
-                let answers = self
-                    .part_call(clock, &parts[*part], &part_items, op)
-                    .await?;
+                let answers = self.part_call(clock, *part, &part_items, op).await?;
                 Ok::<_, Error>((group.as_slice(), answers))
             }
         });
@@ -396,10 +413,11 @@ where
     async fn part_call(
         &self,
         clock: &Clock,
-        part: &Counters,
+        index: usize,
         items: &[&[u8]],
         op: Op,
     ) -> Result<Vec<bool>> {
+        let part = &self.parts.parts()[index];
         let k = part.geometry.hashes as usize;
         let per_command = (MAX_OFFSETS_PER_COMMAND / k).max(1);
         let one_key = self.parts.count() == 1;
@@ -417,10 +435,34 @@ where
                     let counters = self.read_whole(part).await?;
                     Ok(cells
                         .chunks(k)
-                        .map(|item| item.iter().all(|&cell| counter(&counters, cell) > 0))
+                        .map(|item| item.iter().all(|&cell| swap::counter(&counters, cell) > 0))
                         .collect())
                 })
                 .await;
+        }
+        // A write that outweighs the counters reads them, changes them here and swaps them
+        // back whole, unless other writers keep changing them meanwhile.
+        if op != Op::Exists
+            && part.scratch.is_some()
+            && !self.exec.caps().no_merge.load(Ordering::Relaxed)
+            && swap::worth_it(
+                bytes,
+                items.len(),
+                part.geometry.hashes,
+                swap::MAX_SWAP_BYTES,
+            )
+        {
+            let cells = part.geometry.offsets(items)?;
+            match self.swap(clock, index, &cells, op, one_key).await {
+                Ok(Some(answers)) => return Ok(answers),
+                Ok(None) => {}
+                // A user granted the counters but not the scratch keys or the swap's
+                // commands: the same batch by BITFIELD.
+                Err(Error::NoPermission(_)) => {
+                    self.exec.caps().no_merge.store(true, Ordering::Relaxed);
+                }
+                Err(err) => return Err(err),
+            }
         }
         let attempt = || async move {
             let command = |chunk: &[&[u8]]| {
@@ -522,20 +564,103 @@ where
                         &[&self.guard.fingerprint(), &k, &bit_offsets(cells)],
                     )
                     .await?;
-                if let Value::Array(refusal) = &reply {
-                    if let [Value::BulkString(what), Value::BulkString(stored)] = refusal.as_slice()
-                    {
-                        if what == b"params" {
-                            let stored = String::from_utf8_lossy(stored).into_owned();
-                            return Err(self.guard.refusal(crate::io::guard::Evidence::Stored(
-                                (!stored.is_empty()).then_some(stored),
-                            )));
-                        }
-                    }
+                if let Some(refusal) = self.refusal(&reply) {
+                    return Err(refusal);
                 }
                 flags(&reply, items).ok_or_else(|| unexpected(&reply))
             }
         }
+    }
+
+    /// A write batch the dense way: the counters read whole, the batch applied here, and the
+    /// result swapped in by one script that writes nothing if they changed since the read
+    /// (tried [`swap::SWAP_ATTEMPTS`] times). `None` when every swap found them changed: the
+    /// batch then goes the per-item way.
+    async fn swap(
+        &self,
+        clock: &Clock,
+        index: usize,
+        cells: &[u64],
+        op: Op,
+        one_key: bool,
+    ) -> Result<Option<Vec<bool>>> {
+        let part = &self.parts.parts()[index];
+        let Some((old_key, new_key)) = &part.scratch else {
+            return Ok(None);
+        };
+        let k = part.geometry.hashes as usize;
+        let _turn = self.swaps[index].lock().await;
+        let mut keys = vec![part.key.as_str(), old_key, new_key];
+        if one_key {
+            keys.extend(self.guard.key());
+        }
+        let adds = if op == Op::Remove { "0" } else { "1" };
+        for _ in 0..swap::SWAP_ATTEMPTS {
+            let swapped = self
+                .exec
+                .retried(clock, || async {
+                    let old = self.read_whole(part).await?;
+                    let mut new = old.clone();
+                    let answers = swap::apply(op, &mut new, cells, k);
+                    let changed = if new == old { "0" } else { "1" };
+                    let mut tx = Tx::atomic();
+                    for (scratch, bytes) in [(old_key, &old), (new_key, &new)] {
+                        tx.add_unread(
+                            redis::cmd("SET")
+                                .arg(scratch)
+                                .arg(bytes)
+                                .arg("PX")
+                                .arg(swap::SCRATCH_TTL_MS)
+                                .to_owned(),
+                        );
+                    }
+                    let reply: Slot<Value> = tx.add(
+                        redis::cmd("EVAL")
+                            .arg(COUNTING_SWAP)
+                            .arg(keys.len())
+                            .arg(&keys)
+                            .arg(self.guard.fingerprint())
+                            .arg(adds)
+                            .arg(changed)
+                            .to_owned(),
+                    );
+                    let reply = self.exec.run(&part.key, &tx).await?.take(reply)?;
+                    if let Some(refusal) = self.refusal(&reply) {
+                        return Err(refusal);
+                    }
+                    match reply {
+                        Value::Int(1) => {
+                            self.exec.confirm(&part.key, Engine::Fast).await?;
+                            Ok(Some(answers))
+                        }
+                        Value::Int(0) => Ok(None),
+                        reply => Err(Error::UnexpectedReply(format!(
+                            "{reply:?} from the counters' swap"
+                        ))),
+                    }
+                })
+                .await?;
+            if swapped.is_some() {
+                return Ok(swapped);
+            }
+        }
+        Ok(None)
+    }
+
+    /// The error a script's `{"params", STORED}` reply means, if it is one.
+    fn refusal(&self, reply: &Value) -> Option<Error> {
+        let Value::Array(refusal) = reply else {
+            return None;
+        };
+        let [Value::BulkString(what), Value::BulkString(stored)] = refusal.as_slice() else {
+            return None;
+        };
+        (what == b"params").then(|| {
+            let stored = String::from_utf8_lossy(stored).into_owned();
+            self.guard.refusal(crate::io::guard::Evidence::Stored(
+                (!stored.is_empty()).then_some(stored),
+            ))
+        })
     }
 
     /// A key's counters, in chunks of a few MiB, in one round trip.
@@ -661,16 +786,6 @@ where
 /// `BITFIELD ... u4 OFFSET`: numbers, not a string per counter.
 fn bit_offsets(cells: &[u64]) -> Vec<u64> {
     cells.iter().map(|cell| cell * 4).collect()
-}
-
-/// Counter `cell` of `counters` (Redis's order: counter i is bits 4i..4i+3, the high nibble of
-/// byte i/2 for an even i); 0 past the end.
-fn counter(counters: &[u8], cell: u64) -> u8 {
-    let byte = counters.get((cell / 2) as usize).copied().unwrap_or(0);
-    match cell % 2 {
-        0 => byte >> 4,
-        _ => byte & 0x0f,
-    }
 }
 
 /// One flag per item from a script's array of 0/1.
