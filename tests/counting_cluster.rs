@@ -1,7 +1,8 @@
 //! Counting filters (SPEC.md §4 "counting") over a Redis Cluster (3 masters, 3 replicas,
 //! started by the test): a filter of one key (with and without a hash tag) and one of 8 shards
 //! through every operation — single items, the idempotent insert, removes, small batches,
-//! batches of more than `MAX_OFFSETS_PER_COMMAND` counters (several commands per key), info,
+//! batches of more than `MAX_OFFSETS_PER_COMMAND` counters (several commands per key, or one
+//! dense swap per key with its scratch keys in the key's slot), info,
 //! reads served by replicas, writes that wait for a replica, expire and clear — with every key
 //! the filter makes checked on the nodes themselves.
 
