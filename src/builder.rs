@@ -4,6 +4,7 @@ use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::geometry::Geometry;
 use crate::kinds::counting::CountingBloom;
+use crate::kinds::growing::GrowingBloom;
 use crate::kinds::plain::RedisBloom;
 use crate::kinds::window::WindowBloom;
 use crate::layout::Layout;
@@ -45,6 +46,9 @@ pub struct Builder {
     shards: u32,
     window: Option<Duration>,
     generations: Option<u32>,
+    growth: Option<u32>,
+    tightening: Option<f64>,
+    max_levels: Option<u32>,
 }
 
 impl Builder {
@@ -68,6 +72,9 @@ impl Builder {
             shards: 1,
             window: None,
             generations: None,
+            growth: None,
+            tightening: None,
+            max_levels: None,
         }
     }
 
@@ -173,6 +180,85 @@ impl Builder {
     pub fn generations(mut self, generations: u32) -> Self {
         self.generations = Some(generations);
         self
+    }
+
+    /// Makes the filter a growing filter ([`GrowingBloom`], built by
+    /// [`build_growing`](Builder::build_growing)): its first level holds
+    /// [`expected_items`](Builder::expected_items), and each new level `growth` times as many
+    /// (a whole number of at least 1; default 2), so that no capacity needs guessing.
+    pub fn growth(mut self, growth: u32) -> Self {
+        self.growth = Some(growth);
+        self
+    }
+
+    /// A growing filter's tightening ratio r, in (0, 1): each level's false-positive rate is
+    /// r times the one before, and the first level's is `rate·(1−r)`, so that all of them
+    /// together stay below the rate given. Default 0.8: smaller ratios spend more bits per
+    /// item on later levels, larger ones on the first (docs/design.md "Growing filters").
+    pub fn tightening(mut self, ratio: f64) -> Self {
+        self.tightening = Some(ratio);
+        self
+    }
+
+    /// A growing filter's most levels, 1 to 64 (default 32); fewer when a level would need
+    /// more than one key's 2^32 bits. Past them, an add of a new item fails with
+    /// [`Error::Full`].
+    pub fn max_levels(mut self, levels: u32) -> Self {
+        self.max_levels = Some(levels);
+        self
+    }
+
+    /// Checks the configuration and makes a growing filter on `conn`. Sends nothing to Redis.
+    /// Sized with [`expected_items`](Builder::expected_items) (the first level's capacity) and
+    /// [`false_positive_rate`](Builder::false_positive_rate) (the whole filter's bound); uses
+    /// the native layout's hashing.
+    ///
+    /// ```
+    /// # async fn demo(conn: redis::aio::MultiplexedConnection) -> redbloom::Result<()> {
+    /// let frontier = redbloom::RedisBloom::builder("crawl:frontier")
+    ///     .expected_items(10_000)
+    ///     .false_positive_rate(0.01)
+    ///     .growth(2)
+    ///     .build_growing(conn)?;
+    /// assert_eq!(frontier.max_levels(), 32);
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] when the key is empty or reserved, the size is given in bits
+    /// or not at all, the rate is not in (0, 1), a window or a layout other than native was
+    /// given, the growth is 0, the tightening ratio is not in (0, 1), the most levels are not
+    /// in 1..=64, or the first level would need more than one key's 2^32 bits.
+    pub fn build_growing<C>(self, conn: C) -> Result<GrowingBloom<C>> {
+        if self.window.is_some() {
+            return Err(Error::InvalidConfig(
+                "a filter is either a window or a growing filter, not both".into(),
+            ));
+        }
+        if self.layout == Some(Layout::GoZero) {
+            return Err(Error::InvalidConfig(
+                "growing filters use the native layout, not go-zero's".into(),
+            ));
+        }
+        let (Some(items), Some(fpr), None) = (self.items, self.fpr, self.bits) else {
+            return Err(Error::InvalidConfig(
+                "a growing filter is sized by its first level's items and the rate, not in bits"
+                    .into(),
+            ));
+        };
+        GrowingBloom::from_parts(
+            conn,
+            self.key,
+            items,
+            fpr,
+            self.growth.unwrap_or(crate::kinds::growing::DEFAULT_GROWTH),
+            self.tightening
+                .unwrap_or(crate::kinds::growing::DEFAULT_TIGHTENING),
+            self.max_levels
+                .unwrap_or(crate::kinds::growing::DEFAULT_MAX_LEVELS),
+            self.shards,
+            self.options,
+        )
     }
 
     /// Checks the configuration without a connection: `Ok` exactly when

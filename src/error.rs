@@ -45,6 +45,21 @@ pub enum Error {
         requested: String,
     },
 
+    /// A growing filter has all its levels and the newest has taken its capacity: the item
+    /// was new, and nothing was written for it ([`GrowingBloom`](crate::GrowingBloom)).
+    #[error(
+        "growing filter {key:?} is full: all {levels} levels have taken their {capacity} items \
+         (per shard); raise max_levels or the growth factor, or start a new filter"
+    )]
+    Full {
+        /// The filter's key.
+        key: String,
+        /// Its most levels.
+        levels: u32,
+        /// The new items those levels take, per shard.
+        capacity: u64,
+    },
+
     /// The key exists but does not hold a string (Redis `WRONGTYPE`); nothing was changed.
     #[error("key {key:?} holds a {found}, not a string, so it is not a Bloom filter")]
     WrongType {

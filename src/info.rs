@@ -43,6 +43,24 @@ pub struct WindowInfo {
     pub parts: Vec<GenerationInfo>,
 }
 
+/// A snapshot of a [`GrowingBloom`](crate::GrowingBloom): its levels and its totals over them.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct GrowingInfo {
+    /// Totals over the levels: `bits`, `bits_set` and `bytes` add them up, `hashes` is the
+    /// newest level's, `estimated_items` the new items counted (as `items`), `estimated_fpr`
+    /// a check's rate now (it tests every level), and `ttl` the longest-lived part's.
+    pub filter: FilterInfo,
+    /// Levels made so far.
+    pub levels: u32,
+    /// The new items those levels take, all together (all shards together).
+    pub capacity: u64,
+    /// The new items they took: each add of an item found in no level counts one.
+    pub items: u64,
+    /// The most levels the filter can have.
+    pub max_levels: u32,
+}
+
 /// One live generation of a window filter.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]

@@ -27,14 +27,16 @@ pub use self::{
     engine::Engine,
     error::{Error, Result},
     hash::{gozero_locations, murmur3_x64_128, sum64, GOZERO_HASHES},
-    info::{CountingInfo, FilterInfo, GenerationInfo, KeyTtl, WindowInfo},
+    info::{CountingInfo, FilterInfo, GenerationInfo, GrowingInfo, KeyTtl, WindowInfo},
     io::bits::MAX_OFFSETS_PER_COMMAND,
-    kinds::{counting::CountingBloom, plain::RedisBloom, window::WindowBloom},
+    kinds::{
+        counting::CountingBloom, growing::GrowingBloom, plain::RedisBloom, window::WindowBloom,
+    },
     layout::{native_locations, Layout},
     retry::Retry,
     sizing::{
-        bits_for_fixed_k, current_fpr, estimate_items, expected_fpr, optimal_bits, optimal_hashes,
-        window_generation_fpr, MAX_BITS,
+        bits_for_fixed_k, current_fpr, estimate_items, expected_fpr, growing_level_fpr,
+        optimal_bits, optimal_hashes, window_generation_fpr, MAX_BITS,
     },
 };
 

@@ -96,6 +96,21 @@ pub fn window_generation_fpr(fpr: f64) -> f64 {
     -(0.5 * (-fpr).ln_1p()).exp_m1()
 }
 
+/// The false-positive rate level `level` (from 0) of a growing filter is sized for, so that
+/// the whole filter's rate stays below `fpr` however many levels it has: `fpr·(1−r)·r^level`
+/// (r the tightening ratio). The levels' rates sum to `fpr·(1 − r^L) < fpr`, and a check's
+/// false-positive rate is at most that sum.
+///
+/// ```
+/// let p0 = redbloom::growing_level_fpr(0.01, 0.8, 0);
+/// assert!((p0 - 0.002).abs() < 1e-12);
+/// let all: f64 = (0..64).map(|i| redbloom::growing_level_fpr(0.01, 0.8, i)).sum();
+/// assert!(all < 0.01);
+/// ```
+pub fn growing_level_fpr(fpr: f64, tightening: f64, level: u32) -> f64 {
+    fpr * (1.0 - tightening) * tightening.powi(level as i32)
+}
+
 /// How many distinct items a filter holds, estimated from its number of set bits
 /// (Swamidass–Baldi): `-(m/k)·ln(1 - X/m)`. Infinite when every bit is set.
 ///

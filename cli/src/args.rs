@@ -121,6 +121,20 @@ pub(crate) struct Cli {
     #[arg(long, global = true, conflicts_with = "window", help_heading = FILTER)]
     pub(crate) counting: bool,
 
+    /// A growing filter: it grows by levels, each F times the capacity of the one before at a
+    /// tighter rate, so the false-positive rate stays at or below --fpr P however many items it
+    /// takes; sized with --capacity N (the first level's items). F: a whole number, 1 or more.
+    #[arg(
+        long,
+        global = true,
+        value_name = "F",
+        conflicts_with_all = ["window", "counting"],
+        value_parser = ranged::<u32>(1, 1_000_000),
+        allow_negative_numbers = true,
+        help_heading = FILTER
+    )]
+    pub(crate) growth: Option<u32>,
+
     /// With --window: generations live at once, 2..=64 [default: 4]. More forget closer to
     /// the window, at more memory and work per call.
     #[arg(

@@ -31,10 +31,11 @@ pub(crate) async fn run(cli: Cli) -> Result<ExitCode> {
             Connection::Single(connect(url, cli.tls_ca.as_deref(), timeout).await?)
         }
     };
-    let kind = match (cli.window.is_some(), cli.counting) {
-        (true, _) => Kind::Window,
-        (false, true) => Kind::Counting,
-        (false, false) => Kind::Plain,
+    let kind = match (cli.window.is_some(), cli.counting, cli.growth.is_some()) {
+        (true, _, _) => Kind::Window,
+        (false, true, _) => Kind::Counting,
+        (false, false, true) => Kind::Growing,
+        (false, false, false) => Kind::Plain,
     };
     let bloom = Filter::build(builder, kind, conn)?;
     let json = cli.json;

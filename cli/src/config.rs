@@ -14,10 +14,11 @@ pub(crate) fn builder(cli: &Cli) -> Result<Builder> {
         .key
         .clone()
         .ok_or_else(|| anyhow!("missing --key KEY: the filter's key"))?;
-    let builder = match (cli.window, cli.counting) {
-        (Some(window), _) => windowed(RedisBloom::builder(key), cli, window)?,
-        (None, true) => counted(RedisBloom::builder(key), cli)?,
-        (None, false) => sized(RedisBloom::builder(key), &cli.size, cli.layout)?,
+    let builder = match (cli.window, cli.counting, cli.growth) {
+        (Some(window), _, _) => windowed(RedisBloom::builder(key), cli, window)?,
+        (None, true, _) => counted(RedisBloom::builder(key), cli)?,
+        (None, false, Some(growth)) => grown(RedisBloom::builder(key), cli, growth)?,
+        (None, false, None) => sized(RedisBloom::builder(key), &cli.size, cli.layout)?,
     };
     let mut builder = builder
         .retry(Retry::for_duration(Duration::from_secs_f64(cli.retry_for)))
@@ -42,9 +43,10 @@ pub(crate) fn builder(cli: &Cli) -> Result<Builder> {
     if let Some(replicas) = cli.wait_replicas {
         builder = builder.wait_for_replicas(replicas, wait_timeout(cli));
     }
-    match cli.counting {
-        true => builder.clone().build_counting(()).map(drop)?,
-        false => builder.validate()?,
+    match (cli.counting, cli.growth) {
+        (true, _) => builder.clone().build_counting(()).map(drop)?,
+        (false, Some(_)) => builder.clone().build_growing(()).map(drop)?,
+        (false, None) => builder.validate()?,
     }
     Ok(builder)
 }
@@ -125,5 +127,22 @@ fn counted(builder: Builder, cli: &Cli) -> Result<Builder> {
             Ok(builder.expected_items(items).false_positive_rate(fpr))
         }
         _ => bail!("give the filter's size: --bits N (counters), or --capacity N with --fpr P"),
+    }
+}
+
+/// A growing filter's builder: --capacity (the first level's items) and --fpr (the bound).
+fn grown(builder: Builder, cli: &Cli, growth: u32) -> Result<Builder> {
+    if cli.layout_given && cli.layout != Layout::Native {
+        bail!("--growth filters use the native layout; drop --layout gozero");
+    }
+    match (cli.size.bits, cli.size.capacity, cli.size.fpr) {
+        (None, Some(items), Some(fpr)) => Ok(builder
+            .growth(growth)
+            .expected_items(items)
+            .false_positive_rate(fpr)),
+        _ => bail!(
+            "--growth is sized with --capacity N (the first level's items) and --fpr P, not \
+             --bits"
+        ),
     }
 }

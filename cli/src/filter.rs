@@ -3,7 +3,7 @@
 
 use crate::output;
 use redbloom::redis::aio::ConnectionLike;
-use redbloom::{Builder, CountingBloom, Error, RedisBloom, Result, WindowBloom};
+use redbloom::{Builder, CountingBloom, Error, GrowingBloom, RedisBloom, Result, WindowBloom};
 use std::time::Duration;
 
 /// One filter of one kind.
@@ -12,6 +12,7 @@ pub(crate) enum Filter<C> {
     Plain(RedisBloom<C>),
     Window(WindowBloom<C>),
     Counting(CountingBloom<C>),
+    Growing(GrowingBloom<C>),
 }
 
 /// Which kind the command line asks for.
@@ -20,6 +21,7 @@ pub(crate) enum Kind {
     Plain,
     Window,
     Counting,
+    Growing,
 }
 
 /// Calls the same method on whichever kind the filter is.
@@ -29,6 +31,7 @@ macro_rules! each {
             Filter::Plain($f) => $call,
             Filter::Window($f) => $call,
             Filter::Counting($f) => $call,
+            Filter::Growing($f) => $call,
         }
     };
 }
@@ -39,6 +42,7 @@ impl<C> Filter<C> {
         Ok(match kind {
             Kind::Window => Filter::Window(builder.build_window(conn)?),
             Kind::Counting => Filter::Counting(builder.build_counting(conn)?),
+            Kind::Growing => Filter::Growing(builder.build_growing(conn)?),
             Kind::Plain => Filter::Plain(builder.build(conn)?),
         })
     }
@@ -49,6 +53,7 @@ impl<C> Filter<C> {
             Filter::Plain(f) => f.bulk_add_batch_size(),
             Filter::Window(f) => f.bulk_batch_size(),
             Filter::Counting(f) => f.bulk_batch_size(),
+            Filter::Growing(f) => f.bulk_batch_size(),
         }
     }
 
@@ -58,6 +63,7 @@ impl<C> Filter<C> {
             Filter::Plain(f) => f.bulk_check_batch_size(),
             Filter::Window(f) => f.bulk_batch_size(),
             Filter::Counting(f) => f.bulk_check_batch_size(),
+            Filter::Growing(f) => f.bulk_check_batch_size(),
         }
     }
 }
@@ -87,6 +93,7 @@ where
             Filter::Plain(f) => output::Info::from(f.info().await?),
             Filter::Window(f) => output::Info::from(f.info().await?),
             Filter::Counting(f) => output::Info::from(f.info().await?),
+            Filter::Growing(f) => output::Info::from(f.info().await?),
         })
     }
 

@@ -152,6 +152,27 @@ pub(crate) struct Info {
     pub(crate) counters_in_use: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) counters_saturated: Option<u64>,
+    /// A growing filter's levels, their capacity and the new items they took.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) levels: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) capacity: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) items: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) max_levels: Option<u32>,
+}
+
+impl From<redbloom::GrowingInfo> for Info {
+    fn from(info: redbloom::GrowingInfo) -> Self {
+        Info {
+            levels: Some(info.levels),
+            capacity: Some(info.capacity),
+            items: Some(info.items),
+            max_levels: Some(info.max_levels),
+            ..Info::from(info.filter)
+        }
+    }
 }
 
 impl From<redbloom::CountingInfo> for Info {
@@ -204,6 +225,10 @@ impl From<redbloom::FilterInfo> for Info {
             parts: None,
             counters_in_use: None,
             counters_saturated: None,
+            levels: None,
+            capacity: None,
+            items: None,
+            max_levels: None,
             ttl_seconds: info.ttl.as_secs(),
             key: info.key,
             bits: info.bits,
@@ -236,12 +261,20 @@ impl Report for Info {
             ),
             _ => String::new(),
         };
+        let window = match (self.levels, self.capacity, self.items) {
+            (Some(levels), Some(capacity), Some(items)) => format!(
+                "; {levels} of {} levels, {items} of {capacity} items taken",
+                self.max_levels.unwrap_or(levels)
+            ),
+            _ => window,
+        };
         let size = match (window.is_empty(), self.counters_in_use) {
             (_, Some(in_use)) => format!(
                 "{} counters ({in_use} in use, {} saturated)",
                 self.bits,
                 self.counters_saturated.unwrap_or(0)
             ),
+            (_, None) if self.levels.is_some() => format!("{} bits", self.bits),
             (true, None) => format!("{} bits", self.bits),
             (false, None) => format!("{} bits per generation", self.bits),
         };

@@ -2,5 +2,6 @@
 //! `sharded`, `geometry`). A new kind is a file here plus its Lua in `lua/`.
 
 pub(crate) mod counting;
+pub(crate) mod growing;
 pub(crate) mod plain;
 pub(crate) mod window;

@@ -1,0 +1,126 @@
+-- Adds items to a growing filter (SPEC.md §4 "growing"), in order, in one atomic step: an item
+-- present in any level writes nothing and uses no capacity; a new one goes to the newest level,
+-- and when that level has taken its capacity of new items, the next level is made first (so
+-- that concurrent clients never make two levels for one fill).
+-- KEYS[1]: the levels' counts: a hash, field i = the new items level i took (levels 0..L-1, so
+-- its length is the number of levels L). KEYS[2..S+1]: levels 0..S-1 (the client names as
+-- many as it expects the step to need). KEYS[S+2], KEYS[S+3] (a filter of one key): the stored
+-- parameters and the bare key, checked when the step makes the first level.
+-- ARGV[1]: the parameters. ARGV[2]: the command that reads bits ("bitfield_ro" or "bitfield").
+-- ARGV[3]: S. ARGV[4]: the most levels. ARGV[5..4+S]: k of each level. ARGV[5+S..4+2S]: the
+-- capacity of each level. ARGV[5+2S]: per item, the bit offsets in levels 0..S-1, in order
+-- (k_0 + ... + k_{S-1} of them, computed by the client: Lua's numbers are exact only to 2^53),
+-- each as 4 bytes big-endian (one argument: a script's cost is mostly its arguments).
+-- Reply: {L, COUNT, VERIFIED, DONE, FULL, flag_1, ..., flag_DONE}: the levels and the newest
+-- one's count after the step; VERIFIED 1 when the parameters are known to be this filter's;
+-- DONE the items handled, in order (each flag 1 when new); DONE falls short of the items when
+-- an item needed a level past S (the client sends the rest again, naming more levels) or, with
+-- FULL 1, past the most levels (that item and the rest: nothing written). {"params", STORED}
+-- when the parameters differ ("" when the bare key holds bits without any): nothing written.
+-- (No local functions, and few calls into Redis: each costs the script about a microsecond.)
+local counts, read, s, most = KEYS[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
+local levels = redis.call("hlen", counts)
+local verified = 1
+if levels == 0 and #KEYS >= s + 3 then
+    -- The first level: the step that makes it checks (and stores) the parameters. Later steps
+    -- need not: the counts' name holds a hash of the parameters, so counts that exist were made
+    -- by a step that checked them.
+    local stored = redis.call("get", KEYS[s + 2])
+    if stored then
+        if stored ~= ARGV[1] then
+            return {"params", stored}
+        end
+    elseif redis.call("exists", KEYS[s + 3]) == 1 then
+        return {"params", ""}
+    else
+        redis.call("set", KEYS[s + 2], ARGV[1])
+    end
+end
+if levels > s then
+    return {levels, 0, verified, 0, 0}
+end
+local k, cap, start, fmt = {}, {}, {}, {}
+local width = 0
+for i = 1, s do
+    k[i] = tonumber(ARGV[4 + i])
+    cap[i] = tonumber(ARGV[4 + s + i])
+    start[i] = 4 * width
+    width = width + k[i]
+end
+local newest = levels
+local count = 0
+if newest > 0 then
+    count = tonumber(redis.call("hget", counts, newest - 1)) or 0
+end
+local out = {levels, 0, verified, 0, 0}
+local get, set = {}, {}
+local packed = ARGV[5 + 2 * s]
+local done = 0
+for item = 1, #packed / (4 * width) do
+    local base = 1 + (item - 1) * 4 * width
+    -- Present in any level? Newest first (it holds the most items), one read of each level.
+    local present = false
+    for level = newest, 1, -1 do
+        if not fmt[level] then
+            fmt[level] = ">" .. string.rep("I4", k[level])
+        end
+        local offsets = {struct.unpack(fmt[level], packed, base + start[level])}
+        for j = 1, k[level] do
+            get[3 * j - 2] = "GET"
+            get[3 * j - 1] = "u1"
+            get[3 * j] = offsets[j]
+        end
+        local all = true
+        for _, bit in ipairs(redis.call(read, KEYS[1 + level], unpack(get, 1, 3 * k[level]))) do
+            if bit == 0 then
+                all = false
+                break
+            end
+        end
+        if all then
+            present = true
+            break
+        end
+    end
+    if not present then
+        if newest == 0 or count >= cap[newest] then
+            if newest >= most then
+                out[5] = 1
+                break
+            end
+            if newest >= s then
+                break
+            end
+            if newest > 0 then
+                redis.call("hset", counts, newest - 1, count)
+            end
+            newest = newest + 1
+            count = 0
+            redis.call("hset", counts, newest - 1, 0)
+            -- A filter given a TTL (expire) keeps it for its new levels.
+            local ttl = redis.call("pttl", counts)
+            if ttl > 0 then
+                redis.call("set", KEYS[1 + newest], "", "PX", ttl, "NX")
+            end
+        end
+        if not fmt[newest] then
+            fmt[newest] = ">" .. string.rep("I4", k[newest])
+        end
+        local offsets = {struct.unpack(fmt[newest], packed, base + start[newest])}
+        for j = 0, k[newest] - 1 do
+            set[4 * j + 1] = "SET"
+            set[4 * j + 2] = "u1"
+            set[4 * j + 3] = offsets[j + 1]
+            set[4 * j + 4] = 1
+        end
+        redis.call("bitfield", KEYS[1 + newest], unpack(set, 1, 4 * k[newest]))
+        count = count + 1
+    end
+    done = done + 1
+    out[5 + done] = present and 0 or 1
+end
+if newest > 0 then
+    redis.call("hset", counts, newest - 1, count)
+end
+out[1], out[2], out[4] = newest, count, done
+return out

@@ -1,0 +1,66 @@
+-- The growing filter's dense add: ORs the bits a client computed for a batch into the levels
+-- and sets their counts, unless the counts changed since the client read them with the levels
+-- (a compare-and-set: every add that sets bits changes the counts, so unchanged counts mean
+-- unchanged levels, and the client's "new" answers and its level fills are exact). Runs in a
+-- MULTI after the SETs of the scratch keys.
+-- KEYS[1]: the counts. KEYS[2..T+1]: the levels the batch touches. KEYS[T+2..2T+1]: their
+-- scratch keys (the bits to OR in; with a TTL; deleted here whatever happens). KEYS[2T+2],
+-- KEYS[2T+3] (a filter of one key): the stored parameters and the bare key.
+-- ARGV[1]: the parameters. ARGV[2]: T. ARGV[3]: the counts as read ("i=n,..." by level, "" for
+-- none). ARGV[4..T+3]: each touched level's index. ARGV[T+4..2T+3]: its count after the batch.
+-- Reply: 1 when merged; 0 when the counts changed since (nothing written); {"params", STORED}.
+local counts, t = KEYS[1], tonumber(ARGV[2])
+local scratch = {}
+for i = 1, t do
+    scratch[i] = KEYS[1 + t + i]
+end
+local function drop()
+    if t > 0 then
+        redis.call("del", unpack(scratch))
+    end
+end
+local now = redis.call("hgetall", counts)
+local seen = {}
+for i = 1, #now, 2 do
+    seen[#seen + 1] = {tonumber(now[i]), now[i + 1]}
+end
+table.sort(seen, function(a, b) return a[1] < b[1] end)
+local parts = {}
+for i, pair in ipairs(seen) do
+    parts[i] = pair[1] .. "=" .. pair[2]
+end
+if table.concat(parts, ",") ~= ARGV[3] then
+    drop()
+    return 0
+end
+if #seen == 0 and #KEYS >= 2 * t + 3 then
+    local stored = redis.call("get", KEYS[2 * t + 2])
+    if stored then
+        if stored ~= ARGV[1] then
+            drop()
+            return {"params", stored}
+        end
+    elseif redis.call("exists", KEYS[2 * t + 3]) == 1 then
+        drop()
+        return {"params", ""}
+    else
+        redis.call("set", KEYS[2 * t + 2], ARGV[1])
+    end
+end
+-- BITOP replaces its destination, TTL included: each level keeps its own, and a new level
+-- takes the filter's (the counts').
+local filter_ttl = redis.call("pttl", counts)
+for i = 1, t do
+    local level = KEYS[1 + i]
+    local ttl = redis.call("pttl", level)
+    if ttl == -2 then
+        ttl = filter_ttl
+    end
+    redis.call("bitop", "or", level, level, scratch[i])
+    if ttl > 0 then
+        redis.call("pexpire", level, ttl)
+    end
+    redis.call("hset", counts, ARGV[3 + i], ARGV[3 + t + i])
+end
+drop()
+return 1

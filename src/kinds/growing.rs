@@ -1,0 +1,1178 @@
+//! The growing filter (SPEC.md §4 "growing"), after Almeida, Baquero, Preguiça and Hutchison,
+//! "Scalable Bloom Filters" (2007): levels of plain Bloom filters, each F times the capacity
+//! of the one before at a rate r times tighter, so that the whole filter's false-positive rate
+//! stays at or below P however many items it holds.
+//!
+//! Level i (from 0) holds `N·F^i` items at `P·(1−r)·r^i`; the rates sum to less than
+//! `P·(1−r)·1/(1−r) = P`, and a check's false-positive rate is at most that sum. One Redis
+//! string per level, `{KEY}:redbloom:grow:HASH:i`, and a hash `{KEY}:redbloom:grow:HASH` of the
+//! new items each level took (its length is the number of levels); HASH names the parameters,
+//! so that a client with others never touches them. Every call is one script per slot group:
+//! an add tests the levels newest first and sets the item's bits in the newest level, making
+//! the next level when the newest has taken its capacity, all in one atomic step. The client
+//! computes every level's bit offsets (Lua's numbers are exact only to 2^53) and names the
+//! levels it expects the step to need; a step that needs more says so, and the rest goes again.
+
+use crate::error::{Error, Result};
+use crate::geometry::Geometry;
+use crate::hash::ItemHash;
+use crate::info::{FilterInfo, GrowingInfo, KeyTtl};
+use crate::io::bits::{Removal, MAX_OFFSETS_PER_COMMAND};
+use crate::io::exec::Exec;
+use crate::io::guard::Guard;
+use crate::io::tx::{Slot, Tx};
+use crate::layout::Layout;
+use crate::options::Options;
+use crate::retry::Clock;
+use crate::scripts::script;
+use crate::sharded::{self, Shards};
+use crate::sizing::{current_fpr, optimal_bits, optimal_hashes, MAX_BITS};
+use crate::{dense, keys, Engine};
+use futures_util::future::{join, join_all, try_join_all};
+use redis::aio::ConnectionLike;
+use redis::Value;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The default growth factor: each level twice the capacity of the one before.
+pub(crate) const DEFAULT_GROWTH: u32 = 2;
+
+/// The default tightening ratio r: each level's rate r times the one before. Almeida et al.
+/// find 0.8 to 0.9 uses the least memory for a growth of 2; docs/design.md "Growing filters"
+/// compares 0.5 (RedisBloom's), 0.8 and 0.9.
+pub(crate) const DEFAULT_TIGHTENING: f64 = 0.8;
+
+/// The default and the largest number of levels.
+pub(crate) const DEFAULT_MAX_LEVELS: u32 = 32;
+pub(crate) const MAX_LEVELS: u32 = 64;
+
+script!(
+    /// Adds items: tests every level, sets the newest, makes the next one when it is full.
+    GROW_ADD = include_str!("../../lua/grow_add.lua")
+);
+script!(
+    /// Checks items against every level (read-only).
+    GROW_EXISTS = include_str!("../../lua/grow_exists.lua")
+);
+script!(
+    /// `clear` and `expire`, checked.
+    GROW_DROP = include_str!("../../lua/grow_drop.lua")
+);
+
+/// The dense add's compare-and-set merge (run with `EVAL` inside a `MULTI`, where
+/// `EVALSHA`'s `NOSCRIPT` could not be answered by loading it).
+const GROW_MERGE: &str = include_str!("../../lua/grow_merge.lua");
+
+/// Merges tried before a batch goes the per-item way: each fails only when another client
+/// added a new item between the read and the merge.
+const MERGE_ATTEMPTS: usize = 3;
+
+/// The scratch keys' TTL: the merge deletes them; they expire if a transaction fails between
+/// the `SET`s and the script.
+const SCRATCH_TTL_MS: u64 = 60_000;
+
+/// A Bloom filter that grows (SPEC.md §4 "growing"): no capacity to guess, and the
+/// false-positive rate held at or below the rate given however many items it takes.
+///
+/// The first level holds [`expected_items`](crate::Builder::expected_items) items; when the
+/// newest level has taken its capacity of new items, the next add makes a level
+/// [`growth`](crate::Builder::growth) times larger at a rate
+/// [`tightening`](crate::Builder::tightening) times tighter (Almeida et al.'s scalable Bloom
+/// filter). An add that finds the item in any level writes nothing and uses no capacity;
+/// concurrent clients never make two levels for one fill (each add is one atomic script).
+/// Past [`max_levels`](GrowingBloom::max_levels) levels, an add of a new item fails with
+/// [`Error::Full`] and writes nothing for it.
+///
+/// A sharded filter grows each shard by itself: each holds its share of every level.
+///
+/// ```no_run
+/// # async fn demo(conn: redbloom::redis::aio::MultiplexedConnection) -> redbloom::Result<()> {
+/// let seen = redbloom::RedisBloom::builder("crawler:seen")
+///     .expected_items(100_000) // the first level; it grows from there
+///     .false_positive_rate(0.01)
+///     .growth(2)
+///     .build_growing(conn)?;
+/// if seen.add("https://example.com/").await? {
+///     // a URL not seen before: crawl it
+/// }
+/// # Ok(()) }
+/// ```
+#[derive(Debug)]
+pub struct GrowingBloom<C>(Arc<Growing<C>>);
+
+impl<C> Clone for GrowingBloom<C> {
+    /// Another handle on the same filter: one reference count.
+    fn clone(&self) -> Self {
+        GrowingBloom(Arc::clone(&self.0))
+    }
+}
+
+#[derive(Debug)]
+struct Growing<C> {
+    exec: Exec<C>,
+    key: String,
+    fingerprint: String,
+    /// A sharded filter's parameters, in a slot of their own; a filter of one key has its
+    /// scripts check them.
+    guard: Option<Guard>,
+    parts: Shards<Part>,
+    /// Each level's shape in one part (a shard's share).
+    levels: Vec<Level>,
+    growth: u32,
+    tightening: f64,
+    fpr: f64,
+    /// This client has seen its parameters stored (a filter of one key): checks leave them out.
+    verified: AtomicBool,
+}
+
+/// One level's shape in one part.
+#[derive(Debug, Clone, Copy)]
+struct Level {
+    capacity: u64,
+    geometry: Geometry,
+}
+
+/// One slot group's levels.
+#[derive(Debug)]
+struct Part {
+    /// The counts' key; level i is `{counts}:{i}`.
+    counts: String,
+    /// The parameters key and the bare key, checked by the scripts (a filter of one key).
+    checked: Option<[String; 2]>,
+    /// The levels this client last heard the part has, and the newest one's count.
+    known: AtomicU32,
+    newest_count: AtomicU64,
+    /// Held through a dense add's read and merge, so that this handle's own batches in flight
+    /// do not make each other's merges fail.
+    turn: tokio::sync::Mutex<()>,
+}
+
+impl Part {
+    fn level_key(&self, level: usize) -> String {
+        format!("{}:{level}", self.counts)
+    }
+}
+
+/// The levels' name beside a filter's key: `redbloom:grow:HASH`, HASH naming the parameters.
+fn levels_of(fingerprint: &str) -> String {
+    let (h1, _) = crate::hash::murmur3_x64_128(fingerprint.as_bytes());
+    format!("redbloom:grow:{:08x}", h1 >> 32)
+}
+
+/// Each level's shape for a part whose first level holds `capacity` items: level i holds
+/// `capacity·growth^i` at `fpr·(1−r)·r^i`, up to `max_levels` levels and as long as a level
+/// fits one key (2^32 bits).
+fn level_shapes(
+    capacity: u64,
+    fpr: f64,
+    growth: u32,
+    tightening: f64,
+    max_levels: u32,
+) -> Result<Vec<Level>> {
+    let mut levels = Vec::new();
+    let mut items = capacity;
+    for i in 0..max_levels {
+        let rate = crate::sizing::growing_level_fpr(fpr, tightening, i);
+        let bits = match optimal_bits(items, rate) {
+            Ok(bits) if bits <= MAX_BITS => bits,
+            _ if i > 0 => break,
+            Ok(bits) => {
+                return Err(Error::InvalidConfig(format!(
+                    "the first level needs {bits} bits, more than one key's 2^32: use more \
+                     shards or a smaller first level"
+                )))
+            }
+            Err(err) => return Err(err),
+        };
+        let hashes = optimal_hashes(bits, items).min(crate::geometry::MAX_HASHES);
+        levels.push(Level {
+            capacity: items,
+            geometry: Geometry::new(Layout::Native, bits, hashes)?,
+        });
+        match items.checked_mul(u64::from(growth)) {
+            Some(next) => items = next,
+            None => break,
+        }
+    }
+    Ok(levels)
+}
+
+impl<C> GrowingBloom<C> {
+    /// The filter the [`Builder`](crate::Builder) describes: `capacity` items in the first
+    /// level (all shards together) at most `fpr` in all.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn from_parts(
+        conn: C,
+        key: String,
+        capacity: u64,
+        fpr: f64,
+        growth: u32,
+        tightening: f64,
+        max_levels: u32,
+        shards: u32,
+        options: Options,
+    ) -> Result<Self> {
+        if key.is_empty() {
+            return Err(Error::InvalidConfig("the key must not be empty".into()));
+        }
+        keys::check_not_reserved(&key)?;
+        if growth == 0 {
+            return Err(Error::InvalidConfig(
+                "the growth factor is a whole number of at least 1".into(),
+            ));
+        }
+        if !(tightening > 0.0 && tightening < 1.0) {
+            return Err(Error::InvalidConfig(format!(
+                "the tightening ratio must be between 0 and 1 (exclusive), not {tightening}"
+            )));
+        }
+        if !(1..=MAX_LEVELS).contains(&max_levels) {
+            return Err(Error::InvalidConfig(format!(
+                "a growing filter has 1 to {MAX_LEVELS} levels, not {max_levels}"
+            )));
+        }
+        if !(fpr > 0.0 && fpr < 1.0) || capacity == 0 {
+            return Err(Error::InvalidConfig(
+                "a growing filter needs its first level's items (at least 1) and a rate in (0, 1)"
+                    .into(),
+            ));
+        }
+        let shards = shards.max(1);
+        let levels = level_shapes(
+            capacity.div_ceil(u64::from(shards)),
+            fpr,
+            growth,
+            tightening,
+            max_levels,
+        )?;
+        let fingerprint = format!(
+            "kind=growing capacity={capacity} fpr={fpr} growth={growth} tightening={tightening} \
+             max_levels={} layout=native-v1 hash=murmur3_x64_128{}",
+            levels.len(),
+            match shards {
+                1 => String::new(),
+                n => format!(" shards={n}"),
+            }
+        );
+        let params = keys::sidecar(&key, "redbloom:params")?;
+        let part = |counts: String, checked| Part {
+            counts,
+            checked,
+            known: AtomicU32::new(0),
+            newest_count: AtomicU64::new(0),
+            turn: tokio::sync::Mutex::new(()),
+        };
+        let (guard, parts) = if shards == 1 {
+            let counts = keys::sidecar(&key, &levels_of(&fingerprint))?;
+            (None, vec![part(counts, Some([params, key.clone()]))])
+        } else {
+            let first = levels[0].geometry;
+            let guard = Guard::new(
+                key.clone(),
+                Some(params.clone()),
+                params,
+                fingerprint.clone(),
+                Layout::Native,
+                first.bits,
+            );
+            let parts = (0..shards)
+                .map(|i| {
+                    let shard = keys::shard_key(&key, i, shards);
+                    Ok(part(keys::sidecar(&shard, &levels_of(&fingerprint))?, None))
+                })
+                .collect::<Result<Vec<_>>>()?;
+            (Some(guard), parts)
+        };
+        Ok(GrowingBloom(Arc::new(Growing {
+            exec: Exec::new(conn, options),
+            key,
+            fingerprint,
+            guard,
+            parts: Shards::new(parts),
+            levels,
+            growth,
+            tightening,
+            fpr,
+            verified: AtomicBool::new(false),
+        })))
+    }
+
+    /// The filter's key in Redis: the name its levels' keys derive from.
+    pub fn key(&self) -> &str {
+        &self.0.key
+    }
+
+    /// Each level's capacity over the one before.
+    pub fn growth(&self) -> u32 {
+        self.0.growth
+    }
+
+    /// Each level's false-positive rate over the one before.
+    pub fn tightening(&self) -> f64 {
+        self.0.tightening
+    }
+
+    /// The whole filter's false-positive rate bound.
+    pub fn false_positive_rate(&self) -> f64 {
+        self.0.fpr
+    }
+
+    /// The most levels the filter can have: as asked of the builder, or fewer when a level
+    /// would need more than one key's 2^32 bits (shards raise that).
+    pub fn max_levels(&self) -> u32 {
+        self.0.levels.len() as u32
+    }
+
+    /// The most new items the filter takes, all levels together (all shards together).
+    pub fn max_capacity(&self) -> u64 {
+        let per_part: u64 = self.0.levels.iter().map(|l| l.capacity).sum();
+        per_part.saturating_mul(u64::from(self.shards()))
+    }
+
+    /// How many slot groups hold the filter.
+    pub fn shards(&self) -> u32 {
+        self.0.parts.count()
+    }
+
+    /// Items per batch that `redbloom load` uses: large enough that the dense add (the levels
+    /// read whole, the batch's bits merged) pays for its reads.
+    pub fn bulk_batch_size(&self) -> usize {
+        100_000 * self.shards() as usize
+    }
+
+    /// Items per batch that `redbloom check` uses: large enough to read the levels whole
+    /// (up to 64 MiB per shard) rather than send every level's offsets.
+    pub fn bulk_check_batch_size(&self) -> usize {
+        100_000 * self.shards() as usize
+    }
+}
+
+/// A batch applied in memory by the dense add.
+struct Applied {
+    /// Per item handled (those before a full stop): whether it was new.
+    answers: Vec<bool>,
+    /// Each level's count after the batch.
+    counts: Vec<u64>,
+    /// Per level, the offsets the batch set.
+    added: Vec<Vec<u64>>,
+    /// An item needed a level past the most.
+    full: bool,
+}
+
+/// What a growing script answered.
+struct Answer {
+    levels: u32,
+    count: u64,
+    verified: bool,
+    flags: Vec<bool>,
+    full: bool,
+}
+
+impl<C> GrowingBloom<C>
+where
+    C: ConnectionLike + Clone + Send + Sync,
+{
+    /// Adds `item`. Returns `true` when it was in no level (certainly new); a new item goes to
+    /// the newest level, and uses one item of its capacity. Atomic: of concurrent adds of one
+    /// item, exactly one returns `true`. Idempotent, so retrying is safe.
+    ///
+    /// # Errors
+    /// [`Error::Full`] when the item is new and every level is full (nothing written);
+    /// [`Error::ParamsMismatch`] when the filter was created with other parameters (nothing
+    /// written); [`Error::WrongType`]; network faults as for
+    /// [`RedisBloom::add`](crate::RedisBloom::add).
+    pub async fn add(&self, item: impl AsRef<[u8]>) -> Result<bool> {
+        Ok(self.0.per_part(&[item.as_ref()], true).await?[0])
+    }
+
+    /// Whether `item` may be in the filter (in any level).
+    ///
+    /// # Errors
+    /// As for [`add`](GrowingBloom::add).
+    pub async fn exists(&self, item: impl AsRef<[u8]>) -> Result<bool> {
+        Ok(self.0.per_part(&[item.as_ref()], false).await?[0])
+    }
+
+    /// Adds every item, in order; answers in input order, each as [`add`](GrowingBloom::add)'s.
+    /// An item repeated in the batch is new only at its first occurrence.
+    ///
+    /// # Errors
+    /// As for [`add`](GrowingBloom::add); on error, the items before the failing one may have
+    /// been added.
+    pub async fn add_many<T: AsRef<[u8]>>(&self, items: &[T]) -> Result<Vec<bool>> {
+        if items.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.0.per_part(items, true).await
+    }
+
+    /// Checks every item; answers in input order.
+    ///
+    /// # Errors
+    /// As for [`add`](GrowingBloom::add).
+    pub async fn exists_many<T: AsRef<[u8]>>(&self, items: &[T]) -> Result<Vec<bool>> {
+        if items.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.0.per_part(items, false).await
+    }
+
+    /// The levels, their capacity and the new items they took, with the usual totals.
+    ///
+    /// # Errors
+    /// As for [`add`](GrowingBloom::add).
+    pub async fn info(&self) -> Result<GrowingInfo> {
+        self.0.info().await
+    }
+
+    /// Deletes every level and the stored parameters, checked in the same step. Returns
+    /// whether the filter had a level.
+    ///
+    /// # Errors
+    /// As for [`add`](GrowingBloom::add); a mismatch leaves every key as it was.
+    pub async fn clear(&self) -> Result<bool> {
+        let done = self.0.drop_keys(Removal::Delete).await;
+        if let Some(guard) = &self.0.guard {
+            guard.reset();
+        }
+        self.0.verified.store(false, Ordering::Relaxed);
+        for part in self.0.parts.parts() {
+            part.known.store(0, Ordering::Relaxed);
+        }
+        done
+    }
+
+    /// Makes the whole filter expire after `ttl`: its levels, its counts, its parameters, and
+    /// the levels made later.
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] for a TTL below 1 ms or too long for Redis; otherwise as for
+    /// [`clear`](GrowingBloom::clear).
+    pub async fn expire(&self, ttl: Duration) -> Result<bool> {
+        self.0.drop_keys(Removal::expire(ttl)?).await
+    }
+}
+
+impl<C> Growing<C>
+where
+    C: ConnectionLike + Clone + Send + Sync,
+{
+    /// Adds or checks the items, each part's at once; a sharded filter's parameters checked
+    /// first (and beside, for writes).
+    async fn per_part<T: AsRef<[u8]>>(&self, items: &[T], write: bool) -> Result<Vec<bool>> {
+        let clock = self.exec.clock();
+        let parts = self.parts.parts();
+        let Some(guard) = &self.guard else {
+            return self.part_items(&clock, &parts[0], items, write).await;
+        };
+        self.exec
+            .retried(&clock, || guard.ensure(&self.exec, write))
+            .await?;
+        let groups = self.parts.split(items);
+        let clock = &clock;
+        let calls = groups.iter().map(|(part, group)| async move {
+            let part_items: Vec<&[u8]> = group.iter().map(|&i| items[i].as_ref()).collect();
+            let answers = self
+                .part_items(clock, &parts[*part], &part_items, write)
+                .await?;
+            Ok::<_, Error>((group.as_slice(), answers))
+        });
+        let beside = async {
+            match write {
+                true => guard.beside(&self.exec, clock).await,
+                false => Ok(()),
+            }
+        };
+        let (beside, answers) = join(beside, try_join_all(calls)).await;
+        beside?;
+        Ok(sharded::gather(items.len(), answers?))
+    }
+
+    /// One part's items, in commands of a bounded size, in order; after a write, `WAIT`
+    /// when asked (retried together with the write).
+    async fn part_items<T: AsRef<[u8]>>(
+        &self,
+        clock: &Clock,
+        part: &Part,
+        items: &[T],
+        write: bool,
+    ) -> Result<Vec<bool>> {
+        let hashes: Vec<ItemHash> = items
+            .iter()
+            .map(|item| ItemHash::of(item.as_ref(), Layout::Native))
+            .collect();
+        if write && self.merge_pays(part, hashes.len()) {
+            match self.merge(clock, part, &hashes).await {
+                Ok(Some((answers, full))) => {
+                    self.exec.confirm(&part.counts, Engine::Scripts).await?;
+                    return match full {
+                        true => Err(self.full()),
+                        false => Ok(answers),
+                    };
+                }
+                Ok(None) => {}
+                // A user granted the levels but not the scratch keys or the merge's commands:
+                // the same batch by the per-item script.
+                Err(Error::NoPermission(_)) => {
+                    self.exec.caps().no_merge.store(true, Ordering::Relaxed);
+                }
+                Err(err) => return Err(err),
+            }
+        }
+        if !write && self.read_whole_pays(part, hashes.len()) {
+            return self
+                .exec
+                .retried(clock, || async {
+                    let levels = self.read_levels(part).await?;
+                    Ok(self.test_levels(&levels, &hashes))
+                })
+                .await;
+        }
+        let run = || async {
+            let mut answers = Vec::with_capacity(items.len());
+            while answers.len() < hashes.len() {
+                let rest = &hashes[answers.len()..];
+                let flags = self.step(clock, part, rest, write).await?;
+                answers.extend(flags);
+            }
+            if write {
+                self.exec.confirm(&part.counts, Engine::Scripts).await?;
+            }
+            Ok(answers)
+        };
+        match write && self.exec.options().replicas.is_some() {
+            true => self.exec.retried(clock, run).await,
+            false => run().await,
+        }
+    }
+
+    /// Whether a check of `items` items is cheaper by reading the part's known levels whole
+    /// (at most `dense::MAX_READ_BYTES` together) than by sending their offsets.
+    fn read_whole_pays(&self, part: &Part, items: usize) -> bool {
+        let known = (part.known.load(Ordering::Relaxed) as usize).clamp(1, self.levels.len());
+        let levels = &self.levels[..known];
+        let bytes: u64 = levels.iter().map(|l| l.geometry.max_bytes()).sum();
+        let width: u64 = levels.iter().map(|l| u64::from(l.geometry.hashes)).sum();
+        bytes <= dense::MAX_READ_BYTES && items as u64 * width * 8 >= bytes
+    }
+
+    /// Whether an add of `items` items is cheaper by reading the part's levels whole and
+    /// merging the batch's bits: the levels known are at most `dense::MAX_READ_BYTES`
+    /// together, those the batch may fill at most `dense::MAX_BYTES` each (the merge's
+    /// `BITOP` holds the server while it copies them), and the batch is more than a few items.
+    fn merge_pays(&self, part: &Part, items: usize) -> bool {
+        if items < 64 || self.exec.caps().no_merge.load(Ordering::Relaxed) {
+            return false;
+        }
+        let named = self.levels_to_name(part, items, true);
+        let bytes: u64 = self.levels[..named]
+            .iter()
+            .map(|l| l.geometry.max_bytes())
+            .sum();
+        let biggest = self.levels[named - 1].geometry.max_bytes();
+        bytes <= dense::MAX_READ_BYTES && biggest <= dense::MAX_BYTES
+    }
+
+    fn full(&self) -> Error {
+        Error::Full {
+            key: self.key.clone(),
+            levels: self.levels.len() as u32,
+            capacity: self.levels.iter().map(|l| l.capacity).sum(),
+        }
+    }
+
+    /// The dense add: the counts and the levels read in one transaction, the batch applied
+    /// here as the add script would (newest level first; a new item to the newest level, the
+    /// next made when it is full), and the bits merged with the counts set by one script that
+    /// writes nothing if the counts changed since the read (tried [`MERGE_ATTEMPTS`] times).
+    /// `None` when every merge found them changed; else the answers, and whether an item
+    /// needed a level past the most (the items before it were added, it and the rest not).
+    async fn merge(
+        &self,
+        clock: &Clock,
+        part: &Part,
+        hashes: &[ItemHash],
+    ) -> Result<Option<(Vec<bool>, bool)>> {
+        let _turn = part.turn.lock().await;
+        for _ in 0..MERGE_ATTEMPTS {
+            let merged = self
+                .exec
+                .retried(clock, || async {
+                    let (counts, mut levels) = self.snapshot(part).await?;
+                    let applied = self.apply(&counts, &mut levels, hashes);
+                    let expected = counts
+                        .iter()
+                        .enumerate()
+                        .map(|(i, n)| format!("{i}={n}"))
+                        .collect::<Vec<_>>()
+                        .join(",");
+                    let touched: Vec<usize> = (0..applied.added.len())
+                        .filter(|&i| !applied.added[i].is_empty())
+                        .collect();
+                    if touched.is_empty() {
+                        // Nothing new: the answers hold for the transaction's snapshot.
+                        return Ok(Some(applied));
+                    }
+                    let mut tx = Tx::atomic();
+                    let mut keys = vec![part.counts.clone()];
+                    keys.extend(touched.iter().map(|&i| part.level_key(i)));
+                    for &i in &touched {
+                        let scratch = format!("{}:scratch:{i}", part.counts);
+                        tx.add_unread(
+                            redis::cmd("SET")
+                                .arg(&scratch)
+                                .arg(dense::bitmap(&applied.added[i]))
+                                .arg("PX")
+                                .arg(SCRATCH_TTL_MS)
+                                .to_owned(),
+                        );
+                        keys.push(scratch);
+                    }
+                    keys.extend(part.checked.iter().flatten().cloned());
+                    let mut script = redis::cmd("EVAL");
+                    script
+                        .arg(GROW_MERGE)
+                        .arg(keys.len())
+                        .arg(&keys)
+                        .arg(&self.fingerprint)
+                        .arg(touched.len())
+                        .arg(&expected);
+                    for &i in &touched {
+                        script.arg(i);
+                    }
+                    for &i in &touched {
+                        script.arg(applied.counts[i]);
+                    }
+                    let reply: Slot<Value> = tx.add(script);
+                    let reply = self.exec.run(&part.counts, &tx).await?.take(reply)?;
+                    match reply {
+                        Value::Int(1) => Ok(Some(applied)),
+                        Value::Int(0) => Ok(None),
+                        Value::Array(values) => match values.as_slice() {
+                            [Value::BulkString(_), Value::BulkString(stored)] => {
+                                let stored = String::from_utf8_lossy(stored).into_owned();
+                                Err(self.mismatch((!stored.is_empty()).then_some(stored)))
+                            }
+                            _ => Err(Error::UnexpectedReply(format!("{values:?}"))),
+                        },
+                        other => Err(Error::UnexpectedReply(format!(
+                            "{other:?} from a growing filter's merge"
+                        ))),
+                    }
+                })
+                .await?;
+            if let Some(applied) = merged {
+                let levels = applied.counts.len();
+                part.known.store(levels as u32, Ordering::Relaxed);
+                let newest = applied.counts.last().copied().unwrap_or(0);
+                part.newest_count.store(newest, Ordering::Relaxed);
+                return Ok(Some((applied.answers, applied.full)));
+            }
+        }
+        Ok(None)
+    }
+
+    /// The counts (per level) and every level's bytes, read in one transaction; again with
+    /// more levels when the part has more than known.
+    async fn snapshot(&self, part: &Part) -> Result<(Vec<u64>, Vec<Vec<u8>>)> {
+        loop {
+            let known = (part.known.load(Ordering::Relaxed) as usize).clamp(1, self.levels.len());
+            let mut tx = Tx::atomic();
+            let counts: Slot<Vec<(usize, u64)>> =
+                tx.add(redis::cmd("HGETALL").arg(&part.counts).to_owned());
+            let chunks: Vec<Vec<Slot<Vec<u8>>>> = (0..known)
+                .map(|i| {
+                    let key = part.level_key(i);
+                    dense::read_ranges(self.levels[i].geometry.bits)
+                        .map(|(first, last)| {
+                            tx.add(
+                                redis::cmd("GETRANGE")
+                                    .arg(&key)
+                                    .arg(first)
+                                    .arg(last)
+                                    .to_owned(),
+                            )
+                        })
+                        .collect()
+                })
+                .collect();
+            let mut replies = self.exec.run(&part.counts, &tx).await?;
+            let mut pairs = replies.take(counts)?;
+            pairs.sort_unstable();
+            if pairs.iter().enumerate().any(|(i, (level, _))| *level != i)
+                || pairs.len() > self.levels.len()
+            {
+                return Err(Error::UnexpectedReply(format!(
+                    "the levels' counts of {:?} are not levels 0..n: {pairs:?}",
+                    self.key
+                )));
+            }
+            if pairs.len() > known {
+                part.known.store(pairs.len() as u32, Ordering::Relaxed);
+                continue;
+            }
+            let mut levels = Vec::with_capacity(pairs.len());
+            for level in chunks.into_iter().take(pairs.len()) {
+                let mut whole = Vec::new();
+                for chunk in level {
+                    whole.extend(replies.take(chunk)?);
+                }
+                levels.push(whole);
+            }
+            return Ok((pairs.into_iter().map(|(_, n)| n).collect(), levels));
+        }
+    }
+
+    /// The batch applied to the levels read, item after item as the add script does.
+    fn apply(&self, counts: &[u64], levels: &mut Vec<Vec<u8>>, hashes: &[ItemHash]) -> Applied {
+        let mut counts = counts.to_vec();
+        let mut added: Vec<Vec<u64>> = vec![Vec::new(); counts.len()];
+        let mut answers = Vec::with_capacity(hashes.len());
+        let mut offsets = Vec::new();
+        let mut full = false;
+        for hash in hashes {
+            let present = levels.iter().enumerate().rev().any(|(i, bits)| {
+                offsets.clear();
+                self.levels[i].geometry.push_offsets(hash, &mut offsets);
+                offsets.iter().all(|&offset| dense::test(bits, offset))
+            });
+            if !present {
+                let newest = counts.len();
+                if newest == 0 || counts[newest - 1] >= self.levels[newest - 1].capacity {
+                    if newest >= self.levels.len() {
+                        full = true;
+                        break;
+                    }
+                    counts.push(0);
+                    added.push(Vec::new());
+                    levels.push(Vec::new());
+                }
+                let level = counts.len() - 1;
+                offsets.clear();
+                self.levels[level].geometry.push_offsets(hash, &mut offsets);
+                let bits = &mut levels[level];
+                let len = self.levels[level].geometry.max_bytes() as usize;
+                if bits.len() < len {
+                    bits.resize(len, 0);
+                }
+                for &offset in &offsets {
+                    bits[(offset / 8) as usize] |= 0x80 >> (offset & 7);
+                }
+                added[level].extend_from_slice(&offsets);
+                counts[level] += 1;
+            }
+            answers.push(!present);
+        }
+        Applied {
+            answers,
+            counts,
+            added,
+            full,
+        }
+    }
+
+    /// A part's levels, each read whole (`GETRANGE` in 4 MiB pieces) after the number of
+    /// levels (`HLEN`), in one round trip; two when the part has more levels than known.
+    async fn read_levels(&self, part: &Part) -> Result<Vec<Vec<u8>>> {
+        loop {
+            let known = (part.known.load(Ordering::Relaxed) as usize).clamp(1, self.levels.len());
+            let mut tx = Tx::plain();
+            let count: Slot<usize> = tx.add(redis::cmd("HLEN").arg(&part.counts).to_owned());
+            let chunks: Vec<Vec<Slot<Vec<u8>>>> = (0..known)
+                .map(|i| {
+                    let key = part.level_key(i);
+                    dense::read_ranges(self.levels[i].geometry.bits)
+                        .map(|(first, last)| {
+                            tx.add(
+                                redis::cmd("GETRANGE")
+                                    .arg(&key)
+                                    .arg(first)
+                                    .arg(last)
+                                    .to_owned(),
+                            )
+                        })
+                        .collect()
+                })
+                .collect();
+            let mut replies = self.exec.run(&part.counts, &tx).await?;
+            let levels = replies.take(count)?;
+            if levels > known {
+                part.known.store(levels as u32, Ordering::Relaxed);
+                continue;
+            }
+            let mut bytes = Vec::with_capacity(levels);
+            for level in chunks.into_iter().take(levels) {
+                let mut whole = Vec::new();
+                for chunk in level {
+                    whole.extend(replies.take(chunk)?);
+                }
+                bytes.push(whole);
+            }
+            return Ok(bytes);
+        }
+    }
+
+    /// Per item: whether all its bits are set in some level (newest first).
+    fn test_levels(&self, levels: &[Vec<u8>], hashes: &[ItemHash]) -> Vec<bool> {
+        let mut offsets = Vec::new();
+        hashes
+            .iter()
+            .map(|hash| {
+                levels.iter().enumerate().rev().any(|(i, bits)| {
+                    offsets.clear();
+                    self.levels[i].geometry.push_offsets(hash, &mut offsets);
+                    offsets.iter().all(|&offset| dense::test(bits, offset))
+                })
+            })
+            .collect()
+    }
+
+    /// The levels a step names: those the part is known to have (at least one), and for a
+    /// write as many more as `items` new items could fill, up to the most.
+    fn levels_to_name(&self, part: &Part, items: usize, write: bool) -> usize {
+        let most = self.levels.len();
+        let known = (part.known.load(Ordering::Relaxed) as usize).min(most);
+        if !write {
+            return known.max(1);
+        }
+        let (mut named, mut room) = match known {
+            0 => (1, self.levels[0].capacity),
+            n => (
+                n,
+                self.levels[n - 1]
+                    .capacity
+                    .saturating_sub(part.newest_count.load(Ordering::Relaxed)),
+            ),
+        };
+        while room < items as u64 && named < most {
+            room = room.saturating_add(self.levels[named].capacity);
+            named += 1;
+        }
+        named
+    }
+
+    /// The levels to name and the items that fit one command with their offsets.
+    fn plan(&self, part: &Part, items: usize, write: bool) -> (usize, usize) {
+        let width = |named: usize| -> usize {
+            self.levels[..named]
+                .iter()
+                .map(|l| l.geometry.hashes as usize)
+                .sum()
+        };
+        let named = self.levels_to_name(part, items, write);
+        let take = (MAX_OFFSETS_PER_COMMAND / width(named)).clamp(1, items);
+        // Fewer items may need fewer levels (and then fit more items a command).
+        let fewer = self.levels_to_name(part, take, write);
+        (
+            fewer,
+            (MAX_OFFSETS_PER_COMMAND / width(fewer)).clamp(1, take),
+        )
+    }
+
+    /// One script: as many of `items` as one command takes (at most
+    /// `MAX_OFFSETS_PER_COMMAND` bits), retried; their answers, at least one item's.
+    async fn step(
+        &self,
+        clock: &Clock,
+        part: &Part,
+        items: &[ItemHash],
+        write: bool,
+    ) -> Result<Vec<bool>> {
+        loop {
+            let (named, take) = self.plan(part, items.len(), write);
+            let levels = &self.levels[..named];
+            let mut offsets = Vec::new();
+            for hash in &items[..take] {
+                for level in levels {
+                    level.geometry.push_offsets(hash, &mut offsets);
+                }
+            }
+            // Each offset is below its level's 2^32 bits: 4 bytes, big-endian.
+            let offsets: Vec<u8> = offsets
+                .iter()
+                .flat_map(|&offset| (offset as u32).to_be_bytes())
+                .collect();
+            let answer = self
+                .exec
+                .retried(clock, || self.script(part, levels, &offsets, write))
+                .await?;
+            part.known.store(answer.levels, Ordering::Relaxed);
+            part.newest_count.store(answer.count, Ordering::Relaxed);
+            if answer.verified {
+                self.verified.store(true, Ordering::Relaxed);
+            }
+            if answer.full {
+                return Err(self.full());
+            }
+            if !answer.flags.is_empty() {
+                return Ok(answer.flags);
+            }
+            // The part has more levels than named: name them.
+        }
+    }
+
+    /// Runs the add or check script once.
+    async fn script(
+        &self,
+        part: &Part,
+        levels: &[Level],
+        offsets: &[u8],
+        write: bool,
+    ) -> Result<Answer> {
+        let mut keys = vec![part.counts.clone()];
+        keys.extend((0..levels.len()).map(|i| part.level_key(i)));
+        let check = write || !self.verified.load(Ordering::Relaxed);
+        if check {
+            keys.extend(part.checked.iter().flatten().cloned());
+        }
+        let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
+        let read = match self.exec.caps().no_bitfield_ro.load(Ordering::Relaxed) {
+            true => "bitfield",
+            false => "bitfield_ro",
+        };
+        let hashes: Vec<u32> = levels.iter().map(|l| l.geometry.hashes).collect();
+        let reply = if write {
+            let capacities: Vec<u64> = levels.iter().map(|l| l.capacity).collect();
+            self.exec
+                .script(
+                    &part.counts,
+                    &GROW_ADD,
+                    &keys,
+                    &[
+                        &self.fingerprint,
+                        &read,
+                        &levels.len(),
+                        &self.levels.len(),
+                        &hashes,
+                        &capacities,
+                        &offsets,
+                    ],
+                )
+                .await
+        } else {
+            self.exec
+                .script_ro(
+                    &part.counts,
+                    &GROW_EXISTS,
+                    &keys,
+                    &[&self.fingerprint, &read, &levels.len(), &hashes, &offsets],
+                )
+                .await
+        };
+        let reply = match reply {
+            Err(Error::Redis(err))
+                if read == "bitfield_ro" && crate::io::exec::is_unknown_command(&err) =>
+            {
+                self.exec
+                    .caps()
+                    .no_bitfield_ro
+                    .store(true, Ordering::Relaxed);
+                return Box::pin(self.script(part, levels, offsets, write)).await;
+            }
+            reply => reply?,
+        };
+        self.answer(reply, write)
+    }
+
+    /// Reads a script's reply.
+    fn answer(&self, reply: Value, write: bool) -> Result<Answer> {
+        let unexpected = |reply: &Value| {
+            Error::UnexpectedReply(format!("{reply:?} from a growing filter's script"))
+        };
+        let Value::Array(values) = &reply else {
+            return Err(unexpected(&reply));
+        };
+        if let [Value::BulkString(what), Value::BulkString(stored)] = values.as_slice() {
+            if what == b"params" {
+                let stored = String::from_utf8_lossy(stored).into_owned();
+                return Err(self.mismatch((!stored.is_empty()).then_some(stored)));
+            }
+        }
+        let int = |i: usize| match values.get(i) {
+            Some(Value::Int(n)) if *n >= 0 => Some(*n as u64),
+            _ => None,
+        };
+        let (head, levels, count, verified, full) = match write {
+            true => (5, int(0), int(1), int(2), int(4)),
+            false => (2, int(0), Some(0), int(1), Some(0)),
+        };
+        let (Some(levels), Some(count), Some(verified), Some(full)) =
+            (levels, count, verified, full)
+        else {
+            return Err(unexpected(&reply));
+        };
+        let flags = values[head.min(values.len())..]
+            .iter()
+            .map(|v| match v {
+                Value::Int(flag) => Some(*flag == 1),
+                _ => None,
+            })
+            .collect::<Option<Vec<bool>>>()
+            .ok_or_else(|| unexpected(&reply))?;
+        Ok(Answer {
+            levels: levels as u32,
+            count,
+            verified: verified == 1,
+            flags,
+            full: full == 1,
+        })
+    }
+
+    /// The mismatch error for a filter of one key whose stored parameters differ.
+    fn mismatch(&self, stored: Option<String>) -> Error {
+        Error::ParamsMismatch {
+            key: self.key.clone(),
+            stored: stored.unwrap_or_else(|| {
+                "no parameters: the key holds another kind of filter (or other data)".into()
+            }),
+            requested: self.fingerprint.clone(),
+        }
+    }
+
+    async fn info(&self) -> Result<GrowingInfo> {
+        let clock = self.exec.clock();
+        if let Some(guard) = &self.guard {
+            self.exec
+                .retried(&clock, || guard.ensure(&self.exec, false))
+                .await?;
+        }
+        let reads = self.parts.parts().iter().map(|part| {
+            self.exec.retried(&clock, move || async move {
+                let mut tx = Tx::plain();
+                let counts: Slot<Vec<(u32, u64)>> =
+                    tx.add(redis::cmd("HGETALL").arg(&part.counts).to_owned());
+                let pttl: Slot<i64> = tx.add(redis::cmd("PTTL").arg(&part.counts).to_owned());
+                let mut replies = self.exec.run(&part.counts, &tx).await?;
+                let mut counts = replies.take(counts)?;
+                counts.sort_unstable();
+                let ttl = KeyTtl::from_pttl(replies.take(pttl)?);
+                let mut tx = Tx::plain();
+                let sizes: Vec<(Slot<u64>, Slot<u64>)> = counts
+                    .iter()
+                    .map(|(level, _)| {
+                        let key = part.level_key(*level as usize);
+                        (
+                            tx.add(redis::cmd("BITCOUNT").arg(&key).to_owned()),
+                            tx.add(redis::cmd("STRLEN").arg(&key).to_owned()),
+                        )
+                    })
+                    .collect();
+                let mut replies = match sizes.is_empty() {
+                    true => crate::io::tx::Replies::new(Vec::new()),
+                    false => self.exec.run(&part.counts, &tx).await?,
+                };
+                let mut levels = Vec::new();
+                for ((level, items), (set, bytes)) in counts.into_iter().zip(sizes) {
+                    levels.push((level, items, replies.take(set)?, replies.take(bytes)?));
+                }
+                Ok((levels, ttl))
+            })
+        });
+        let mut per_level: Vec<(u64, u64, u64)> = Vec::new();
+        let mut ttl = KeyTtl::Missing;
+        for read in join_all(reads).await {
+            let (levels, part_ttl) = read?;
+            ttl = ttl.longest_lived(part_ttl);
+            for (level, items, set, bytes) in levels {
+                let level = level as usize;
+                if per_level.len() <= level {
+                    per_level.resize(level + 1, (0, 0, 0));
+                }
+                let sum = &mut per_level[level];
+                *sum = (sum.0 + items, sum.1 + set, sum.2 + bytes);
+            }
+        }
+        let shards = u64::from(self.parts.count());
+        let mut filter = FilterInfo {
+            key: self.key.clone(),
+            bits: 0,
+            hashes: 0,
+            bits_set: 0,
+            bytes: 0,
+            estimated_items: 0.0,
+            estimated_fpr: 0.0,
+            ttl,
+        };
+        let (mut capacity, mut items, mut absent) = (0u64, 0u64, 1.0f64);
+        for (i, (taken, set, bytes)) in per_level.iter().enumerate() {
+            let level = self.levels[i.min(self.levels.len() - 1)];
+            let bits = level.geometry.bits * shards;
+            filter.bits += bits;
+            filter.hashes = level.geometry.hashes;
+            filter.bits_set += set;
+            filter.bytes += bytes;
+            capacity += level.capacity * shards;
+            items += taken;
+            absent *= 1.0 - current_fpr(bits, level.geometry.hashes, *set);
+        }
+        filter.estimated_items = items as f64;
+        filter.estimated_fpr = 1.0 - absent;
+        Ok(GrowingInfo {
+            filter,
+            levels: per_level.len() as u32,
+            capacity,
+            items,
+            max_levels: self.levels.len() as u32,
+        })
+    }
+
+    /// `clear` or `expire` of every part, each checked in its step; a sharded filter's
+    /// parameters checked first and removed last.
+    async fn drop_keys(&self, how: Removal) -> Result<bool> {
+        let clock = self.exec.clock();
+        if let Some(guard) = &self.guard {
+            self.exec
+                .retried(&clock, || guard.ensure(&self.exec, false))
+                .await?;
+        }
+        let how_arg = match how {
+            Removal::Delete => "del".to_owned(),
+            Removal::Expire(ms) => ms.to_string(),
+        };
+        let most = self.levels.len();
+        let all = self.parts.parts().iter().map(|part| {
+            let mut keys = vec![part.counts.clone()];
+            keys.extend((0..most).map(|i| part.level_key(i)));
+            keys.extend(part.checked.iter().flatten().cloned());
+            let how_arg = &how_arg;
+            let clock = &clock;
+            async move {
+                let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
+                let reply = self
+                    .exec
+                    .retried(clock, || async {
+                        self.exec
+                            .script(
+                                &part.counts,
+                                &GROW_DROP,
+                                &keys,
+                                &[&self.fingerprint, &most, how_arg],
+                            )
+                            .await
+                    })
+                    .await?;
+                match reply {
+                    Value::Int(any) => Ok(any == 1),
+                    Value::Array(values) => match values.as_slice() {
+                        [Value::BulkString(_), Value::BulkString(stored)] => {
+                            let stored = String::from_utf8_lossy(stored).into_owned();
+                            Err(self.mismatch((!stored.is_empty()).then_some(stored)))
+                        }
+                        _ => Err(Error::UnexpectedReply(format!("{values:?}"))),
+                    },
+                    other => Err(Error::UnexpectedReply(format!("{other:?}"))),
+                }
+            }
+        });
+        let any = join_all(all)
+            .await
+            .into_iter()
+            .collect::<Result<Vec<_>>>()?
+            .contains(&true);
+        if let Some(guard) = &self.guard {
+            guard.remove_stored(&self.exec, &clock, how).await?;
+        }
+        Ok(any)
+    }
+}
