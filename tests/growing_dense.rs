@@ -1,0 +1,244 @@
+//! The growing filter's dense paths (SPEC.md §4 "growing") against a real Redis: a batch added
+//! dense (the levels read whole, the batch's bits merged by a compare-and-set on the counts)
+//! answers and leaves the bytes and counts as the same items added by the per-item script;
+//! dense checks answer as per-item checks; dense adds racing other clients lose no item and
+//! fill each level exactly to its capacity; a level made by a dense add keeps the filter's TTL.
+
+mod common;
+
+use redbloom::{GrowingBloom, RedisBloom};
+use redis::aio::MultiplexedConnection;
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+fn growing(
+    conn: MultiplexedConnection,
+    key: &str,
+    capacity: u64,
+) -> GrowingBloom<MultiplexedConnection> {
+    RedisBloom::builder(key)
+        .expected_items(capacity)
+        .false_positive_rate(0.01)
+        .growth(2)
+        .build_growing(conn)
+        .unwrap()
+}
+
+/// Every key of the filter at `key` (its name holds the key), with its bytes or, for the
+/// counts hash, its fields.
+async fn state(conn: &mut MultiplexedConnection, key: &str) -> BTreeMap<String, String> {
+    let names: Vec<String> = redis::cmd("KEYS")
+        .arg(format!("*{key}*"))
+        .query_async(conn)
+        .await
+        .unwrap();
+    let mut out = BTreeMap::new();
+    for name in names {
+        let kind: String = redis::cmd("TYPE")
+            .arg(&name)
+            .query_async(conn)
+            .await
+            .unwrap();
+        let value = match kind.as_str() {
+            "hash" => {
+                let fields: BTreeMap<String, String> = redis::cmd("HGETALL")
+                    .arg(&name)
+                    .query_async(conn)
+                    .await
+                    .unwrap();
+                format!("{fields:?}")
+            }
+            _ => {
+                let bytes: Vec<u8> = redis::cmd("GET")
+                    .arg(&name)
+                    .query_async(conn)
+                    .await
+                    .unwrap();
+                format!("{bytes:?}")
+            }
+        };
+        // The same layout under another key: compare by the name's tail.
+        out.insert(name.replace(key, "KEY"), value);
+    }
+    out
+}
+
+async fn calls(conn: &mut MultiplexedConnection, command: &str) -> u64 {
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(conn)
+        .await
+        .unwrap();
+    let prefix = format!("cmdstat_{command}:calls=");
+    info.lines()
+        .find_map(|line| line.strip_prefix(&prefix))
+        .and_then(|rest| rest.split(',').next())
+        .map_or(0, |n| n.parse().unwrap())
+}
+
+/// Batches of 3,000 items, with repeats and items added before, into a filter whose first
+/// level takes 500: dense (one merge per batch, `BITOP` counted), and the same items in
+/// batches of 10 by the per-item script: the same answers, the same bytes in every level, the
+/// same counts; the dense checks answer as the per-item checks.
+#[tokio::test]
+async fn dense_adds_match_the_per_item_script() {
+    let redis = common::redis().await;
+    let mut conn = redis.connection().await;
+    let (dense_key, script_key) = (
+        common::unique_key("grow-dense"),
+        common::unique_key("grow-script"),
+    );
+    let dense = growing(conn.clone(), &dense_key, 500);
+    let script = growing(conn.clone(), &script_key, 500);
+    let mut added = std::collections::HashSet::new();
+    for round in 0..4 {
+        let batch: Vec<String> = (0..3_000)
+            .map(|i| format!("u{}", (round * 2_000 + i * 7) % 9_000))
+            .collect();
+        added.extend(batch.iter().cloned());
+        let merges = calls(&mut conn, "bitop").await;
+        let whole = dense.add_many(&batch).await.unwrap();
+        assert!(
+            calls(&mut conn, "bitop").await > merges,
+            "round {round}: the batch was merged"
+        );
+        let mut small = Vec::new();
+        for chunk in batch.chunks(10) {
+            small.extend(script.add_many(chunk).await.unwrap());
+        }
+        assert!(whole == small, "round {round}: answers differ");
+        assert_eq!(
+            state(&mut conn, &dense_key).await,
+            state(&mut conn, &script_key).await,
+            "round {round}: keys differ"
+        );
+    }
+    let info = dense.info().await.unwrap();
+    assert!(info.levels >= 4, "{info:?}");
+    let probes: Vec<String> = (0..20_000).map(|i| format!("u{i}")).collect();
+    let whole = dense.exists_many(&probes).await.unwrap();
+    let mut small = Vec::new();
+    for chunk in probes.chunks(10) {
+        small.extend(dense.exists_many(chunk).await.unwrap());
+    }
+    assert!(whole == small, "dense and per-item checks differ");
+    for (probe, found) in probes.iter().zip(&whole) {
+        assert!(
+            *found || !added.contains(probe),
+            "a false negative: {probe}"
+        );
+    }
+    assert_eq!(added.len(), 6_000, "distinct items");
+    dense.clear().await.unwrap();
+    script.clear().await.unwrap();
+}
+
+/// Four clients (each its own connection) add dense batches of their own items at once while
+/// a fifth adds items one at a time: a merge that finds the counts changed writes nothing and
+/// tries again, so no item is lost, the counts add up to the new answers, and every level but
+/// the newest holds exactly its capacity.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn racing_dense_adds_lose_nothing_and_fill_levels_exactly() {
+    let redis = common::redis().await;
+    let key = common::unique_key("grow-race");
+    let redis = &redis;
+    let key = &key;
+    let tasks = (0..5).map(|client| async move {
+        let filter = growing(redis.connection().await, key, 1_000);
+        let mut new = 0;
+        for round in 0..5 {
+            let batch: Vec<String> = (0..2_000)
+                .map(|i| format!("c{client}-{round}-{i}"))
+                .collect();
+            let answers = match client {
+                4 => {
+                    let mut answers = Vec::new();
+                    for item in &batch[..200] {
+                        answers.push(filter.add(item).await.unwrap());
+                    }
+                    answers
+                }
+                _ => filter.add_many(&batch).await.unwrap(),
+            };
+            new += answers.iter().filter(|&&n| n).count() as u64;
+            let found = filter.exists_many(&batch[..answers.len()]).await.unwrap();
+            assert!(
+                found.iter().all(|&f| f),
+                "client {client}: an item is missing"
+            );
+        }
+        new
+    });
+    let new: u64 = futures_util::future::join_all(tasks)
+        .await
+        .into_iter()
+        .sum();
+    let mut conn = redis.connection().await;
+    let filter = growing(conn.clone(), key, 1_000);
+    let info = filter.info().await.unwrap();
+    assert_eq!(
+        info.items, new,
+        "the counts add up to the new answers: {info:?}"
+    );
+    let counts_key: Vec<String> = redis::cmd("KEYS")
+        .arg(format!("{{{key}}}:redbloom:grow:*"))
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let mut hashes = Vec::new();
+    for name in &counts_key {
+        let kind: String = redis::cmd("TYPE")
+            .arg(name)
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        if kind == "hash" {
+            hashes.push(name.clone());
+        }
+    }
+    assert_eq!(hashes.len(), 1, "{counts_key:?}");
+    let counts_key = &hashes[0];
+    let counts: BTreeMap<u32, u64> = redis::cmd("HGETALL")
+        .arg(counts_key)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let newest = *counts.keys().max().unwrap();
+    for (&level, &count) in &counts {
+        if level < newest {
+            assert_eq!(
+                count,
+                1_000 << level,
+                "level {level} holds its capacity: {counts:?}"
+            );
+        }
+    }
+    filter.clear().await.unwrap();
+}
+
+/// A filter given a TTL: a level a dense add makes takes it too, and the levels it merges into
+/// keep theirs (`BITOP` replaces its destination, TTL included).
+#[tokio::test]
+async fn dense_adds_keep_the_ttl() {
+    let redis = common::redis().await;
+    let mut conn = redis.connection().await;
+    let key = common::unique_key("grow-ttl");
+    let filter = growing(conn.clone(), &key, 500);
+    let first: Vec<String> = (0..400).map(|i| format!("a{i}")).collect();
+    filter.add_many(&first).await.unwrap();
+    assert!(filter.expire(Duration::from_secs(600)).await.unwrap());
+    let more: Vec<String> = (0..5_000).map(|i| format!("b{i}")).collect();
+    filter.add_many(&more).await.unwrap();
+    assert!(filter.info().await.unwrap().levels >= 3);
+    let names: Vec<String> = redis::cmd("KEYS")
+        .arg(format!("*{key}*"))
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert!(names.len() >= 4, "{names:?}");
+    for name in names {
+        let ttl = common::pttl(&mut conn, &name).await;
+        assert!((590_000..=600_000).contains(&ttl), "{name}: {ttl} ms");
+    }
+    filter.clear().await.unwrap();
+}
