@@ -21,6 +21,8 @@
 local counts, read, s, most = KEYS[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
 local levels = redis.call("hlen", counts)
 local verified = 1
+-- The parameters to store when the step makes the first level.
+local store = false
 if levels == 0 and #KEYS >= s + 3 then
     -- The first level: the step that makes it checks (and stores) the parameters. Later steps
     -- need not: the counts' name holds a hash of the parameters, so counts that exist were made
@@ -33,7 +35,7 @@ if levels == 0 and #KEYS >= s + 3 then
     elseif redis.call("exists", KEYS[s + 3]) == 1 then
         return {"params", ""}
     else
-        redis.call("set", KEYS[s + 2], ARGV[1])
+        store = true
     end
 end
 if levels > s then
@@ -90,6 +92,16 @@ for item = 1, #packed / (4 * width) do
             end
             if newest >= s then
                 break
+            end
+            -- A level key holding something else: refused before anything is written for
+            -- this item (Redis does not undo a script's writes when it fails).
+            local kind = redis.call("type", KEYS[2 + newest]).ok
+            if kind ~= "none" and kind ~= "string" then
+                return redis.error_reply("WRONGTYPE Operation against a key holding the wrong kind of value")
+            end
+            if store then
+                redis.call("set", KEYS[s + 2], ARGV[1])
+                store = false
             end
             if newest > 0 then
                 redis.call("hset", counts, newest - 1, count)

@@ -33,6 +33,7 @@ if table.concat(parts, ",") ~= ARGV[3] then
     drop()
     return 0
 end
+local store = false
 if #seen == 0 and #KEYS >= 2 * t + 3 then
     local stored = redis.call("get", KEYS[2 * t + 2])
     if stored then
@@ -44,8 +45,19 @@ if #seen == 0 and #KEYS >= 2 * t + 3 then
         drop()
         return {"params", ""}
     else
-        redis.call("set", KEYS[2 * t + 2], ARGV[1])
+        store = true
     end
+end
+-- A level key holding something else: refused before anything is written.
+for i = 1, t do
+    local kind = redis.call("type", KEYS[1 + i]).ok
+    if kind ~= "none" and kind ~= "string" then
+        drop()
+        return redis.error_reply("WRONGTYPE Operation against a key holding the wrong kind of value")
+    end
+end
+if store then
+    redis.call("set", KEYS[2 * t + 2], ARGV[1])
 end
 -- BITOP replaces its destination, TTL included: each level keeps its own, and a new level
 -- takes the filter's (the counts').

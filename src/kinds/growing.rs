@@ -20,7 +20,7 @@ use crate::info::{FilterInfo, GrowingInfo, KeyTtl};
 use crate::io::bits::{Removal, MAX_OFFSETS_PER_COMMAND};
 use crate::io::exec::Exec;
 use crate::io::guard::Guard;
-use crate::io::tx::{Slot, Tx};
+use crate::io::tx::{Replies, Slot, Tx};
 use crate::layout::Layout;
 use crate::options::Options;
 use crate::retry::Clock;
@@ -50,10 +50,6 @@ pub(crate) const MAX_LEVELS: u32 = 64;
 script!(
     /// Adds items: tests every level, sets the newest, makes the next one when it is full.
     GROW_ADD = include_str!("../../lua/grow_add.lua")
-);
-script!(
-    /// Checks items against every level (read-only).
-    GROW_EXISTS = include_str!("../../lua/grow_exists.lua")
 );
 script!(
     /// `clear` and `expire`, checked.
@@ -348,6 +344,12 @@ impl<C> GrowingBloom<C> {
     }
 }
 
+/// A pipeline's check of a filter of one key's stored parameters.
+struct ParamsCheck {
+    stored: Slot<Option<String>>,
+    bare: Slot<bool>,
+}
+
 /// A batch applied in memory by the dense add.
 struct Applied {
     /// Per item handled (those before a full stop): whether it was new.
@@ -533,7 +535,10 @@ where
             let mut answers = Vec::with_capacity(items.len());
             while answers.len() < hashes.len() {
                 let rest = &hashes[answers.len()..];
-                let flags = self.step(clock, part, rest, write).await?;
+                let flags = match write {
+                    true => self.step(clock, part, rest, write).await?,
+                    false => self.read_step(clock, part, rest).await?,
+                };
                 answers.extend(flags);
             }
             if write {
@@ -778,6 +783,7 @@ where
         loop {
             let known = (part.known.load(Ordering::Relaxed) as usize).clamp(1, self.levels.len());
             let mut tx = Tx::plain();
+            let check = self.check_in(part, &mut tx);
             let count: Slot<usize> = tx.add(redis::cmd("HLEN").arg(&part.counts).to_owned());
             let chunks: Vec<Vec<Slot<Vec<u8>>>> = (0..known)
                 .map(|i| {
@@ -796,6 +802,7 @@ where
                 })
                 .collect();
             let mut replies = self.exec.run(&part.counts, &tx).await?;
+            self.checked(check, &mut replies)?;
             let levels = replies.take(count)?;
             if levels > known {
                 part.known.store(levels as u32, Ordering::Relaxed);
@@ -810,6 +817,36 @@ where
                 bytes.push(whole);
             }
             return Ok(bytes);
+        }
+    }
+
+    /// For a filter of one key whose parameters this client has not yet seen stored: their
+    /// `GET` and the bare key's `EXISTS`, added to a pipeline of reads.
+    fn check_in(&self, part: &Part, tx: &mut Tx) -> Option<ParamsCheck> {
+        let [params, bare] = part.checked.as_ref()?;
+        if self.verified.load(Ordering::Relaxed) {
+            return None;
+        }
+        Some(ParamsCheck {
+            stored: tx.add(redis::cmd("GET").arg(params).to_owned()),
+            bare: tx.add(redis::cmd("EXISTS").arg(bare).to_owned()),
+        })
+    }
+
+    /// The answer to [`check_in`](Growing::check_in)'s commands: a mismatch when other
+    /// parameters are stored, or none and the bare key holds something.
+    fn checked(&self, check: Option<ParamsCheck>, replies: &mut Replies) -> Result<()> {
+        let Some(check) = check else {
+            return Ok(());
+        };
+        match replies.take(check.stored)? {
+            Some(stored) if stored == self.fingerprint => {
+                self.verified.store(true, Ordering::Relaxed);
+                Ok(())
+            }
+            Some(stored) => Err(self.mismatch(Some(stored))),
+            None if replies.take(check.bare)? => Err(self.mismatch(None)),
+            None => Ok(()),
         }
     }
 
@@ -870,6 +907,78 @@ where
         )
     }
 
+    /// A check of as many of `items` as one round trip takes (at most
+    /// `MAX_OFFSETS_PER_COMMAND` bits), without a script: `HLEN` of the counts and one
+    /// `BITFIELD_RO` per level known, in one pipeline (read-only commands: replicas may serve
+    /// them; about a third of a script's server time, which is mostly its arguments' cost).
+    /// The stored parameters come along until they have been seen. Again with more levels
+    /// when an item was found nowhere and the part has more than known.
+    async fn read_step(&self, clock: &Clock, part: &Part, items: &[ItemHash]) -> Result<Vec<bool>> {
+        loop {
+            let (named, take) = self.plan(part, items.len(), false);
+            let levels = &self.levels[..named];
+            let found = self
+                .exec
+                .retried(clock, || async {
+                    let caps = self.exec.caps();
+                    let read_only = !caps.no_bitfield_ro.load(Ordering::Relaxed);
+                    let mut tx = Tx::plain();
+                    let check = self.check_in(part, &mut tx);
+                    let count: Slot<u32> = tx.add(redis::cmd("HLEN").arg(&part.counts).to_owned());
+                    let mut offsets = Vec::new();
+                    let reads: Vec<Slot<Value>> = levels
+                        .iter()
+                        .enumerate()
+                        .map(|(i, level)| {
+                            offsets.clear();
+                            for hash in &items[..take] {
+                                level.geometry.push_offsets(hash, &mut offsets);
+                            }
+                            tx.add(crate::bitfield::get(
+                                &part.level_key(i),
+                                &offsets,
+                                read_only,
+                            ))
+                        })
+                        .collect();
+                    let mut replies = match self.exec.run(&part.counts, &tx).await {
+                        Err(Error::Redis(err))
+                            if read_only && crate::io::exec::is_unknown_command(&err) =>
+                        {
+                            caps.no_bitfield_ro.store(true, Ordering::Relaxed);
+                            return Ok(None);
+                        }
+                        replies => replies?,
+                    };
+                    self.checked(check, &mut replies)?;
+                    let count = replies.take(count)?;
+                    let mut present = vec![false; take];
+                    for (read, level) in reads.into_iter().zip(levels) {
+                        let reply = replies.take(read)?;
+                        let k = level.geometry.hashes as usize;
+                        let flags =
+                            crate::bitfield::fold(&reply, k, take, crate::bitfield::Fold::AllOne)
+                                .ok_or_else(|| {
+                                Error::UnexpectedReply(format!("{reply:?} for {take} items"))
+                            })?;
+                        for (present, flag) in present.iter_mut().zip(flags) {
+                            *present |= flag;
+                        }
+                    }
+                    part.known.store(count, Ordering::Relaxed);
+                    // A level past those read matters only to an item found nowhere.
+                    match count as usize > named && present.contains(&false) {
+                        true => Ok(None),
+                        false => Ok(Some(present)),
+                    }
+                })
+                .await?;
+            if let Some(found) = found {
+                return Ok(found);
+            }
+        }
+    }
+
     /// One script: as many of `items` as one command takes (at most
     /// `MAX_OFFSETS_PER_COMMAND` bits), retried; their answers, at least one item's.
     async fn step(
@@ -895,7 +1004,7 @@ where
                 .collect();
             let answer = self
                 .exec
-                .retried(clock, || self.script(part, levels, &offsets, write))
+                .retried(clock, || self.script(part, levels, &offsets))
                 .await?;
             part.known.store(answer.levels, Ordering::Relaxed);
             part.newest_count.store(answer.count, Ordering::Relaxed);
@@ -912,54 +1021,35 @@ where
         }
     }
 
-    /// Runs the add or check script once.
-    async fn script(
-        &self,
-        part: &Part,
-        levels: &[Level],
-        offsets: &[u8],
-        write: bool,
-    ) -> Result<Answer> {
+    /// Runs the add script once.
+    async fn script(&self, part: &Part, levels: &[Level], offsets: &[u8]) -> Result<Answer> {
         let mut keys = vec![part.counts.clone()];
         keys.extend((0..levels.len()).map(|i| part.level_key(i)));
-        let check = write || !self.verified.load(Ordering::Relaxed);
-        if check {
-            keys.extend(part.checked.iter().flatten().cloned());
-        }
+        keys.extend(part.checked.iter().flatten().cloned());
         let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
         let read = match self.exec.caps().no_bitfield_ro.load(Ordering::Relaxed) {
             true => "bitfield",
             false => "bitfield_ro",
         };
         let hashes: Vec<u32> = levels.iter().map(|l| l.geometry.hashes).collect();
-        let reply = if write {
-            let capacities: Vec<u64> = levels.iter().map(|l| l.capacity).collect();
-            self.exec
-                .script(
-                    &part.counts,
-                    &GROW_ADD,
-                    &keys,
-                    &[
-                        &self.fingerprint,
-                        &read,
-                        &levels.len(),
-                        &self.levels.len(),
-                        &hashes,
-                        &capacities,
-                        &offsets,
-                    ],
-                )
-                .await
-        } else {
-            self.exec
-                .script_ro(
-                    &part.counts,
-                    &GROW_EXISTS,
-                    &keys,
-                    &[&self.fingerprint, &read, &levels.len(), &hashes, &offsets],
-                )
-                .await
-        };
+        let capacities: Vec<u64> = levels.iter().map(|l| l.capacity).collect();
+        let reply = self
+            .exec
+            .script(
+                &part.counts,
+                &GROW_ADD,
+                &keys,
+                &[
+                    &self.fingerprint,
+                    &read,
+                    &levels.len(),
+                    &self.levels.len(),
+                    &hashes,
+                    &capacities,
+                    &offsets,
+                ],
+            )
+            .await;
         let reply = match reply {
             Err(Error::Redis(err))
                 if read == "bitfield_ro" && crate::io::exec::is_unknown_command(&err) =>
@@ -968,15 +1058,15 @@ where
                     .caps()
                     .no_bitfield_ro
                     .store(true, Ordering::Relaxed);
-                return Box::pin(self.script(part, levels, offsets, write)).await;
+                return Box::pin(self.script(part, levels, offsets)).await;
             }
             reply => reply?,
         };
-        self.answer(reply, write)
+        self.answer(reply)
     }
 
-    /// Reads a script's reply.
-    fn answer(&self, reply: Value, write: bool) -> Result<Answer> {
+    /// Reads the add script's reply.
+    fn answer(&self, reply: Value) -> Result<Answer> {
         let unexpected = |reply: &Value| {
             Error::UnexpectedReply(format!("{reply:?} from a growing filter's script"))
         };
@@ -993,10 +1083,7 @@ where
             Some(Value::Int(n)) if *n >= 0 => Some(*n as u64),
             _ => None,
         };
-        let (head, levels, count, verified, full) = match write {
-            true => (5, int(0), int(1), int(2), int(4)),
-            false => (2, int(0), Some(0), int(1), Some(0)),
-        };
+        let (head, levels, count, verified, full) = (5, int(0), int(1), int(2), int(4));
         let (Some(levels), Some(count), Some(verified), Some(full)) =
             (levels, count, verified, full)
         else {
@@ -1040,10 +1127,15 @@ where
         let reads = self.parts.parts().iter().map(|part| {
             self.exec.retried(&clock, move || async move {
                 let mut tx = Tx::plain();
+                let check = part.checked.as_ref().map(|[params, bare]| ParamsCheck {
+                    stored: tx.add(redis::cmd("GET").arg(params).to_owned()),
+                    bare: tx.add(redis::cmd("EXISTS").arg(bare).to_owned()),
+                });
                 let counts: Slot<Vec<(u32, u64)>> =
                     tx.add(redis::cmd("HGETALL").arg(&part.counts).to_owned());
                 let pttl: Slot<i64> = tx.add(redis::cmd("PTTL").arg(&part.counts).to_owned());
                 let mut replies = self.exec.run(&part.counts, &tx).await?;
+                self.checked(check, &mut replies)?;
                 let mut counts = replies.take(counts)?;
                 counts.sort_unstable();
                 let ttl = KeyTtl::from_pttl(replies.take(pttl)?);
@@ -1059,7 +1151,7 @@ where
                     })
                     .collect();
                 let mut replies = match sizes.is_empty() {
-                    true => crate::io::tx::Replies::new(Vec::new()),
+                    true => Replies::new(Vec::new()),
                     false => self.exec.run(&part.counts, &tx).await?,
                 };
                 let mut levels = Vec::new();
@@ -1069,21 +1161,6 @@ where
                 Ok((levels, ttl))
             })
         });
-        let mut per_level: Vec<(u64, u64, u64)> = Vec::new();
-        let mut ttl = KeyTtl::Missing;
-        for read in join_all(reads).await {
-            let (levels, part_ttl) = read?;
-            ttl = ttl.longest_lived(part_ttl);
-            for (level, items, set, bytes) in levels {
-                let level = level as usize;
-                if per_level.len() <= level {
-                    per_level.resize(level + 1, (0, 0, 0));
-                }
-                let sum = &mut per_level[level];
-                *sum = (sum.0 + items, sum.1 + set, sum.2 + bytes);
-            }
-        }
-        let shards = u64::from(self.parts.count());
         let mut filter = FilterInfo {
             key: self.key.clone(),
             bits: 0,
@@ -1092,25 +1169,39 @@ where
             bytes: 0,
             estimated_items: 0.0,
             estimated_fpr: 0.0,
-            ttl,
+            ttl: KeyTtl::Missing,
         };
-        let (mut capacity, mut items, mut absent) = (0u64, 0u64, 1.0f64);
-        for (i, (taken, set, bytes)) in per_level.iter().enumerate() {
-            let level = self.levels[i.min(self.levels.len() - 1)];
-            let bits = level.geometry.bits * shards;
-            filter.bits += bits;
-            filter.hashes = level.geometry.hashes;
-            filter.bits_set += set;
-            filter.bytes += bytes;
-            capacity += level.capacity * shards;
-            items += taken;
-            absent *= 1.0 - current_fpr(bits, level.geometry.hashes, *set);
+        let (mut levels, mut capacity, mut items, mut fpr) = (0u32, 0u64, 0u64, 0.0f64);
+        let parts = self.parts.count();
+        for read in join_all(reads).await {
+            let (part_levels, ttl) = read?;
+            filter.ttl = filter.ttl.longest_lived(ttl);
+            levels = levels.max(part_levels.len() as u32);
+            // An absent item goes to one part: a check's rate is the parts' average.
+            let mut absent = 1.0f64;
+            for (level, taken, set, bytes) in part_levels {
+                let Some(shape) = self.levels.get(level as usize) else {
+                    return Err(Error::UnexpectedReply(format!(
+                        "{:?} has a level {level}, past its {} levels",
+                        self.key,
+                        self.levels.len()
+                    )));
+                };
+                filter.bits += shape.geometry.bits;
+                filter.hashes = filter.hashes.max(shape.geometry.hashes);
+                filter.bits_set += set;
+                filter.bytes += bytes;
+                capacity += shape.capacity;
+                items += taken;
+                absent *= 1.0 - current_fpr(shape.geometry.bits, shape.geometry.hashes, set);
+            }
+            fpr += (1.0 - absent) / f64::from(parts);
         }
         filter.estimated_items = items as f64;
-        filter.estimated_fpr = 1.0 - absent;
+        filter.estimated_fpr = fpr;
         Ok(GrowingInfo {
             filter,
-            levels: per_level.len() as u32,
+            levels,
             capacity,
             items,
             max_levels: self.levels.len() as u32,
