@@ -1,27 +1,40 @@
-//! A crawler's "URL seen?" check: crawl each URL of the frontier once.
+//! A crawler's "URL seen?" check: crawl each URL of the frontier once, with a filter that
+//! grows, since nobody knows in advance how many URLs a crawl will find.
 //!
 //! ```text
-//! cargo run --example crawler              # a synthetic frontier of 200,000 URLs, ~30% repeats
-//! cargo run --example crawler -- urls.txt  # your URLs, one per line
+//! cargo run --example crawler                            # a synthetic frontier of 200,000 URLs, ~30% repeats
+//! cargo run --example crawler -- urls.txt                # your URLs, one per line
+//! cargo run --example crawler -- --capacity 1000 urls.txt  # a smaller first level (default 10,000)
 //! ```
 //!
-//! The filter remembers every URL in a fixed number of bits, however long the URLs are, and
-//! every crawler process pointed at the same key shares it. The price is false positives: a
-//! URL never seen before whose bits all happen to be set already is wrongly skipped. It is
-//! never the other way round: a URL is crawled at most once.
+//! The filter (a growing one, `build_growing`) starts with a first level for `--capacity`
+//! URLs; when a level has taken that many new URLs, the next add makes a level twice as large
+//! at a tighter false-positive rate, so that the whole filter stays at or below the rate asked
+//! for however many URLs arrive. It remembers every URL in a number of bits that does not
+//! depend on how long the URLs are, and every crawler process pointed at the same key shares
+//! it. The price is false positives: a URL never seen before whose bits all happen to be set
+//! already in some level is wrongly skipped. It is never the other way round: a URL is crawled
+//! at most once.
 
 mod support;
 
-use redbloom::RedisBloom;
+use redbloom::{Error, RedisBloom};
 use std::collections::HashSet;
 use std::time::Instant;
 
 /// URLs per round trip to Redis.
 const BATCH: usize = 1_000;
+/// The first level's URLs when `--capacity` is not given: small, as the frontier's size is
+/// unknown; the filter grows from there.
+const FIRST_LEVEL: u64 = 10_000;
+/// Each level's capacity over the one before.
+const GROWTH: u32 = 2;
+const KEY: &str = "redbloom:example:crawler";
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let frontier = match std::env::args().nth(1) {
+    let (capacity, path) = parse_args(std::env::args().skip(1))?;
+    let frontier = match path {
         Some(path) => read_urls(&path)?,
         None => synthetic_frontier(200_000, 0.30),
     };
@@ -30,29 +43,50 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let (url, _server) = support::redis_url()?;
     let conn = support::connect(&url).await?;
 
-    // Size the filter for the number of URLs (an upper bound on the distinct ones) at 1 false
-    // positive in 10,000 checks of a new URL.
+    // The first level for `capacity` URLs; the whole filter at 1 false positive in 10,000
+    // checks of a new URL, however far it grows.
     let fpr = 1e-4;
-    let seen = RedisBloom::builder("redbloom:example:crawler")
-        .expected_items(frontier.len().max(1) as u64)
+    let seen = RedisBloom::builder(KEY)
+        .expected_items(capacity)
         .false_positive_rate(fpr)
-        .build(conn)?;
-    seen.clear().await?; // start empty, even if an earlier run was interrupted
+        .growth(GROWTH)
+        .build_growing(conn)?;
+    // Start empty, even if an earlier run was interrupted.
+    match seen.clear().await {
+        Ok(_) => {}
+        Err(err @ Error::ParamsMismatch { .. }) => {
+            return Err(support::Fatal(format!(
+                "{err}: an interrupted earlier run with another --capacity (or an older \
+                 version of this example) left it; run again with that --capacity, or delete \
+                 its keys (redis-cli --scan --pattern '*{KEY}*' | xargs redis-cli del)"
+            ))
+            .into())
+        }
+        Err(err) => return Err(err.into()),
+    }
     println!(
-        "frontier: {} URLs; filter: {} bits ({} KiB) for a false-positive rate of {fpr:e}",
+        "frontier: {} URLs; filter: a first level for {capacity} URLs, each next level {GROWTH}x \
+         larger (at most {} levels, {} URLs), for a false-positive rate of {fpr:e}",
         frontier.len(),
-        seen.bits(),
-        seen.bits().div_ceil(8 * 1024)
+        seen.max_levels(),
+        seen.max_capacity()
     );
 
     let started = Instant::now();
     let (mut crawled, mut skipped) = (0u64, 0u64);
+    // The truth, only to grade the filter: a real crawler would not keep these sets, as they
+    // grow with every URL (that is what the filter is for).
+    let mut fetched: HashSet<&str> = HashSet::new();
+    let mut crawled_twice = 0u64;
     for batch in frontier.chunks(BATCH) {
         // One round trip marks the whole batch as seen. `true` = certainly new: crawl it.
         let new = seen.add_many(batch).await?;
-        for (_url, is_new) in batch.iter().zip(new) {
+        for (url, is_new) in batch.iter().zip(new) {
             if is_new {
-                crawled += 1; // a real crawler would fetch `_url` here
+                crawled += 1; // a real crawler would fetch `url` here
+                if !fetched.insert(url) {
+                    crawled_twice += 1;
+                }
             } else {
                 skipped += 1;
             }
@@ -64,9 +98,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
          ({:.0} URLs/s, batches of {BATCH})",
         frontier.len() as f64 / seconds
     );
+    println!("crawled twice: {crawled_twice} URL(s)");
 
-    // The truth, only to grade the filter: a real crawler would not keep this set, as it
-    // grows with every URL (that is what the filter is for).
     let distinct = frontier.iter().collect::<HashSet<_>>().len() as u64;
     println!(
         "distinct URLs {distinct}: {} new URL(s) wrongly skipped as false positives \
@@ -77,12 +110,60 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     let info = seen.info().await?;
     println!(
-        "filter info: {} of {} bits set, ~{:.0} items, false-positive rate now {:.2e}",
-        info.bits_set, info.bits, info.estimated_items, info.estimated_fpr
+        "filter info: {} level(s) of at most {}, {} items in a capacity of {} so far; \
+         {} of {} bits set, false-positive rate now {:.2e}",
+        info.levels,
+        info.max_levels,
+        info.items,
+        info.capacity,
+        info.filter.bits_set,
+        info.filter.bits,
+        info.filter.estimated_fpr
     );
 
     seen.clear().await?; // clean up, so a rerun prints the same
+
+    // What the filter promises, checked: no URL crawled twice, each crawl one new item.
+    if crawled_twice > 0 || info.items != crawled {
+        return Err(support::Fatal(format!(
+            "{crawled_twice} URL(s) crawled twice; the filter counted {} new items for \
+             {crawled} crawls",
+            info.items
+        ))
+        .into());
+    }
     Ok(())
+}
+
+/// `[--capacity N] [FILE]`: the first level's URLs, and the file of URLs.
+fn parse_args(
+    mut args: impl Iterator<Item = String>,
+) -> Result<(u64, Option<String>), support::Fatal> {
+    let usage = "usage: crawler [--capacity N] [urls.txt]";
+    let (mut capacity, mut path) = (FIRST_LEVEL, None);
+    while let Some(arg) = args.next() {
+        let value = if arg == "--capacity" {
+            args.next()
+        } else if let Some(value) = arg.strip_prefix("--capacity=") {
+            Some(value.to_owned())
+        } else if arg.starts_with('-') {
+            return Err(support::Fatal(format!("unknown option {arg}; {usage}")));
+        } else if path.is_none() {
+            path = Some(arg);
+            continue;
+        } else {
+            return Err(support::Fatal(format!("one file of URLs at most; {usage}")));
+        };
+        capacity = value
+            .and_then(|v| v.parse::<u64>().ok())
+            .filter(|&n| n > 0)
+            .ok_or_else(|| {
+                support::Fatal(format!(
+                    "--capacity takes a whole number of URLs, 1 or more; {usage}"
+                ))
+            })?;
+    }
+    Ok((capacity, path))
 }
 
 /// The non-empty lines of the file at `path` (a trailing `\r` is dropped).

@@ -48,6 +48,13 @@ if #seen == 0 and #KEYS >= 2 * t + 3 then
         store = true
     end
 end
+-- BITOP proven first, on a scratch key (the ACL may refuse it: the batch then goes by the
+-- per-item script), before anything is written.
+local probe = redis.pcall("bitop", "or", scratch[1], scratch[1])
+if type(probe) == "table" and probe.err then
+    drop()
+    return probe
+end
 -- A level key holding something else: refused before anything is written.
 for i = 1, t do
     local kind = redis.call("type", KEYS[1 + i]).ok

@@ -20,7 +20,12 @@ fn example(name: &str) -> PathBuf {
 }
 
 fn run(name: &str, url: &str) -> String {
+    run_with(name, url, &[])
+}
+
+fn run_with(name: &str, url: &str, args: &[&str]) -> String {
     let out = Command::new(example(name))
+        .args(args)
         .env("REDIS_URL", url)
         .output()
         .unwrap();
@@ -45,4 +50,62 @@ async fn dedup_replicas_processes_each_event_once_within_the_window() {
 async fn quickstart_runs() {
     let redis = common::redis().await;
     run("quickstart", redis.url());
+}
+
+/// The number after `before` in `text` (up to the next character that is not a digit).
+fn number_after(text: &str, before: &str) -> u64 {
+    let start = text
+        .find(before)
+        .unwrap_or_else(|| panic!("{before:?} in {text}"))
+        + before.len();
+    let digits: String = text[start..]
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect();
+    digits
+        .parse()
+        .unwrap_or_else(|_| panic!("a number after {before:?} in {text}"))
+}
+
+/// The crawler's growing filter, from its first level of 10,000 URLs (the default) to as many
+/// levels as the synthetic frontier's 140,000 distinct URLs need (10,000 + 20,000 + 40,000 +
+/// 80,000), with no URL crawled twice and each crawl counted once; and from a first level of
+/// 100 for a file of URLs, each of which is crawled once but for false positives.
+#[tokio::test]
+async fn crawler_grows_its_filter_and_crawls_no_url_twice() {
+    let redis = common::redis().await;
+    let out = run("crawler", redis.url());
+    assert!(out.contains("a first level for 10000 URLs"), "{out}");
+    assert_eq!(number_after(&out, "crawled twice: "), 0, "{out}");
+    let crawled = number_after(&out, "crawled ");
+    let distinct = number_after(&out, "distinct URLs ");
+    assert_eq!(crawled + number_after(&out, "skipped "), 200_000, "{out}");
+    // Skipped new URLs are false positives: at most about 1e-4 of them.
+    assert!(crawled <= distinct && distinct - crawled <= 30, "{out}");
+    assert_eq!(number_after(&out, "filter info: "), 4, "levels: {out}");
+    assert!(number_after(&out, "level(s) of at most ") > 4, "{out}");
+    assert_eq!(
+        number_after(&out, " items in a capacity of "),
+        150_000,
+        "{out}"
+    );
+    assert!(out.contains(&format!(", {crawled} items in")), "{out}");
+
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("urls.txt");
+    let urls: String = (0..3_000)
+        .map(|i| format!("https://example.test/page/{}\n", i % 1_000))
+        .collect();
+    std::fs::write(&file, urls).unwrap();
+    let out = run_with(
+        "crawler",
+        redis.url(),
+        &["--capacity", "100", file.to_str().unwrap()],
+    );
+    assert!(out.contains("frontier: 3000 URLs"), "{out}");
+    assert_eq!(number_after(&out, "crawled twice: "), 0, "{out}");
+    let crawled = number_after(&out, "crawled ");
+    assert!((995..=1_000).contains(&crawled), "{out}");
+    // 100 + 200 + 400 < 1,000 ≤ 1,500.
+    assert_eq!(number_after(&out, "filter info: "), 4, "levels: {out}");
 }
