@@ -1,9 +1,6 @@
-"""Helper of scripts/bench_growing.sh: RedisBloom's scaling filter over a raw socket (the
-pipelining client of bench_counting.py), memory of a filter's keys, and the summary tables.
-Each command prints one line of JSON.
+"""Helper of scripts/bench_growing.sh: memory of a filter's keys (the raw-socket client of
+bench_counting.py), one command, and the summary tables. Each command prints one line of JSON.
 
-  bench_growing.py bf PORT madd|mexists KEY FILE BATCH   BF.MADD / BF.MEXISTS of every line,
-                                                         BATCH items per command, pipelined
   bench_growing.py memory PORT PATTERN                   MEMORY USAGE ... SAMPLES 0 of every
                                                          key matching PATTERN, summed
   bench_growing.py cmd PORT ARG...                       one command; its reply as JSON
@@ -13,42 +10,9 @@ import json
 import os
 import statistics
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_counting import Redis, RedisError, jsonable  # noqa: E402
-
-
-def bf(port, op, key, path, batch):
-    r = Redis(port)
-    name = {"madd": "BF.MADD", "mexists": "BF.MEXISTS"}[op]
-    batch = int(batch)
-
-    def commands():
-        items = []
-        with open(path, "rb") as f:
-            for line in f:
-                items.append(line.rstrip(b"\n"))
-                if len(items) == batch:
-                    yield Redis.encode([name, key] + items)
-                    items = []
-        if items:
-            yield Redis.encode([name, key] + items)
-
-    started = time.perf_counter()
-    items = hits = 0
-    errors = []
-    for reply in r.pipeline(commands()):
-        if isinstance(reply, RedisError):
-            if len(errors) < 3:
-                errors.append(str(reply))
-            continue
-        items += len(reply)
-        hits += sum(1 for v in reply if v == 1)
-    seconds = time.perf_counter() - started
-    out = {"items": items, "seconds": seconds, "items_per_sec": items / seconds, "errors": errors}
-    out["new" if op == "madd" else "present"] = hits
-    print(json.dumps(out))
 
 
 def memory(port, pattern):
@@ -79,13 +43,14 @@ def summary(path):
     def med(label):
         return statistics.median(rate(r) for r in by[label])
 
-    print("\nAt 64x the first level's capacity (plain sized for every item; medians of the rounds):\n")
+    bulk = by["plain_load"][0]["items"]
+    print(f"\nAt 64x the first level's capacity ({bulk:,} items; plain sized for all of them; medians of the rounds):\n")
     print("| workload | per round (growing / plain) | plain items/s | growing items/s | ratio | target |")
     print("|---|---|---|---|---|---|")
     for label, what, target in [
         ("exists", "exists, 1 item per call, 64 tasks", 0.3),
-        ("check", "check 1M (bulk)", 0.3),
-        ("load", "load 1M (bulk)", None),
+        ("check", f"check {bulk:,} (bulk)", 0.3),
+        ("load", f"load {bulk:,} (bulk)", None),
     ]:
         p, g = by["plain_" + label], by["growing_" + label]
         per = ", ".join(f"{rate(b) / rate(a):.2f}" for a, b in zip(p, g))
@@ -101,10 +66,11 @@ def summary(path):
     print(f"growing at 64x: {info['levels']} levels, {info['items']:,} items taken of "
           f"{info['capacity']:,}, {info['bytes']:,} bytes in its levels")
 
-    print("\nAgainst RedisBloom, first level 1,000, growth 2, the same 1,000,000 items:\n")
+    n = by["ours_load"][0]["items"] if "ours_load" in by else 0
+    print(f"\nAgainst RedisBloom, first level 1,000, growth 2, the same {n:,} items:\n")
     print("| filter | load items/s | check items/s | false-positive rate (1M absent) | memory (MEMORY USAGE, every key) | levels |")
     print("|---|---|---|---|---|---|")
-    for kind, name in [("ours", "redbloom --growth 2"), ("rb", "RedisBloom BF.RESERVE k 0.01 1000 EXPANSION 2")]:
+    for kind, name in [("ours", "redbloom --growth 2"), ("rb", "RedisBloom BF.RESERVE k 0.01 1000 (EXPANSION 2)")]:
         if kind + "_load" not in by:
             print(f"| {name} | (not run) | | | | |")
             continue
@@ -112,17 +78,18 @@ def summary(path):
         absent = by[kind + "_absent"][0]
         mem = by[kind + "_memory"][0]
         levels = by[kind + "_levels"][0]["levels"]
+        hits = absent["present"] if "present" in absent else absent["true"]
         print(f"| {name} | {rate(load):,.0f} | {rate(check):,.0f} | "
-              f"{absent['present'] / absent['items']:.4%} | {mem['bytes']:,} | {levels} |")
+              f"{hits / absent['items']:.4%} | {mem['bytes']:,} | {levels} |")
     if "rb_memory" in by and "ours_memory" in by:
-        print(f"\nmemory, redbloom / RedisBloom: {by['ours_memory'][0]['bytes'] / by['rb_memory'][0]['bytes']:.2f}x")
+        print(f"\nredbloom / RedisBloom: memory {by['ours_memory'][0]['bytes'] / by['rb_memory'][0]['bytes']:.2f}x, "
+              f"load {rate(by['ours_load'][0]) / rate(by['rb_load'][0]):.2f}x, "
+              f"check {rate(by['ours_check'][0]) / rate(by['rb_check'][0]):.2f}x")
 
 
 def main():
     what, args = sys.argv[1], sys.argv[2:]
-    if what == "bf":
-        bf(*args)
-    elif what == "memory":
+    if what == "memory":
         memory(*args)
     elif what == "cmd":
         print(json.dumps(jsonable(Redis(args[0]).call(*args[1:]))))

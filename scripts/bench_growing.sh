@@ -5,9 +5,9 @@
 #     and a growing filter whose first level takes BULK/64 (growth 2, 1%): load of BULK items,
 #     bulk check of them, check of BULK absent items (the false-positive rate), single-item
 #     exists (64 tasks) of 200,000 of them; the growing filter's info;
-#  2. against RedisBloom's scaling filter (BF.RESERVE k 0.01 1000 EXPANSION 2, BF.MADD and
-#     BF.MEXISTS of 1,000 items per command, pipelined, on a second private server with the
-#     module) and a growing filter of first level 1,000, growth 2, on the same BULK items: load
+#  2. against RedisBloom's scaling filter (BF.RESERVE k 0.01 1000, EXPANSION 2 by default;
+#     BF.MADD and BF.MEXISTS of 1,000 items per command from 8 tasks, benches/peers.rs, on a
+#     second private server with the module) and a growing filter of first level 1,000, growth 2, on the same BULK items: load
 #     and check rates, the false-positive rate on BULK absent items, MEMORY USAGE of every key,
 #     levels.
 # Usage: scripts/bench_growing.sh [BULK] [ROUNDS]  (defaults 1000000 3)
@@ -27,6 +27,8 @@ results="$out/growing.jsonl"
 helper=scripts/bench_growing.py
 cargo build --release --quiet -p redbloom-cli --bin redbloom
 redbloom=target/release/redbloom
+cargo bench --quiet --bench peers --no-run 2>/dev/null
+peers=(cargo bench --quiet --bench peers --)
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 port=$(free_port)
@@ -91,16 +93,19 @@ if [ -f ../shared/tools/redisbloom-server.sh ]; then
     bash ../shared/tools/redisbloom-server.sh "$bloom_port" > "$out/redisbloom.log" 2>&1 || true
 fi
 if [ -n "$bloom_port" ] && redis-cli -p "$bloom_port" ping >/dev/null 2>&1; then
-    python3 "$helper" cmd "$bloom_port" BF.RESERVE rb 0.01 1000 EXPANSION 2 >/dev/null
-    run rb_load python3 "$helper" bf "$bloom_port" madd rb "$items" 1000
-    run rb_check python3 "$helper" bf "$bloom_port" mexists rb "$items" 1000
-    run rb_absent python3 "$helper" bf "$bloom_port" mexists rb "$absent" 1000
+    # benches/peers.rs: BF.MADD / BF.MEXISTS of 1,000 items per command from 8 tasks on one
+    # connection (RedisBloom's best batch size), after BF.RESERVE rb 0.01 1000 (EXPANSION 2 is
+    # RedisBloom's default, and checked below); the same items as the files.
+    rb="redis://127.0.0.1:$bloom_port"
+    run rb_load "${peers[@]}" redisbloom "$rb" rb add bench: "$bulk" 1000 8 1000 0.01
+    run rb_check "${peers[@]}" redisbloom "$rb" rb exists bench: "$bulk" 1000 8
+    run rb_absent "${peers[@]}" redisbloom "$rb" rb exists absent: "$bulk" 1000 8
     run rb_memory python3 "$helper" memory "$bloom_port" 'rb'
     levels=$(python3 "$helper" cmd "$bloom_port" BF.INFO rb | python3 -c '
 import json, sys
 r = json.load(sys.stdin)
 d = dict(zip(r[::2], r[1::2]))
-print(json.dumps({"levels": d["Number of filters"], "capacity": d["Capacity"], "size": d["Size"], "items": d["Number of items inserted"]}))')
+print(json.dumps({"levels": d["Number of filters"], "capacity": d["Capacity"], "size": d["Size"], "items": d["Number of items inserted"], "expansion": d["Expansion rate"]}))')
     run rb_levels echo "$levels"
 else
     echo "RedisBloom did not start (see $out/redisbloom.log): no RedisBloom row"
