@@ -11,6 +11,8 @@
 //! offsets, and "new" is computed from the bytes before the batch exactly as sequential
 //! `SETBIT`s would report it.
 
+use crate::io::tx::{Replies, Slot, Tx};
+
 /// The largest filter taken whole: every dense call moves the filter's bytes, and Redis serves
 /// nothing else during the merge transaction, so this bounds how long one call holds the
 /// server (and the scratch key's memory, as large as the filter, while the merge runs).
@@ -46,6 +48,43 @@ pub(crate) fn read_worth_it(bits: u64, items: usize, hashes: u32) -> bool {
 pub(crate) fn read_ranges(bits: u64) -> impl Iterator<Item = (u64, u64)> {
     let last = (bits - 1) / 8;
     (0..=last / READ_CHUNK).map(move |i| (i * READ_CHUNK, ((i + 1) * READ_CHUNK - 1).min(last)))
+}
+
+/// The `GETRANGE`s that read a key of `bits` bits whole, in [`READ_CHUNK`] pieces, added to a
+/// step; [`Whole::take`] puts the pieces together from its replies.
+pub(crate) fn read_whole(tx: &mut Tx, key: &str, bits: u64) -> Whole {
+    Whole(
+        read_ranges(bits)
+            .map(|(first, last)| {
+                tx.add(
+                    redis::cmd("GETRANGE")
+                        .arg(key)
+                        .arg(first)
+                        .arg(last)
+                        .to_owned(),
+                )
+            })
+            .collect(),
+    )
+}
+
+/// A key's `GETRANGE`s in a step (see [`read_whole`]).
+#[derive(Debug)]
+pub(crate) struct Whole(Vec<Slot<Vec<u8>>>);
+
+impl Whole {
+    /// The key's bytes (as long as the key's string, up to the size read).
+    ///
+    /// # Errors
+    /// [`Error::UnexpectedReply`](crate::Error::UnexpectedReply) when a reply is missing or not
+    /// bytes.
+    pub(crate) fn take(self, replies: &mut Replies) -> crate::Result<Vec<u8>> {
+        let mut bytes = Vec::new();
+        for chunk in self.0 {
+            bytes.extend(replies.take(chunk)?);
+        }
+        Ok(bytes)
+    }
 }
 
 /// A batch size for bulk adds (`max_bytes` = [`MAX_BYTES`]) or checks ([`MAX_READ_BYTES`]):

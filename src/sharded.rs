@@ -2,8 +2,29 @@
 //! which part an item goes to, a batch split per part, and the answers put back in input
 //! order.
 
+use crate::error::Result;
 use crate::hash;
 use crate::info::{FilterInfo, KeyTtl};
+use crate::io::exec::Exec;
+use crate::io::guard::Guard;
+use crate::retry::Clock;
+use futures_util::future::{join, try_join_all};
+use redis::aio::ConnectionLike;
+use std::future::Future;
+
+/// When a sharded filter's call checks its parameters (kept in a slot of their own) against
+/// the stored ones: first in every case (from memory, once seen), and for a write again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Check {
+    /// A read: first only.
+    Read,
+    /// A write: again beside the parts' writes (a filter made again with other parameters
+    /// meanwhile is found by the same call).
+    Write,
+    /// A write that cannot be undone (a counting filter's remove takes other items with it):
+    /// again before any part is touched.
+    WriteFirst,
+}
 
 /// A filter's parts: one slot group each, one part for a filter of one key.
 #[derive(Debug, Clone)]
@@ -42,6 +63,49 @@ impl<P> Shards<P> {
             .enumerate()
             .filter(|(_, group)| !group.is_empty())
             .collect()
+    }
+}
+
+impl<P> Shards<P> {
+    /// A sharded filter's call on `items`: the parameters checked (`guard`, as `check` says),
+    /// each part's items sent at once (`call(part, its items)`), and the answers put back in
+    /// input order. The first error ends the call: the other parts' futures are dropped
+    /// (their writes may be applied, as with any failed write) instead of waiting, say, for
+    /// each of their `WAIT`s to time out in turn.
+    pub(crate) async fn fan_out<'a, C, T, F, Fut>(
+        &self,
+        exec: &Exec<C>,
+        clock: &Clock,
+        guard: &Guard,
+        items: &'a [T],
+        check: Check,
+        call: F,
+    ) -> Result<Vec<bool>>
+    where
+        C: ConnectionLike + Clone + Send + Sync,
+        T: AsRef<[u8]>,
+        F: Fn(usize, Vec<&'a [u8]>) -> Fut,
+        Fut: Future<Output = Result<Vec<bool>>>,
+    {
+        exec.retried(clock, || guard.ensure(exec, check != Check::Read))
+            .await?;
+        if check == Check::WriteFirst {
+            guard.beside(exec, clock).await?;
+        }
+        let groups = self.split(items);
+        let calls = groups.iter().map(|(part, group)| {
+            let answers = call(*part, group.iter().map(|&i| items[i].as_ref()).collect());
+            async move { Ok::<_, crate::Error>((group.as_slice(), answers.await?)) }
+        });
+        let beside = async {
+            match check {
+                Check::Write => guard.beside(exec, clock).await,
+                Check::Read | Check::WriteFirst => Ok(()),
+            }
+        };
+        let (beside, answers) = join(beside, try_join_all(calls)).await;
+        beside?;
+        Ok(gather(items.len(), answers?))
     }
 }
 

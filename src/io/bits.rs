@@ -426,23 +426,9 @@ impl Bits {
         C: ConnectionLike + Clone + Send + Sync,
     {
         let mut tx = Tx::plain();
-        let chunks: Vec<Slot<Vec<u8>>> = dense::read_ranges(self.geometry.bits)
-            .map(|(first, last)| {
-                tx.add(
-                    redis::cmd("GETRANGE")
-                        .arg(&self.key)
-                        .arg(first)
-                        .arg(last)
-                        .to_owned(),
-                )
-            })
-            .collect();
+        let whole = dense::read_whole(&mut tx, &self.key, self.geometry.bits);
         let mut replies = ctx.exec.run(&self.key, &tx).await?;
-        let mut bytes = Vec::new();
-        for chunk in chunks {
-            bytes.extend(replies.take(chunk)?);
-        }
-        Ok(bytes)
+        whole.take(&mut replies)
     }
 
     /// The key's fill, size and TTL in one atomic round trip; `key` names the filter.

@@ -28,7 +28,7 @@ use crate::scripts::script;
 use crate::sharded::{self, Shards};
 use crate::sizing::{current_fpr, optimal_bits, optimal_hashes, MAX_BITS};
 use crate::{dense, keys, Engine};
-use futures_util::future::{join, join_all, try_join_all};
+use futures_util::future::join_all;
 use redis::aio::ConnectionLike;
 use redis::Value;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
@@ -468,27 +468,16 @@ where
         let Some(guard) = &self.guard else {
             return self.part_items(&clock, &parts[0], items, write).await;
         };
-        self.exec
-            .retried(&clock, || guard.ensure(&self.exec, write))
-            .await?;
-        let groups = self.parts.split(items);
-        let clock = &clock;
-        let calls = groups.iter().map(|(part, group)| async move {
-            let part_items: Vec<&[u8]> = group.iter().map(|&i| items[i].as_ref()).collect();
-            let answers = self
-                .part_items(clock, &parts[*part], &part_items, write)
-                .await?;
-            Ok::<_, Error>((group.as_slice(), answers))
-        });
-        let beside = async {
-            match write {
-                true => guard.beside(&self.exec, clock).await,
-                false => Ok(()),
-            }
+        let check = match write {
+            true => sharded::Check::Write,
+            false => sharded::Check::Read,
         };
-        let (beside, answers) = join(beside, try_join_all(calls)).await;
-        beside?;
-        Ok(sharded::gather(items.len(), answers?))
+        let clock = &clock;
+        self.parts
+            .fan_out(&self.exec, clock, guard, items, check, |part, items| async move {
+                self.part_items(clock, &parts[part], &items, write).await
+            })
+            .await
     }
 
     /// One part's items, in commands of a bounded size, in order; after a write, `WAIT`
@@ -686,20 +675,9 @@ where
             let mut tx = Tx::atomic();
             let counts: Slot<Vec<(usize, u64)>> =
                 tx.add(redis::cmd("HGETALL").arg(&part.counts).to_owned());
-            let chunks: Vec<Vec<Slot<Vec<u8>>>> = (0..known)
+            let chunks: Vec<dense::Whole> = (0..known)
                 .map(|i| {
-                    let key = part.level_key(i);
-                    dense::read_ranges(self.levels[i].geometry.bits)
-                        .map(|(first, last)| {
-                            tx.add(
-                                redis::cmd("GETRANGE")
-                                    .arg(&key)
-                                    .arg(first)
-                                    .arg(last)
-                                    .to_owned(),
-                            )
-                        })
-                        .collect()
+                    dense::read_whole(&mut tx, &part.level_key(i), self.levels[i].geometry.bits)
                 })
                 .collect();
             let mut replies = self.exec.run(&part.counts, &tx).await?;
@@ -719,11 +697,7 @@ where
             }
             let mut levels = Vec::with_capacity(pairs.len());
             for level in chunks.into_iter().take(pairs.len()) {
-                let mut whole = Vec::new();
-                for chunk in level {
-                    whole.extend(replies.take(chunk)?);
-                }
-                levels.push(whole);
+                levels.push(level.take(&mut replies)?);
             }
             return Ok((pairs.into_iter().map(|(_, n)| n).collect(), levels));
         }
@@ -785,20 +759,9 @@ where
             let mut tx = Tx::plain();
             let check = self.check_in(part, &mut tx);
             let count: Slot<usize> = tx.add(redis::cmd("HLEN").arg(&part.counts).to_owned());
-            let chunks: Vec<Vec<Slot<Vec<u8>>>> = (0..known)
+            let chunks: Vec<dense::Whole> = (0..known)
                 .map(|i| {
-                    let key = part.level_key(i);
-                    dense::read_ranges(self.levels[i].geometry.bits)
-                        .map(|(first, last)| {
-                            tx.add(
-                                redis::cmd("GETRANGE")
-                                    .arg(&key)
-                                    .arg(first)
-                                    .arg(last)
-                                    .to_owned(),
-                            )
-                        })
-                        .collect()
+                    dense::read_whole(&mut tx, &part.level_key(i), self.levels[i].geometry.bits)
                 })
                 .collect();
             let mut replies = self.exec.run(&part.counts, &tx).await?;
@@ -810,11 +773,7 @@ where
             }
             let mut bytes = Vec::with_capacity(levels);
             for level in chunks.into_iter().take(levels) {
-                let mut whole = Vec::new();
-                for chunk in level {
-                    whole.extend(replies.take(chunk)?);
-                }
-                bytes.push(whole);
+                bytes.push(level.take(&mut replies)?);
             }
             return Ok(bytes);
         }

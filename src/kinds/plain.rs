@@ -14,7 +14,7 @@ use crate::options::Options;
 use crate::retry::Clock;
 use crate::sharded::{self, Shards};
 use crate::{dense, keys};
-use futures_util::future::{join, join_all, try_join_all};
+use futures_util::future::join_all;
 use redis::aio::ConnectionLike;
 use std::sync::Arc;
 use std::time::Duration;
@@ -438,29 +438,23 @@ where
             }
             parts => parts,
         };
-        self.exec
-            .retried(clock, || self.guard.ensure(&self.exec, write))
-            .await?;
-        let groups = self.shards.split(items);
-        let calls = groups.iter().map(|(part, group)| async move {
-            let part_items: Vec<&[u8]> = group.iter().map(|&i| items[i].as_ref()).collect();
-            let answers = self
-                .part_call(clock, &parts[*part], None, &part_items, direction)
-                .await?;
-            Ok::<_, Error>((group.as_slice(), answers))
-        });
-        let guarded = async {
-            match write {
-                true => self.guard.beside(&self.exec, clock).await,
-                false => Ok(()),
-            }
+        let check = match write {
+            true => sharded::Check::Write,
+            false => sharded::Check::Read,
         };
-        // The first error ends the call: the other parts' futures are dropped (their writes
-        // may be applied, as with any failed write), instead of waiting, say, for each of their
-        // WAITs to time out in turn.
-        let (guarded, answers) = join(guarded, try_join_all(calls)).await;
-        guarded?;
-        Ok(sharded::gather(items.len(), answers?))
+        self.shards
+            .fan_out(
+                &self.exec,
+                clock,
+                &self.guard,
+                items,
+                check,
+                |part, items| async move {
+                    self.part_call(clock, &parts[part], None, &items, direction)
+                        .await
+                },
+            )
+            .await
     }
 
     /// One part's call, retried as a whole: the parameters check (when the guard lives in

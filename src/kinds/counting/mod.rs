@@ -18,7 +18,7 @@ use crate::scripts::script;
 use crate::sharded::{self, Shards};
 use crate::sizing::{current_fpr, estimate_items};
 use crate::{dense, keys, Engine};
-use futures_util::future::{join, join_all, try_join_all};
+use futures_util::future::join_all;
 use futures_util::StreamExt;
 use redis::aio::ConnectionLike;
 use redis::Value;
@@ -375,37 +375,33 @@ where
             return Ok(Vec::new());
         }
         let clock = self.exec.clock();
-        let write = op != Op::Exists;
-        self.exec
-            .retried(&clock, || self.guard.ensure(&self.exec, write))
-            .await?;
-        let parts = self.parts.parts();
-        let groups = self.parts.split(items);
-        let calls = groups.iter().map(|(part, group)| {
-            let clock = &clock;
-            async move {
-                let part_items: Vec<&[u8]> = group.iter().map(|&i| items[i].as_ref()).collect();
-                let answers = self.part_call(clock, *part, &part_items, op).await?;
-                Ok::<_, Error>((group.as_slice(), answers))
-            }
-        });
-        if op == Op::Remove && parts.len() > 1 {
+        if self.parts.count() == 1 {
+            let write = op != Op::Exists;
+            self.exec
+                .retried(&clock, || self.guard.ensure(&self.exec, write))
+                .await?;
+            let items: Vec<&[u8]> = items.iter().map(AsRef::as_ref).collect();
+            return self.part_call(&clock, 0, &items, op).await;
+        }
+        let check = match op {
             // A remove cannot be undone and takes other items with it: a sharded filter's
             // parameters (in their own slot) are checked again before any shard is touched,
             // not beside the writes as for adds.
-            self.guard.beside(&self.exec, &clock).await?;
-            let answers = try_join_all(calls).await?;
-            return Ok(sharded::gather(items.len(), answers));
-        }
-        let beside = async {
-            match (write, parts.len()) {
-                (true, 2..) => self.guard.beside(&self.exec, &clock).await,
-                _ => Ok(()),
-            }
+            Op::Remove => sharded::Check::WriteFirst,
+            Op::Add | Op::AddIfAbsent => sharded::Check::Write,
+            Op::Exists => sharded::Check::Read,
         };
-        let (beside, answers) = join(beside, try_join_all(calls)).await;
-        beside?;
-        Ok(sharded::gather(items.len(), answers?))
+        let clock = &clock;
+        self.parts
+            .fan_out(
+                &self.exec,
+                clock,
+                &self.guard,
+                items,
+                check,
+                |part, items| async move { self.part_call(clock, part, &items, op).await },
+            )
+            .await
     }
 
     /// One part's items in commands of at most `MAX_OFFSETS_PER_COMMAND` counters, a few in
@@ -666,23 +662,9 @@ where
     /// A key's counters, in chunks of a few MiB, in one round trip.
     async fn read_whole(&self, part: &Counters) -> Result<Vec<u8>> {
         let mut tx = Tx::plain();
-        let chunks: Vec<Slot<Vec<u8>>> = dense::read_ranges(part.geometry.bits * 4)
-            .map(|(first, last)| {
-                tx.add(
-                    redis::cmd("GETRANGE")
-                        .arg(&part.key)
-                        .arg(first)
-                        .arg(last)
-                        .to_owned(),
-                )
-            })
-            .collect();
+        let whole = dense::read_whole(&mut tx, &part.key, part.geometry.bits * 4);
         let mut replies = self.exec.run(&part.key, &tx).await?;
-        let mut bytes = Vec::new();
-        for chunk in chunks {
-            bytes.extend(replies.take(chunk)?);
-        }
-        Ok(bytes)
+        whole.take(&mut replies)
     }
 
     async fn info(&self) -> Result<CountingInfo> {
@@ -693,28 +675,16 @@ where
         let reads = self.parts.parts().iter().map(|part| {
             self.exec.retried(&clock, move || async move {
                 let mut tx = Tx::plain();
-                let chunks: Vec<Slot<Vec<u8>>> = dense::read_ranges(part.geometry.bits * 4)
-                    .map(|(first, last)| {
-                        tx.add(
-                            redis::cmd("GETRANGE")
-                                .arg(&part.key)
-                                .arg(first)
-                                .arg(last)
-                                .to_owned(),
-                        )
-                    })
-                    .collect();
+                let whole = dense::read_whole(&mut tx, &part.key, part.geometry.bits * 4);
                 let pttl: Slot<i64> = tx.add(redis::cmd("PTTL").arg(&part.key).to_owned());
                 let mut replies = self.exec.run(&part.key, &tx).await?;
-                let (mut in_use, mut saturated, mut bytes) = (0u64, 0u64, 0u64);
-                for chunk in chunks {
-                    let chunk = replies.take(chunk)?;
-                    bytes += chunk.len() as u64;
-                    for byte in chunk {
-                        for nibble in [byte >> 4, byte & 0x0f] {
-                            in_use += u64::from(nibble > 0);
-                            saturated += u64::from(nibble == 15);
-                        }
+                let counters = whole.take(&mut replies)?;
+                let (mut in_use, mut saturated) = (0u64, 0u64);
+                let bytes = counters.len() as u64;
+                for byte in counters {
+                    for nibble in [byte >> 4, byte & 0x0f] {
+                        in_use += u64::from(nibble > 0);
+                        saturated += u64::from(nibble == 15);
                     }
                 }
                 Ok((

@@ -149,21 +149,9 @@ where
                 false => "EVAL_RO",
             };
             let head: Slot<Value> = tx.add(self.eval(by, &WINDOW_AT, &keys, guess, false));
-            let chunks: Vec<Vec<Slot<Vec<u8>>>> = keys[..g + 2]
+            let chunks: Vec<dense::Whole> = keys[..g + 2]
                 .iter()
-                .map(|key| {
-                    dense::read_ranges(part.geometry.bits)
-                        .map(|(first, last)| {
-                            tx.add(
-                                redis::cmd("GETRANGE")
-                                    .arg(key)
-                                    .arg(first)
-                                    .arg(last)
-                                    .to_owned(),
-                            )
-                        })
-                        .collect()
-                })
+                .map(|key| dense::read_whole(&mut tx, key, part.geometry.bits))
                 .collect();
             let mut replies = match self.exec.run(&keys[1], &tx).await {
                 Err(Error::Redis(err)) if exec::is_unknown_command(&err) && by == "EVAL_RO" => {
@@ -178,11 +166,8 @@ where
             };
             let current = self.index(guess, epoch)?;
             let mut present = vec![false; offsets.len() / k];
-            for (index, chunks) in chunks.into_iter().enumerate() {
-                let mut bytes = Vec::new();
-                for chunk in chunks {
-                    bytes.extend(replies.take(chunk)?);
-                }
+            for (index, whole) in chunks.into_iter().enumerate() {
+                let bytes = whole.take(&mut replies)?;
                 if !(current..current + g).contains(&index) || bytes.is_empty() {
                     continue;
                 }

@@ -27,7 +27,7 @@ use crate::scripts::{script, Arg, LuaScript};
 use crate::sharded::{self, Shards};
 use crate::sizing::{current_fpr, estimate_items};
 use crate::{keys, Engine};
-use futures_util::future::{join, join_all, try_join_all};
+use futures_util::future::join_all;
 use futures_util::StreamExt;
 use redis::aio::ConnectionLike;
 use redis::Value;
@@ -480,28 +480,15 @@ where
                 .part_items(clock, &self.parts.parts()[0], items, write)
                 .await;
         };
-        self.exec
-            .retried(clock, || guard.ensure(&self.exec, write))
-            .await?;
-        let groups = self.parts.split(items);
-        let calls = groups.iter().map(|(part, group)| async move {
-            let part_items: Vec<&[u8]> = group.iter().map(|&i| items[i].as_ref()).collect();
-            let answers = self
-                .part_items(clock, &parts[*part], &part_items, write)
-                .await?;
-            Ok::<_, Error>((group.as_slice(), answers))
-        });
-        let beside = async {
-            match write {
-                true => guard.beside(&self.exec, clock).await,
-                false => Ok(()),
-            }
+        let check = match write {
+            true => sharded::Check::Write,
+            false => sharded::Check::Read,
         };
-        // The first error ends the call (the other parts' futures are dropped), as for the
-        // plain filter.
-        let (beside, answers) = join(beside, try_join_all(calls)).await;
-        beside?;
-        Ok(sharded::gather(items.len(), answers?))
+        self.parts
+            .fan_out(&self.exec, clock, guard, items, check, |part, items| async move {
+                self.part_items(clock, &parts[part], &items, write).await
+            })
+            .await
     }
 
     /// One part's items; after a write, `WAIT` when asked. A write and its `WAIT` are
