@@ -1226,3 +1226,42 @@ where
         Ok(any)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn levels_grow_by_the_factor_at_tighter_rates_until_a_key_is_full() {
+        let levels = level_shapes(1_000, 0.01, 2, 0.8, 32).unwrap();
+        assert_eq!(levels[0].capacity, 1_000);
+        assert_eq!(levels[3].capacity, 8_000);
+        // Each level sized for its own rate: P·(1−r)·r^i.
+        for (i, level) in levels.iter().enumerate() {
+            let rate = crate::sizing::growing_level_fpr(0.01, 0.8, i as u32);
+            assert_eq!(
+                level.geometry.bits,
+                optimal_bits(level.capacity, rate).unwrap()
+            );
+            assert!(level.geometry.bits <= MAX_BITS);
+        }
+        // Cut where the next level would pass one key's 2^32 bits.
+        assert!(levels.len() < 32);
+        let next = level_shapes(1_000, 0.01, 2, 0.8, 64).unwrap().len();
+        assert_eq!(
+            next,
+            levels.len(),
+            "the key's size is the limit, not max_levels"
+        );
+        let rate = crate::sizing::growing_level_fpr(0.01, 0.8, levels.len() as u32);
+        let capacity = 1_000u64 << levels.len();
+        assert!(optimal_bits(capacity, rate).unwrap() > MAX_BITS);
+        // The bound holds whatever the number of levels.
+        let sum: f64 = (0..levels.len() as u32)
+            .map(|i| crate::sizing::growing_level_fpr(0.01, 0.8, i))
+            .sum();
+        assert!(sum < 0.01);
+        assert_eq!(level_shapes(1_000, 0.01, 1, 0.8, 5).unwrap().len(), 5);
+        assert!(level_shapes(2_000_000_000, 1e-9, 2, 0.8, 4).is_err());
+    }
+}
