@@ -390,20 +390,6 @@ async fn whole_reads_answer_as_bitfield_does() {
     blocked.clear().await.unwrap();
 }
 
-/// Calls of `command` the server has served (`INFO commandstats`).
-async fn calls(conn: &mut MultiplexedConnection, command: &str) -> u64 {
-    let info: String = redis::cmd("INFO")
-        .arg("commandstats")
-        .query_async(conn)
-        .await
-        .unwrap();
-    let prefix = format!("cmdstat_{command}:calls=");
-    info.lines()
-        .find_map(|line| line.strip_prefix(&prefix))
-        .and_then(|rest| rest.split(',').next())
-        .map_or(0, |n| n.parse().unwrap())
-}
-
 /// The sum of every counter of a key's bytes (two 4-bit counters a byte).
 fn counter_sum(bytes: &[u8]) -> u64 {
     bytes
@@ -447,14 +433,16 @@ async fn dense_batches_match_items_one_at_a_time() {
         if step == 4 {
             assert!(dense.expire(Duration::from_secs(900)).await.unwrap());
         }
-        let swaps = calls(&mut conn, "rename").await + calls(&mut conn, "bitcount").await;
+        let swaps =
+            common::calls(&mut conn, "rename").await + common::calls(&mut conn, "bitcount").await;
         let whole = match op {
             "add" => dense.add_many(&batch).await.unwrap(),
             "add_if_absent" => dense.add_many_if_absent(&batch).await.unwrap(),
             _ => dense.remove_many(&batch).await.unwrap(),
         };
         assert!(
-            calls(&mut conn, "rename").await + calls(&mut conn, "bitcount").await > swaps,
+            common::calls(&mut conn, "rename").await + common::calls(&mut conn, "bitcount").await
+                > swaps,
             "step {step}: the batch went dense"
         );
         let mut one_by_one = Vec::new();
@@ -523,8 +511,8 @@ async fn concurrent_dense_batches_lose_no_increment() {
     };
     let k = u64::from(build(conn.clone()).hashes());
     let (bitcounts, renames) = (
-        calls(&mut conn, "bitcount").await,
-        calls(&mut conn, "rename").await,
+        common::calls(&mut conn, "bitcount").await,
+        common::calls(&mut conn, "rename").await,
     );
     let run = |remove: bool| {
         let mut tasks = Vec::new();
@@ -580,8 +568,8 @@ async fn concurrent_dense_batches_lose_no_increment() {
     );
     run(true).await;
     assert_eq!(counter_sum(&bytes(&mut conn, &key).await), 0);
-    let swaps = calls(&mut conn, "rename").await - renames;
-    let tries = calls(&mut conn, "bitcount").await - bitcounts;
+    let swaps = common::calls(&mut conn, "rename").await - renames;
+    let tries = common::calls(&mut conn, "bitcount").await - bitcounts;
     // Swaps happened, and some found the counters changed (those batches tried again, and
     // after three such tries went by BITFIELD).
     eprintln!("{tries} swaps tried, {swaps} done");

@@ -152,20 +152,6 @@ async fn assert_consistent(conn: &mut Conn, counts: &str, first: u64, growth: u6
     taken
 }
 
-/// Calls of `command` the server has served (`INFO commandstats`, commands run by scripts
-/// included).
-async fn calls(conn: &mut Conn, command: &str) -> u64 {
-    let info: String = redis::cmd("INFO")
-        .arg("commandstats")
-        .query_async(conn)
-        .await
-        .unwrap();
-    info.lines()
-        .find_map(|line| line.strip_prefix(&format!("cmdstat_{command}:calls=")))
-        .and_then(|rest| rest.split(',').next())
-        .map_or(0, |n| n.parse().unwrap())
-}
-
 /// A deterministic shuffle (xorshift64), so that a failure can be replayed.
 fn shuffle<T>(items: &mut [T], seed: u64) {
     let mut state = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
@@ -318,8 +304,8 @@ async fn concurrent_clients_fill_across_level_boundaries() {
     let mut conn = redis.connection().await;
     let start = Arc::new(Barrier::new(CLIENTS));
     let (bitop_before, bitfield_before) = (
-        calls(&mut conn, "bitop").await,
-        calls(&mut conn, "bitfield").await,
+        common::calls(&mut conn, "bitop").await,
+        common::calls(&mut conn, "bitfield").await,
     );
     let started = Instant::now();
     let mut tasks = Vec::new();
@@ -362,8 +348,8 @@ async fn concurrent_clients_fill_across_level_boundaries() {
     }
     let elapsed = started.elapsed();
     // Both ways of adding ran: merges (BITOP) and scripts (BITFIELD SET).
-    let merges = calls(&mut conn, "bitop").await - bitop_before;
-    let script_sets = calls(&mut conn, "bitfield").await - bitfield_before;
+    let merges = common::calls(&mut conn, "bitop").await - bitop_before;
+    let script_sets = common::calls(&mut conn, "bitfield").await - bitfield_before;
     assert!(
         merges > 0 && script_sets > 0,
         "merges {merges}, script writes {script_sets}"

@@ -8,7 +8,7 @@
 
 mod common;
 
-use common::cluster::{cli, RedisCluster};
+use common::cluster::{calls, cli, reset_stats, RedisCluster};
 use futures_util::future::join_all;
 use redbloom::{GrowingBloom, KeyTtl, RedisBloom};
 use redis::cluster_async::ClusterConnection;
@@ -99,28 +99,6 @@ fn counts_on(port: u16, counts: &str) -> BTreeMap<u64, u64> {
     let reply = cli(port, &["hgetall", counts]);
     let fields: Vec<u64> = reply.lines().map(|l| l.trim().parse().unwrap()).collect();
     fields.chunks(2).map(|pair| (pair[0], pair[1])).collect()
-}
-
-/// Calls of `command` the nodes on `ports` served since their statistics were last reset
-/// (commands that scripts call count too).
-fn calls(ports: &[u16], command: &str) -> u64 {
-    let prefix = format!("cmdstat_{command}:calls=");
-    ports
-        .iter()
-        .map(|&port| {
-            cli(port, &["info", "commandstats"])
-                .lines()
-                .find_map(|line| line.strip_prefix(&prefix))
-                .and_then(|rest| rest.split(',').next())
-                .map_or(0, |n| n.parse::<u64>().unwrap())
-        })
-        .sum()
-}
-
-fn reset_stats(cluster: &RedisCluster) {
-    for node in cluster.nodes.iter().filter(|n| n.is_running()) {
-        assert_eq!(cli(node.port(), &["config", "resetstat"]).trim(), "OK");
-    }
 }
 
 fn replica_ports(cluster: &RedisCluster) -> Vec<u16> {

@@ -63,19 +63,6 @@ async fn state(conn: &mut MultiplexedConnection, key: &str) -> BTreeMap<String, 
     out
 }
 
-async fn calls(conn: &mut MultiplexedConnection, command: &str) -> u64 {
-    let info: String = redis::cmd("INFO")
-        .arg("commandstats")
-        .query_async(conn)
-        .await
-        .unwrap();
-    let prefix = format!("cmdstat_{command}:calls=");
-    info.lines()
-        .find_map(|line| line.strip_prefix(&prefix))
-        .and_then(|rest| rest.split(',').next())
-        .map_or(0, |n| n.parse().unwrap())
-}
-
 /// Batches of 3,000 items, with repeats and items added before, into a filter whose first
 /// level takes 500: dense (one merge per batch, `BITOP` counted), and the same items in
 /// batches of 10 by the per-item script: the same answers, the same bytes in every level, the
@@ -96,10 +83,10 @@ async fn dense_adds_match_the_per_item_script() {
             .map(|i| format!("u{}", (round * 2_000 + i * 7) % 9_000))
             .collect();
         added.extend(batch.iter().cloned());
-        let merges = calls(&mut conn, "bitop").await;
+        let merges = common::calls(&mut conn, "bitop").await;
         let whole = dense.add_many(&batch).await.unwrap();
         assert!(
-            calls(&mut conn, "bitop").await > merges,
+            common::calls(&mut conn, "bitop").await > merges,
             "round {round}: the batch was merged"
         );
         let mut small = Vec::new();

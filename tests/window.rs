@@ -441,19 +441,6 @@ async fn sharded_windows() {
     assert!(keys_like(&mut conn, &format!("*{key}*")).await.is_empty());
 }
 
-/// Calls of `command` the server has served (`INFO commandstats`).
-async fn calls(conn: &mut MultiplexedConnection, command: &str) -> u64 {
-    let info: String = redis::cmd("INFO")
-        .arg("commandstats")
-        .query_async(conn)
-        .await
-        .unwrap();
-    info.lines()
-        .find_map(|line| line.strip_prefix(&format!("cmdstat_{command}:calls=")))
-        .and_then(|rest| rest.split(',').next())
-        .map_or(0, |n| n.parse().unwrap())
-}
-
 /// Large batches take the dense path (bitmaps instead of a script per item): within one
 /// generation, the same "new" flags, answers and bits as small batches through the script.
 #[tokio::test]
@@ -478,7 +465,7 @@ async fn dense_batches_match_small_batches() {
     let epoch = |ms: u64| ms * 3 / 3_600_000;
     let first: Vec<String> = (0..6_000).map(|i| format!("x{}", i % 5_000)).collect();
     let second: Vec<String> = (2_500..12_000).map(|i| format!("x{i}")).collect();
-    let bitops = calls(&mut conn, "bitop").await;
+    let bitops = common::calls(&mut conn, "bitop").await;
     for (round, batch) in [&first, &second].into_iter().enumerate() {
         loop {
             let before = epoch(server_ms(&mut conn).await);
@@ -505,14 +492,14 @@ async fn dense_batches_match_small_batches() {
         }
     }
     assert!(
-        calls(&mut conn, "bitop").await >= bitops + 2,
+        common::calls(&mut conn, "bitop").await >= bitops + 2,
         "the big batches were dense"
     );
-    let getranges = calls(&mut conn, "getrange").await;
+    let getranges = common::calls(&mut conn, "getrange").await;
     let probes: Vec<String> = (0..20_000).map(|i| format!("x{i}")).collect();
     let big = dense.exists_many(&probes).await.unwrap();
     assert!(
-        calls(&mut conn, "getrange").await > getranges,
+        common::calls(&mut conn, "getrange").await > getranges,
         "the big check was dense"
     );
     let mut one_by_one = Vec::new();
@@ -566,12 +553,12 @@ async fn dense_adds_see_older_generations() {
     let old: Vec<String> = (0..5_000).map(|i| format!("old{i}")).collect();
     let mut both: Vec<String> = (0..5_000).map(|i| format!("young{i}")).collect();
     both.extend(old.iter().cloned());
-    let bitops = calls(&mut conn, "bitop").await;
+    let bitops = common::calls(&mut conn, "bitop").await;
     assert!(recent.add_many(&old).await.unwrap().iter().all(|&n| n));
     tokio::time::sleep(W / (G - 1) + Duration::from_millis(50)).await;
     let new = recent.add_many(&both).await.unwrap();
     assert!(
-        calls(&mut conn, "bitop").await >= bitops + 2,
+        common::calls(&mut conn, "bitop").await >= bitops + 2,
         "both adds were dense"
     );
     assert!(

@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::cluster::{cli, RedisCluster};
+use common::cluster::{calls, cli, reset_stats, RedisCluster};
 use redbloom::{KeyTtl, RedisBloom, WindowBloom};
 use redis::cluster_async::ClusterConnection;
 use redis::cluster_read_routing::RandomReplicaStrategy;
@@ -70,27 +70,6 @@ fn keys_on_masters(cluster: &RedisCluster, part: &str) -> Vec<(u16, String)> {
 
 fn pttl_on(port: u16, key: &str) -> i64 {
     cli(port, &["pttl", key]).trim().parse().unwrap()
-}
-
-/// Calls of `command` the nodes on `ports` served since their statistics were last reset.
-fn calls(ports: &[u16], command: &str) -> u64 {
-    let prefix = format!("cmdstat_{command}:calls=");
-    ports
-        .iter()
-        .map(|&port| {
-            cli(port, &["info", "commandstats"])
-                .lines()
-                .find_map(|line| line.strip_prefix(&prefix))
-                .and_then(|rest| rest.split(',').next())
-                .map_or(0, |n| n.parse::<u64>().unwrap())
-        })
-        .sum()
-}
-
-fn reset_stats(cluster: &RedisCluster) {
-    for node in cluster.nodes.iter().filter(|n| n.is_running()) {
-        assert_eq!(cli(node.port(), &["config", "resetstat"]).trim(), "OK");
-    }
 }
 
 fn replica_ports(cluster: &RedisCluster) -> Vec<u16> {

@@ -470,20 +470,6 @@ async fn a_user_without_access_to_the_keys_gets_no_permission_and_writes_nothing
     assert!(keys.is_empty(), "refused CLI calls wrote {keys:?}");
 }
 
-/// Calls of `command` the server has served (`INFO commandstats`).
-async fn calls(admin: &mut MultiplexedConnection, command: &str) -> u64 {
-    let info: String = redis::cmd("INFO")
-        .arg("commandstats")
-        .query_async(admin)
-        .await
-        .unwrap();
-    let prefix = format!("cmdstat_{command}:calls=");
-    info.lines()
-        .find_map(|line| line.strip_prefix(&prefix))
-        .and_then(|rest| rest.split(',').next())
-        .map_or(0, |n| n.parse().unwrap())
-}
-
 /// With the dense grants ([`DENSE_KEYS`], [`DENSE_COMMANDS`]) big batches go dense (one swap,
 /// a `RENAME`, per key), keep the filter's TTL and leave no scratch key. Without any one of
 /// them the swap is refused before it writes, and the batch goes by `BITFIELD` with the same
@@ -516,10 +502,10 @@ async fn the_dense_grants_are_optional_and_a_refused_swap_writes_nothing() {
             let dense = what == "every grant" || (shards > 1 && what.starts_with("without ~"));
             let what = format!("{what}, {shards} shard(s)");
             let blocked = build(manager(&url).await, &fresh_key("dense"), shards).unwrap();
-            let renames = calls(&mut admin, "rename").await;
+            let renames = common::calls(&mut admin, "rename").await;
             let new = count(&blocked.add_many(&big).await.unwrap());
             assert!(new > 19_500, "{what}: {new} new");
-            let swaps = calls(&mut admin, "rename").await - renames;
+            let swaps = common::calls(&mut admin, "rename").await - renames;
             assert_eq!(swaps, if dense { u64::from(shards) } else { 0 }, "{what}");
             assert_eq!(count(&blocked.exists_many(&big).await.unwrap()), big.len());
             assert!(blocked.expire(Duration::from_secs(600)).await.unwrap());

@@ -58,19 +58,6 @@ fn count(flags: &[bool]) -> usize {
     flags.iter().filter(|&&f| f).count()
 }
 
-/// Calls of `command` the server has served (`INFO commandstats`).
-async fn calls(conn: &mut MultiplexedConnection, command: &str) -> u64 {
-    let info: String = redis::cmd("INFO")
-        .arg("commandstats")
-        .query_async(conn)
-        .await
-        .unwrap();
-    info.lines()
-        .find_map(|line| line.strip_prefix(&format!("cmdstat_{command}:calls=")))
-        .and_then(|rest| rest.split(',').next())
-        .map_or(0, |n| n.parse().unwrap())
-}
-
 /// A primary and a replica in sync with it.
 async fn primary_and_replica() -> (RedisServer, RedisServer) {
     let primary = RedisServer::start().expect("redis-server on PATH");
@@ -121,28 +108,32 @@ async fn counting_writes_wait_for_a_replica() {
         // Reads from the replica, never waiting: what they find, the replica had when the
         // write returned.
         let on_replica = counting(connection(&replica.url()).await, &key, size, None);
-        let waits = calls(&mut admin, "wait").await;
+        let waits = common::calls(&mut admin, "wait").await;
 
         assert!(blocked.add("d").await.unwrap(), "{key}");
         assert!(on_replica.exists("d").await.unwrap(), "{key}: add");
-        assert_eq!(calls(&mut admin, "wait").await, waits + 1, "{key}: add");
+        assert_eq!(
+            common::calls(&mut admin, "wait").await,
+            waits + 1,
+            "{key}: add"
+        );
         assert!(blocked.add_if_absent("e").await.unwrap(), "{key}");
         assert!(
             on_replica.exists("e").await.unwrap(),
             "{key}: add_if_absent"
         );
-        assert_eq!(calls(&mut admin, "wait").await, waits + 2, "{key}");
+        assert_eq!(common::calls(&mut admin, "wait").await, waits + 2, "{key}");
         assert!(!blocked.add_if_absent("e").await.unwrap(), "{key}");
         assert!(blocked.remove("d").await.unwrap(), "{key}");
         assert!(!on_replica.exists("d").await.unwrap(), "{key}: remove");
-        assert_eq!(calls(&mut admin, "wait").await, waits + 4, "{key}");
+        assert_eq!(common::calls(&mut admin, "wait").await, waits + 4, "{key}");
 
         // Small batches: one WAIT per shard they touched.
         let small = items("small", 50);
-        let before = calls(&mut admin, "wait").await;
+        let before = common::calls(&mut admin, "wait").await;
         assert_eq!(blocked.add_many(&small).await.unwrap(), [true; 50], "{key}");
         assert_eq!(count(&on_replica.exists_many(&small).await.unwrap()), 50);
-        let after = calls(&mut admin, "wait").await;
+        let after = common::calls(&mut admin, "wait").await;
         assert_eq!(after - before, u64::from(shards), "{key}: add_many");
         let absent = items("absent", 50);
         assert_eq!(
@@ -153,7 +144,7 @@ async fn counting_writes_wait_for_a_replica() {
         assert_eq!(blocked.remove_many(&absent).await.unwrap(), [true; 50]);
         assert_eq!(count(&on_replica.exists_many(&absent).await.unwrap()), 0);
         assert_eq!(
-            calls(&mut admin, "wait").await - after,
+            common::calls(&mut admin, "wait").await - after,
             2 * u64::from(shards),
             "{key}: add_many_if_absent, remove_many"
         );
@@ -162,25 +153,25 @@ async fn counting_writes_wait_for_a_replica() {
         // counters), then one WAIT per key, and everything on the replica.
         let big = items("big", 20_000);
         let (before, increments, swaps) = (
-            calls(&mut admin, "wait").await,
-            calls(&mut admin, "bitfield").await,
-            calls(&mut admin, "rename").await,
+            common::calls(&mut admin, "wait").await,
+            common::calls(&mut admin, "bitfield").await,
+            common::calls(&mut admin, "rename").await,
         );
         assert!(count(&blocked.add_many(&big).await.unwrap()) > 19_500);
         if capacity == CAPACITY {
             assert_eq!(
-                calls(&mut admin, "rename").await - swaps,
+                common::calls(&mut admin, "rename").await - swaps,
                 u64::from(shards),
                 "{key}: one swap per key"
             );
         } else {
             assert!(
-                calls(&mut admin, "bitfield").await >= increments + 9,
+                common::calls(&mut admin, "bitfield").await >= increments + 9,
                 "{key}: several commands"
             );
         }
         assert_eq!(
-            calls(&mut admin, "wait").await - before,
+            common::calls(&mut admin, "wait").await - before,
             u64::from(shards),
             "{key}: one WAIT per key after all its commands"
         );

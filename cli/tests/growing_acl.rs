@@ -527,21 +527,6 @@ async fn a_user_without_access_to_the_keys_gets_no_permission_and_writes_nothing
     assert!(keys.is_empty(), "refused CLI calls wrote {keys:?}");
 }
 
-/// Calls of `command` the server has served (`INFO commandstats`; a call the ACL refused is
-/// not one).
-async fn calls(admin: &mut MultiplexedConnection, command: &str) -> u64 {
-    let info: String = redis::cmd("INFO")
-        .arg("commandstats")
-        .query_async(admin)
-        .await
-        .unwrap();
-    let prefix = format!("cmdstat_{command}:calls=");
-    info.lines()
-        .find_map(|line| line.strip_prefix(&prefix))
-        .and_then(|rest| rest.split(',').next())
-        .map_or(0, |n| n.parse().unwrap())
-}
-
 /// With the dense grant ([`DENSE_COMMANDS`]) a big add goes dense (its bits merged by
 /// `BITOP`); without it, by the per-item script, with the same answers, counts, levels and
 /// bits; either way every item is found, and a level made after `expire` keeps the TTL.
@@ -563,11 +548,11 @@ async fn the_dense_grant_is_optional() {
         for shards in [1, 4] {
             let what = format!("{what}, {shards} shard(s)");
             let frontier = build(manager(&url).await, &fresh_key("dense"), shards).unwrap();
-            let merges = calls(&mut admin, "bitop").await;
+            let merges = common::calls(&mut admin, "bitop").await;
             let answers = frontier.add_many(&big).await.unwrap();
             let new = count(&answers);
             assert!(new > 19_700, "{what}: {new} new");
-            let merged = calls(&mut admin, "bitop").await - merges;
+            let merged = common::calls(&mut admin, "bitop").await - merges;
             match what.starts_with("every") {
                 true => assert!(merged >= u64::from(shards), "{what}: {merged} BITOP"),
                 false => assert_eq!(merged, 0, "{what}"),

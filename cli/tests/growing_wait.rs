@@ -56,19 +56,6 @@ fn count(flags: &[bool]) -> usize {
     flags.iter().filter(|&&f| f).count()
 }
 
-/// Calls of `command` the server has served (`INFO commandstats`).
-async fn calls(conn: &mut MultiplexedConnection, command: &str) -> u64 {
-    let info: String = redis::cmd("INFO")
-        .arg("commandstats")
-        .query_async(conn)
-        .await
-        .unwrap();
-    info.lines()
-        .find_map(|line| line.strip_prefix(&format!("cmdstat_{command}:calls=")))
-        .and_then(|rest| rest.split(',').next())
-        .map_or(0, |n| n.parse().unwrap())
-}
-
 /// A primary and a replica in sync with it.
 async fn primary_and_replica() -> (RedisServer, RedisServer) {
     let primary = RedisServer::start().expect("redis-server on PATH");
@@ -118,35 +105,39 @@ async fn growing_writes_wait_for_a_replica() {
         // Reads from the replica, never waiting: what they find, the replica had when the
         // write returned.
         let on_replica = growing(connection(&replica.url()).await, &key, shards, None);
-        let waits = calls(&mut admin, "wait").await;
+        let waits = common::calls(&mut admin, "wait").await;
 
         assert!(!on_replica.exists("d").await.unwrap(), "{key}: new");
         assert!(frontier.add("d").await.unwrap(), "{key}");
         assert!(on_replica.exists("d").await.unwrap(), "{key}: add");
-        assert_eq!(calls(&mut admin, "wait").await, waits + 1, "{key}: add");
+        assert_eq!(
+            common::calls(&mut admin, "wait").await,
+            waits + 1,
+            "{key}: add"
+        );
         assert!(!frontier.add("d").await.unwrap(), "{key}: present");
-        assert_eq!(calls(&mut admin, "wait").await, waits + 2, "{key}");
+        assert_eq!(common::calls(&mut admin, "wait").await, waits + 2, "{key}");
 
         // A small batch: one WAIT per shard it touched.
         let small = items("small", 50);
-        let before = calls(&mut admin, "wait").await;
+        let before = common::calls(&mut admin, "wait").await;
         assert_eq!(
             frontier.add_many(&small).await.unwrap(),
             [true; 50],
             "{key}"
         );
         assert_eq!(count(&on_replica.exists_many(&small).await.unwrap()), 50);
-        let after = calls(&mut admin, "wait").await;
+        let after = common::calls(&mut admin, "wait").await;
         assert_eq!(after - before, u64::from(shards), "{key}: add_many");
 
         // 20,000 items: five levels a shard (added dense, or by several scripts), then one
         // WAIT per shard after all of it, and everything on the replica.
         let big = items("big", 20_000);
-        let before = calls(&mut admin, "wait").await;
+        let before = common::calls(&mut admin, "wait").await;
         let new = count(&frontier.add_many(&big).await.unwrap());
         assert!(new > 19_700, "{key}: {new} new");
         assert_eq!(
-            calls(&mut admin, "wait").await - before,
+            common::calls(&mut admin, "wait").await - before,
             u64::from(shards),
             "{key}: one WAIT per key after all its writes"
         );
@@ -164,10 +155,10 @@ async fn growing_writes_wait_for_a_replica() {
         assert_eq!(on_replica.info().await.unwrap(), info, "{key}");
 
         // Items present write nothing, and still wait (the call is a write).
-        let before = calls(&mut admin, "wait").await;
+        let before = common::calls(&mut admin, "wait").await;
         assert_eq!(count(&frontier.add_many(&big).await.unwrap()), 0, "{key}");
         assert_eq!(
-            calls(&mut admin, "wait").await - before,
+            common::calls(&mut admin, "wait").await - before,
             u64::from(shards),
             "{key}"
         );
@@ -178,10 +169,10 @@ async fn growing_writes_wait_for_a_replica() {
         );
 
         // Clear and expire do not wait; they work with the option.
-        let before = calls(&mut admin, "wait").await;
+        let before = common::calls(&mut admin, "wait").await;
         assert!(frontier.expire(Duration::from_secs(100)).await.unwrap());
         assert!(frontier.clear().await.unwrap());
-        assert_eq!(calls(&mut admin, "wait").await, before, "{key}");
+        assert_eq!(common::calls(&mut admin, "wait").await, before, "{key}");
     }
 }
 
@@ -262,10 +253,13 @@ async fn the_cli_waits_for_replicas_with_a_growing_filter() {
         let on = |url: &str, wait: Option<&'static str>, verb: &[&str]| {
             run(redbloom(url, &key, &strs(&args(shards, wait, verb))))
         };
-        let waits = calls(&mut admin, "wait").await;
+        let waits = common::calls(&mut admin, "wait").await;
         let (code, json, err) = on(&primary.url(), Some("5"), &["add", "a", "b"]);
         assert_eq!((code, json["new"].as_u64()), (0, Some(2)), "{err}");
-        assert!(calls(&mut admin, "wait").await > waits, "{key}: add waited");
+        assert!(
+            common::calls(&mut admin, "wait").await > waits,
+            "{key}: add waited"
+        );
         let (code, json, err) = on(&primary.url(), Some("5"), &["load", file]);
         assert_eq!((code, json["items"].as_u64()), (0, Some(20_000)), "{err}");
         let (code, json, err) = on(&replica.url(), None, &["check", file]);

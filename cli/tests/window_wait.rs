@@ -52,19 +52,6 @@ fn items(prefix: &str, n: usize) -> Vec<String> {
     (0..n).map(|i| format!("{prefix}:{i}")).collect()
 }
 
-/// Calls of `command` the server has served (`INFO commandstats`).
-async fn calls(conn: &mut MultiplexedConnection, command: &str) -> u64 {
-    let info: String = redis::cmd("INFO")
-        .arg("commandstats")
-        .query_async(conn)
-        .await
-        .unwrap();
-    info.lines()
-        .find_map(|line| line.strip_prefix(&format!("cmdstat_{command}:calls=")))
-        .and_then(|rest| rest.split(',').next())
-        .map_or(0, |n| n.parse().unwrap())
-}
-
 /// A primary and a replica in sync with it.
 async fn primary_and_replica() -> (RedisServer, RedisServer) {
     let primary = RedisServer::start().expect("redis-server on PATH");
@@ -115,13 +102,17 @@ async fn window_writes_wait_for_a_replica() {
         // write returned.
         let on_replica = window(connection(&replica.url()).await, &key, shards, None);
         let (waits, bitops) = (
-            calls(&mut admin, "wait").await,
-            calls(&mut admin, "bitop").await,
+            common::calls(&mut admin, "wait").await,
+            common::calls(&mut admin, "bitop").await,
         );
 
         assert!(recent.add("durable-1").await.unwrap(), "{key}");
         assert!(on_replica.exists("durable-1").await.unwrap(), "{key}");
-        assert_eq!(calls(&mut admin, "wait").await, waits + 1, "{key}: add");
+        assert_eq!(
+            common::calls(&mut admin, "wait").await,
+            waits + 1,
+            "{key}: add"
+        );
 
         let small = items("small", 50);
         assert_eq!(recent.add_many(&small).await.unwrap(), [true; 50], "{key}");
@@ -134,23 +125,27 @@ async fn window_writes_wait_for_a_replica() {
                 .all(|&p| p),
             "{key}"
         );
-        let after_small = calls(&mut admin, "wait").await;
+        let after_small = common::calls(&mut admin, "wait").await;
         assert!(
             after_small > waits + 1,
             "{key}: the small batch waited (once per shard it touched)"
         );
-        assert_eq!(calls(&mut admin, "bitop").await, bitops, "{key}: not dense");
+        assert_eq!(
+            common::calls(&mut admin, "bitop").await,
+            bitops,
+            "{key}: not dense"
+        );
 
         // Twice the capacity: the dense path in every shard.
         let big = items("big", 20_000);
         let new = recent.add_many(&big).await.unwrap();
         assert!(new.iter().filter(|&&n| n).count() >= 19_000, "{key}");
         assert!(
-            calls(&mut admin, "bitop").await >= bitops + u64::from(shards),
+            common::calls(&mut admin, "bitop").await >= bitops + u64::from(shards),
             "{key}: the big batch was dense"
         );
         assert!(
-            calls(&mut admin, "wait").await >= after_small + u64::from(shards),
+            common::calls(&mut admin, "wait").await >= after_small + u64::from(shards),
             "{key}: the dense add waited in every shard"
         );
         assert!(
@@ -202,12 +197,12 @@ async fn window_writes_fail_when_no_replica_confirms() {
         );
         let small = items("small", 50);
         not_replicated("small add_many", recent.add_many(&small).await);
-        let bitops = calls(&mut admin, "bitop").await;
+        let bitops = common::calls(&mut admin, "bitop").await;
         let big = items("big", 20_000);
         let started = Instant::now();
         not_replicated("dense add_many", recent.add_many(&big).await);
         assert!(
-            calls(&mut admin, "bitop").await >= bitops + u64::from(shards),
+            common::calls(&mut admin, "bitop").await >= bitops + u64::from(shards),
             "{key}: the big batch was dense"
         );
         assert!(

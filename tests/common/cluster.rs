@@ -248,6 +248,22 @@ pub fn cli(port: u16, args: &[&str]) -> String {
         .unwrap_or_default()
 }
 
+/// Calls of `command` the nodes on `ports` served since their statistics were last reset
+/// (commands that scripts call count too).
+pub fn calls(ports: &[u16], command: &str) -> u64 {
+    ports
+        .iter()
+        .map(|&port| super::commandstats_calls(&cli(port, &["info", "commandstats"]), command))
+        .sum()
+}
+
+/// The statistics of every running node of `cluster` reset (`CONFIG RESETSTAT`).
+pub fn reset_stats(cluster: &RedisCluster) {
+    for node in cluster.nodes.iter().filter(|n| n.is_running()) {
+        assert_eq!(cli(node.port(), &["config", "resetstat"]).trim(), "OK");
+    }
+}
+
 /// Whether the node on `port` serves `slot`, from its own line of CLUSTER NODES (slot ranges
 /// such as `0-5460` or single slots after the link state).
 fn owns_slot(port: u16, slot: u16) -> bool {

@@ -131,6 +131,26 @@ pub async fn key_exists(conn: &mut MultiplexedConnection, key: &str) -> bool {
     n == 1
 }
 
+/// Calls of `command` the server has served since its statistics were last reset (`INFO
+/// commandstats`; the commands scripts run count too).
+pub async fn calls(conn: &mut MultiplexedConnection, command: &str) -> u64 {
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(conn)
+        .await
+        .unwrap();
+    commandstats_calls(&info, command)
+}
+
+/// The calls of `command` in an `INFO commandstats` reply (0 when it has none).
+pub fn commandstats_calls(info: &str, command: &str) -> u64 {
+    let prefix = format!("cmdstat_{command}:calls=");
+    info.lines()
+        .find_map(|line| line.strip_prefix(&prefix))
+        .and_then(|rest| rest.split(',').next())
+        .map_or(0, |n| n.parse().unwrap())
+}
+
 /// The key's `PTTL`: milliseconds, -1 without a TTL, -2 when missing.
 pub async fn pttl(conn: &mut MultiplexedConnection, key: &str) -> i64 {
     redis::cmd("PTTL").arg(key).query_async(conn).await.unwrap()
