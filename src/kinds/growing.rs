@@ -956,11 +956,6 @@ where
                     level.geometry.push_offsets(hash, &mut offsets);
                 }
             }
-            // Each offset is below its level's 2^32 bits: 4 bytes, big-endian.
-            let offsets: Vec<u8> = offsets
-                .iter()
-                .flat_map(|&offset| (offset as u32).to_be_bytes())
-                .collect();
             let answer = self
                 .exec
                 .retried(clock, || self.script(part, levels, &offsets))
@@ -981,7 +976,7 @@ where
     }
 
     /// Runs the add script once.
-    async fn script(&self, part: &Part, levels: &[Level], offsets: &[u8]) -> Result<Answer> {
+    async fn script(&self, part: &Part, levels: &[Level], offsets: &[u64]) -> Result<Answer> {
         let mut keys = vec![part.counts.clone()];
         keys.extend((0..levels.len()).map(|i| part.level_key(i)));
         keys.extend(part.checked.iter().flatten().cloned());
