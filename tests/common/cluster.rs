@@ -66,7 +66,8 @@ impl RedisCluster {
         let cluster = RedisCluster { nodes };
         cluster.wait_until_ok(Duration::from_secs(30))?;
         if replicas > 0 {
-            cluster.wait_for_replicas(Duration::from_secs(30))?;
+            // Two clusters may start at once on a busy machine: generous.
+            cluster.wait_for_replicas(Duration::from_secs(90))?;
         }
         Ok(cluster)
     }
@@ -169,7 +170,29 @@ impl RedisCluster {
                 return Ok(());
             }
             if Instant::now() > deadline {
-                return Err(std::io::Error::other("the replicas did not attach"));
+                // What was missing, for the failure message.
+                let state: Vec<String> = self
+                    .nodes
+                    .iter()
+                    .map(|node| {
+                        let info = cli(node.port(), &["info", "replication"]);
+                        let role: Vec<&str> = info
+                            .lines()
+                            .map(str::trim)
+                            .filter(|l| {
+                                l.starts_with("role:")
+                                    || l.starts_with("connected_slaves:")
+                                    || l.starts_with("master_link_status:")
+                            })
+                            .collect();
+                        format!("{}: {}", node.port(), role.join(" "))
+                    })
+                    .collect();
+                return Err(std::io::Error::other(format!(
+                    "the replicas did not attach within {timeout:?}: masters {masters:?}, \
+                     every node listed in CLUSTER SLOTS: {}; {state:?}",
+                    self.slots_list_every_node()
+                )));
             }
             std::thread::sleep(Duration::from_millis(100));
         }
