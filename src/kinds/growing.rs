@@ -134,6 +134,9 @@ struct Level {
 struct Part {
     /// The counts' key; level i is `{counts}:{i}`.
     counts: String,
+    /// Level i's key, `{counts}:{i}`, for every level the filter can have: named once, not
+    /// on every call.
+    level_keys: Vec<String>,
     /// The parameters key and the bare key, checked by the scripts (a filter of one key).
     checked: Option<[String; 2]>,
     /// The levels this client last heard the part has, and the newest one's count.
@@ -145,8 +148,8 @@ struct Part {
 }
 
 impl Part {
-    fn level_key(&self, level: usize) -> String {
-        format!("{}:{level}", self.counts)
+    fn level_key(&self, level: usize) -> &str {
+        &self.level_keys[level]
     }
 }
 
@@ -253,6 +256,7 @@ impl<C> GrowingBloom<C> {
         );
         let params = keys::sidecar(&key, "redbloom:params")?;
         let part = |counts: String, checked| Part {
+            level_keys: (0..levels.len()).map(|i| format!("{counts}:{i}")).collect(),
             counts,
             checked,
             known: AtomicU32::new(0),
@@ -610,7 +614,7 @@ where
                     }
                     let mut tx = Tx::atomic();
                     let mut keys = vec![part.counts.clone()];
-                    keys.extend(touched.iter().map(|&i| part.level_key(i)));
+                    keys.extend(touched.iter().map(|&i| part.level_key(i).to_owned()));
                     for &i in &touched {
                         let scratch = format!("{}:scratch:{i}", part.counts);
                         tx.add_unread(
@@ -640,16 +644,12 @@ where
                     }
                     let reply: Slot<Value> = tx.add(script);
                     let reply = self.exec.run(&part.counts, &tx).await?.take(reply)?;
+                    if let Some(refusal) = self.refused(&reply) {
+                        return Err(refusal);
+                    }
                     match reply {
                         Value::Int(1) => Ok(Some(applied)),
                         Value::Int(0) => Ok(None),
-                        Value::Array(values) => match values.as_slice() {
-                            [Value::BulkString(_), Value::BulkString(stored)] => {
-                                let stored = String::from_utf8_lossy(stored).into_owned();
-                                Err(self.mismatch((!stored.is_empty()).then_some(stored)))
-                            }
-                            _ => Err(Error::UnexpectedReply(format!("{values:?}"))),
-                        },
                         other => Err(Error::UnexpectedReply(format!(
                             "{other:?} from a growing filter's merge"
                         ))),
@@ -677,7 +677,7 @@ where
                 tx.add(redis::cmd("HGETALL").arg(&part.counts).to_owned());
             let chunks: Vec<dense::Whole> = (0..known)
                 .map(|i| {
-                    dense::read_whole(&mut tx, &part.level_key(i), self.levels[i].geometry.bits)
+                    dense::read_whole(&mut tx, part.level_key(i), self.levels[i].geometry.bits)
                 })
                 .collect();
             let mut replies = self.exec.run(&part.counts, &tx).await?;
@@ -761,7 +761,7 @@ where
             let count: Slot<usize> = tx.add(redis::cmd("HLEN").arg(&part.counts).to_owned());
             let chunks: Vec<dense::Whole> = (0..known)
                 .map(|i| {
-                    dense::read_whole(&mut tx, &part.level_key(i), self.levels[i].geometry.bits)
+                    dense::read_whole(&mut tx, part.level_key(i), self.levels[i].geometry.bits)
                 })
                 .collect();
             let mut replies = self.exec.run(&part.counts, &tx).await?;
@@ -893,11 +893,7 @@ where
                             for hash in &items[..take] {
                                 level.geometry.push_offsets(hash, &mut offsets);
                             }
-                            tx.add(crate::bitfield::get(
-                                &part.level_key(i),
-                                &offsets,
-                                read_only,
-                            ))
+                            tx.add(crate::bitfield::get(part.level_key(i), &offsets, read_only))
                         })
                         .collect();
                     let mut replies = match self.exec.run(&part.counts, &tx).await {
@@ -977,10 +973,9 @@ where
 
     /// Runs the add script once.
     async fn script(&self, part: &Part, levels: &[Level], offsets: &[u64]) -> Result<Answer> {
-        let mut keys = vec![part.counts.clone()];
-        keys.extend((0..levels.len()).map(|i| part.level_key(i)));
-        keys.extend(part.checked.iter().flatten().cloned());
-        let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
+        let mut keys = vec![part.counts.as_str()];
+        keys.extend(part.level_keys[..levels.len()].iter().map(String::as_str));
+        keys.extend(part.checked.iter().flatten().map(String::as_str));
         let read = match self.exec.caps().no_bitfield_ro.load(Ordering::Relaxed) {
             true => "bitfield",
             false => "bitfield_ro",
@@ -1024,15 +1019,12 @@ where
         let unexpected = |reply: &Value| {
             Error::UnexpectedReply(format!("{reply:?} from a growing filter's script"))
         };
+        if let Some(refusal) = self.refused(&reply) {
+            return Err(refusal);
+        }
         let Value::Array(values) = &reply else {
             return Err(unexpected(&reply));
         };
-        if let [Value::BulkString(what), Value::BulkString(stored)] = values.as_slice() {
-            if what == b"params" {
-                let stored = String::from_utf8_lossy(stored).into_owned();
-                return Err(self.mismatch((!stored.is_empty()).then_some(stored)));
-            }
-        }
         let int = |i: usize| match values.get(i) {
             Some(Value::Int(n)) if *n >= 0 => Some(*n as u64),
             _ => None,
@@ -1057,6 +1049,20 @@ where
             verified: verified == 1,
             flags,
             full: full == 1,
+        })
+    }
+
+    /// The mismatch a script's `{"params", STORED}` reply means, if it is one.
+    fn refused(&self, reply: &Value) -> Option<Error> {
+        let Value::Array(values) = reply else {
+            return None;
+        };
+        let [Value::BulkString(what), Value::BulkString(stored)] = values.as_slice() else {
+            return None;
+        };
+        (what == b"params").then(|| {
+            let stored = String::from_utf8_lossy(stored).into_owned();
+            self.mismatch((!stored.is_empty()).then_some(stored))
         })
     }
 
@@ -1099,8 +1105,8 @@ where
                     .map(|(level, _)| {
                         let key = part.level_key(*level as usize);
                         (
-                            tx.add(redis::cmd("BITCOUNT").arg(&key).to_owned()),
-                            tx.add(redis::cmd("STRLEN").arg(&key).to_owned()),
+                            tx.add(redis::cmd("BITCOUNT").arg(key).to_owned()),
+                            tx.add(redis::cmd("STRLEN").arg(key).to_owned()),
                         )
                     })
                     .collect();
@@ -1177,13 +1183,12 @@ where
         };
         let most = self.levels.len();
         let all = self.parts.parts().iter().map(|part| {
-            let mut keys = vec![part.counts.clone()];
-            keys.extend((0..most).map(|i| part.level_key(i)));
-            keys.extend(part.checked.iter().flatten().cloned());
+            let mut keys = vec![part.counts.as_str()];
+            keys.extend(part.level_keys[..most].iter().map(String::as_str));
+            keys.extend(part.checked.iter().flatten().map(String::as_str));
             let how_arg = &how_arg;
             let clock = &clock;
             async move {
-                let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
                 let reply = self
                     .exec
                     .retried(clock, || async {
@@ -1197,15 +1202,11 @@ where
                             .await
                     })
                     .await?;
+                if let Some(refusal) = self.refused(&reply) {
+                    return Err(refusal);
+                }
                 match reply {
                     Value::Int(any) => Ok(any == 1),
-                    Value::Array(values) => match values.as_slice() {
-                        [Value::BulkString(_), Value::BulkString(stored)] => {
-                            let stored = String::from_utf8_lossy(stored).into_owned();
-                            Err(self.mismatch((!stored.is_empty()).then_some(stored)))
-                        }
-                        _ => Err(Error::UnexpectedReply(format!("{values:?}"))),
-                    },
                     other => Err(Error::UnexpectedReply(format!("{other:?}"))),
                 }
             }

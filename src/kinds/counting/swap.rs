@@ -12,8 +12,8 @@
 use super::Op;
 
 /// The largest key of counters written whole: a swap holds the server while it compares and
-/// copies the key's bytes (measured on Redis 7.0.15: see `MAX_SWAP_BYTES` in docs/design.md
-/// "Counting filters"), and a batch in flight holds three copies here.
+/// copies the key's bytes (measured on Redis 7.0.15: docs/design.md "Counting filters"), and a
+/// batch in flight holds three copies here.
 pub(crate) const MAX_SWAP_BYTES: u64 = 8 << 20;
 
 /// The scratch keys' TTL: they are deleted by the swap that reads them, and expire if a
