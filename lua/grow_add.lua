@@ -3,12 +3,13 @@
 -- and when that level has taken its capacity of new items, the next level is made first (so
 -- that concurrent clients never make two levels for one fill).
 -- KEYS[1]: the levels' counts: a hash, field i = the new items level i took (levels 0..L-1, so
--- its length is the number of levels L). KEYS[2..S+1]: levels 0..S-1 (the client names as
--- many as it expects the step to need). KEYS[S+2], KEYS[S+3] (a filter of one key): the stored
+-- its length is the number of levels L). KEYS[2..S+1]: the strings (segments) that hold levels
+-- 0..S-1, one per level (levels share segments, so a key repeats; the client names as many
+-- levels as it expects the step to need). KEYS[S+2], KEYS[S+3] (a filter of one key): the stored
 -- parameters and the bare key, checked when the step makes the first level.
 -- ARGV[1]: the parameters. ARGV[2]: the command that reads bits ("bitfield_ro" or "bitfield").
 -- ARGV[3]: S. ARGV[4]: the most levels. ARGV[5..4+S]: k of each level. ARGV[5+S..4+2S]: the
--- capacity of each level. ARGV[5+2S..]: per item, the bit offsets in levels 0..S-1, in order
+-- capacity of each level. ARGV[5+2S..]: per item, the bit offsets (in their segments) in levels 0..S-1, in order
 -- (k_0 + ... + k_{S-1} of them, computed by the client: Lua's numbers are exact only to 2^53),
 -- as decimal strings, which go to BITFIELD as they are (Redis 7.0 formats a Lua number with
 -- "%.17g": measured, a check of 7 levels costs 33 us of server CPU this way, 44 us with the

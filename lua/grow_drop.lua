@@ -1,6 +1,7 @@
 -- Deletes a growing filter's keys, or makes them expire, after checking in the same step that
 -- they are this filter's.
--- KEYS[1]: the levels' counts. KEYS[2..M+1]: levels 0..M-1 (M: the most levels). KEYS[M+2],
+-- KEYS[1]: the levels' counts. KEYS[2..M+1]: the segments of levels 0..M-1 (M: the most
+-- levels; a key repeats where levels share a segment). KEYS[M+2],
 -- KEYS[M+3] (a filter of one key): the stored parameters and the bare key.
 -- ARGV[1]: the parameters. ARGV[2]: M. ARGV[3]: "del", or a TTL in ms.
 -- Reply: 1 when the filter had a level, else 0; {"params", STORED} on a mismatch (nothing

@@ -1,15 +1,16 @@
--- The growing filter's dense add: ORs the bits a client computed for a batch into the levels
--- and sets their counts, unless the counts changed since the client read them with the levels
+-- The growing filter's dense add: ORs the bits a client computed for a batch into the segments
+-- (the strings that hold the levels) and sets the levels' counts, unless the counts changed since the client read them with the levels
 -- (a compare-and-set: every add that sets bits changes the counts, so unchanged counts mean
 -- unchanged levels, and the client's "new" answers and its level fills are exact). Runs in a
 -- MULTI after the SETs of the scratch keys.
--- KEYS[1]: the counts. KEYS[2..T+1]: the levels the batch touches. KEYS[T+2..2T+1]: their
+-- KEYS[1]: the counts. KEYS[2..T+1]: the segments the batch touches. KEYS[T+2..2T+1]: their
 -- scratch keys (the bits to OR in; with a TTL; deleted here whatever happens). KEYS[2T+2],
 -- KEYS[2T+3] (a filter of one key): the stored parameters and the bare key.
 -- ARGV[1]: the parameters. ARGV[2]: T. ARGV[3]: the counts as read ("i=n,..." by level, "" for
--- none). ARGV[4..T+3]: each touched level's index. ARGV[T+4..2T+3]: its count after the batch.
+-- none). ARGV[4]: C. ARGV[5..C+4]: each level whose count changed. ARGV[C+5..2C+4]: its count
+-- after the batch.
 -- Reply: 1 when merged; 0 when the counts changed since (nothing written); {"params", STORED}.
-local counts, t = KEYS[1], tonumber(ARGV[2])
+local counts, t, c = KEYS[1], tonumber(ARGV[2]), tonumber(ARGV[4])
 local scratch = {}
 for i = 1, t do
     scratch[i] = KEYS[1 + t + i]
@@ -50,12 +51,14 @@ if #seen == 0 and #KEYS >= 2 * t + 3 then
 end
 -- BITOP proven first, on a scratch key (the ACL may refuse it: the batch then goes by the
 -- per-item script), before anything is written.
-local probe = redis.pcall("bitop", "or", scratch[1], scratch[1])
-if type(probe) == "table" and probe.err then
-    drop()
-    return probe
+if t > 0 then
+    local probe = redis.pcall("bitop", "or", scratch[1], scratch[1])
+    if type(probe) == "table" and probe.err then
+        drop()
+        return probe
+    end
 end
--- A level key holding something else: refused before anything is written.
+-- A segment key holding something else: refused before anything is written.
 for i = 1, t do
     local kind = redis.call("type", KEYS[1 + i]).ok
     if kind ~= "none" and kind ~= "string" then
@@ -66,20 +69,22 @@ end
 if store then
     redis.call("set", KEYS[2 * t + 2], ARGV[1])
 end
--- BITOP replaces its destination, TTL included: each level keeps its own, and a new level
+-- BITOP replaces its destination, TTL included: each segment keeps its own, and a new one
 -- takes the filter's (the counts').
 local filter_ttl = redis.call("pttl", counts)
 for i = 1, t do
-    local level = KEYS[1 + i]
-    local ttl = redis.call("pttl", level)
+    local segment = KEYS[1 + i]
+    local ttl = redis.call("pttl", segment)
     if ttl == -2 then
         ttl = filter_ttl
     end
-    redis.call("bitop", "or", level, level, scratch[i])
+    redis.call("bitop", "or", segment, segment, scratch[i])
     if ttl > 0 then
-        redis.call("pexpire", level, ttl)
+        redis.call("pexpire", segment, ttl)
     end
-    redis.call("hset", counts, ARGV[3 + i], ARGV[3 + t + i])
+end
+for i = 1, c do
+    redis.call("hset", counts, ARGV[4 + i], ARGV[4 + c + i])
 end
 drop()
 return 1

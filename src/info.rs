@@ -61,6 +61,33 @@ pub struct GrowingInfo {
     pub max_levels: u32,
 }
 
+/// One level of a [`GrowingBloom`](crate::GrowingBloom), in one shard, as the filter sizes
+/// it ([`GrowingBloom::levels`](crate::GrowingBloom::levels)): the level exists in Redis
+/// once the levels before it have taken their capacity.
+///
+/// Each level is word-blocked: an item sets `bits_per_word` bits in each of `words_per_item`
+/// 64-bit words, so that a check reads one 64-bit word per level and word instead of one bit
+/// per hash (docs/design.md "Growing filters").
+#[derive(Debug, Clone, Copy, PartialEq)]
+#[non_exhaustive]
+pub struct GrowingLevel {
+    /// The new items it takes.
+    pub capacity: u64,
+    /// Its false-positive rate at its capacity, at most its share `P·(1−r)·r^i` of the whole.
+    pub false_positive_rate: f64,
+    /// Its size in bits (a multiple of 64).
+    pub bits: u64,
+    /// The 64-bit words an item uses.
+    pub words_per_item: u32,
+    /// The bits an item sets in each of its words.
+    pub bits_per_word: u32,
+    /// The Redis string (segment) that holds it: `{KEY}:redbloom:grow:HASH:SEGMENT` beside the
+    /// level counts `{KEY}:redbloom:grow:HASH`. Levels share a segment up to 4 MiB.
+    pub segment: u32,
+    /// Its first bit in its segment.
+    pub offset: u64,
+}
+
 /// One live generation of a window filter.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]

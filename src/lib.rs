@@ -27,7 +27,9 @@ pub use self::{
     engine::Engine,
     error::{Error, Result},
     hash::{gozero_locations, murmur3_x64_128, sum64, GOZERO_HASHES},
-    info::{CountingInfo, FilterInfo, GenerationInfo, GrowingInfo, KeyTtl, WindowInfo},
+    info::{
+        CountingInfo, FilterInfo, GenerationInfo, GrowingInfo, GrowingLevel, KeyTtl, WindowInfo,
+    },
     io::bits::MAX_OFFSETS_PER_COMMAND,
     kinds::{
         counting::CountingBloom, growing::GrowingBloom, plain::RedisBloom, window::WindowBloom,

@@ -4,8 +4,9 @@
 //! and a full filter, and sharded filters whose shards grow by themselves.
 //!
 //! The level structure is checked from the keys themselves: the counts hash
-//! `{KEY}:redbloom:grow:HASH` (field i = new items level i took) and the level strings
-//! `{KEY}:redbloom:grow:HASH:i`. Level i of a part holds `first·F^i` new items, `first` being
+//! `{KEY}:redbloom:grow:HASH` (field i = new items level i took) and the strings that hold the
+//! levels, `{KEY}:redbloom:grow:HASH:S` (levels share a string, a segment, up to 4 MiB:
+//! [`GrowingBloom::levels`] says where each level lies). Level i of a part holds `first·F^i` new items, `first` being
 //! `ceil(N / shards)`; a level is made by the first new item past the newest level's capacity,
 //! so a part that took `items` new items has the fewest levels L with
 //! `Σ_{i<L} first·F^i ≥ items`.
@@ -122,7 +123,8 @@ async fn read_counts(conn: &mut Conn, counts: &str) -> Vec<u64> {
 /// Checks a part's levels from its keys alone and returns its counts: every level below the
 /// newest took exactly its capacity (no level made before the one below was full, none made
 /// twice for one fill), the newest took at least one item (it was made for one) and at most
-/// its capacity, and the level strings that exist are exactly levels 0..L-1.
+/// its capacity, and the strings that exist are exactly the segments of levels 0..L-1 (a
+/// filter at 1% whose first level takes `first`).
 async fn assert_consistent(conn: &mut Conn, counts: &str, first: u64, growth: u64) -> Vec<u64> {
     let taken = read_counts(conn, counts).await;
     let levels = taken.len();
@@ -143,11 +145,16 @@ async fn assert_consistent(conn: &mut Conn, counts: &str, first: u64, growth: u6
         }
     }
     let strings = keys_like(conn, &format!("{counts}:*")).await;
-    let mut want: Vec<String> = (0..levels).map(|i| format!("{counts}:{i}")).collect();
+    let shapes = growing(conn.clone(), "shapes", first, 0.01, growth as u32).levels();
+    let mut want: Vec<String> = shapes[..levels]
+        .iter()
+        .map(|level| format!("{counts}:{}", level.segment))
+        .collect();
     want.sort();
+    want.dedup();
     assert_eq!(
         strings, want,
-        "{counts}: the level strings are those of the counts hash"
+        "{counts}: the segment strings are those of the levels in the counts hash"
     );
     taken
 }
@@ -653,7 +660,11 @@ async fn mismatch_wrong_type_clear_expire_info_and_full() {
     bloom.add_many(&items).await.unwrap();
     assert_eq!(bloom.info().await.unwrap().levels, 2);
     let before = snapshot(&mut conn, &pattern).await;
-    assert_eq!(before.len(), 4, "params, counts, two levels: {before:?}");
+    assert_eq!(
+        before.len(),
+        3,
+        "params, counts, one string for both levels: {before:?}"
+    );
     let builder = || {
         RedisBloom::builder(&key)
             .expected_items(100)
@@ -854,7 +865,11 @@ async fn mismatch_wrong_type_clear_expire_info_and_full() {
     expiring.add_many(&first).await.unwrap();
     assert!(expiring.expire(Duration::from_secs(100)).await.unwrap());
     let keys = keys_like(&mut conn, &ttl_pattern).await;
-    assert_eq!(keys.len(), 3, "params, counts, level 0: {keys:?}");
+    assert_eq!(
+        keys.len(),
+        3,
+        "params, counts, the segment of level 0: {keys:?}"
+    );
     for k in &keys {
         let ttl = common::pttl(&mut conn, k).await;
         assert!((90_000..=100_000).contains(&ttl), "{k}: PTTL {ttl}");
@@ -880,8 +895,10 @@ async fn mismatch_wrong_type_clear_expire_info_and_full() {
         "{:?}",
         info.filter.ttl
     );
+    // Levels under 4 MiB share one string (tests/growing_dense.rs makes new segments after an
+    // expire).
     let keys = keys_like(&mut conn, &ttl_pattern).await;
-    assert_eq!(keys.len(), 2 + info.levels as usize, "{keys:?}");
+    assert_eq!(keys.len(), 3, "params, counts, one segment: {keys:?}");
     for k in &keys {
         let ttl = common::pttl(&mut conn, k).await;
         assert!(
@@ -1194,26 +1211,31 @@ async fn sharded_growing_filters() {
             .iter()
             .map(|(_, t)| capacity_of(t.len(), FIRST, 2))
             .sum();
-        // Level i's size in a shard, as the crate sizes it (public functions).
-        let level_bits = |i: usize| {
+        // Level i's size in a shard, as the crate sizes it, each meeting its share of P.
+        let shapes = bloom.levels();
+        for (i, level) in shapes.iter().enumerate() {
             let rate = redbloom::growing_level_fpr(P, bloom.tightening(), i as u32);
-            redbloom::optimal_bits(level_capacity(FIRST, 2, i), rate).unwrap()
-        };
+            assert_eq!(level.capacity, level_capacity(FIRST, 2, i));
+            assert!(level.false_positive_rate <= rate, "{level:?} over {rate}");
+        }
         let bits: u64 = parts
             .iter()
-            .map(|(_, t)| (0..t.len()).map(level_bits).sum::<u64>())
+            .map(|(_, t)| shapes[..t.len()].iter().map(|l| l.bits).sum::<u64>())
             .sum();
         let (mut bits_set, mut bytes) = (0u64, 0u64);
         for (counts, taken) in parts {
-            for i in 0..taken.len() {
-                let level = format!("{counts}:{i}");
+            // The segments' bits set and bytes: every level's, since no level is left empty.
+            let mut segments: Vec<u32> = shapes[..taken.len()].iter().map(|l| l.segment).collect();
+            segments.dedup();
+            for segment in segments {
+                let string = format!("{counts}:{segment}");
                 let set: u64 = redis::cmd("BITCOUNT")
-                    .arg(&level)
+                    .arg(&string)
                     .query_async(conn)
                     .await
                     .unwrap();
                 let len: u64 = redis::cmd("STRLEN")
-                    .arg(&level)
+                    .arg(&string)
                     .query_async(conn)
                     .await
                     .unwrap();

@@ -203,8 +203,8 @@ async fn racing_dense_adds_lose_nothing_and_fill_levels_exactly() {
     filter.clear().await.unwrap();
 }
 
-/// A filter given a TTL: a level a dense add makes takes it too, and the levels it merges into
-/// keep theirs (`BITOP` replaces its destination, TTL included).
+/// A filter given a TTL: the segment a dense add merges into keeps it, with the levels the add
+/// makes there (`BITOP` replaces its destination, TTL included).
 #[tokio::test]
 async fn dense_adds_keep_the_ttl() {
     let redis = common::redis().await;
@@ -222,10 +222,70 @@ async fn dense_adds_keep_the_ttl() {
         .query_async(&mut conn)
         .await
         .unwrap();
-    assert!(names.len() >= 4, "{names:?}");
+    assert_eq!(names.len(), 3, "params, counts, one segment: {names:?}");
     for name in names {
         let ttl = common::pttl(&mut conn, &name).await;
         assert!((590_000..=600_000).contains(&ttl), "{name}: {ttl} ms");
     }
     filter.clear().await.unwrap();
+}
+
+/// A level that starts a new string (segment: levels share one up to 4 MiB) after an
+/// `expire` takes the filter's TTL, whether the per-item script or a dense merge makes it.
+#[tokio::test]
+async fn new_segments_made_after_an_expire_keep_its_ttl() {
+    let redis = common::redis().await;
+    let mut conn = redis.connection().await;
+    for (path, batch) in [("the per-item script", 1usize), ("a dense merge", 1_000)] {
+        let key = common::unique_key("grow-segment-ttl");
+        let filter = RedisBloom::builder(&key)
+            .expected_items(350_000)
+            .false_positive_rate(1e-6)
+            .growth(2)
+            .build_growing(conn.clone())
+            .unwrap();
+        let levels = filter.levels();
+        assert_eq!((levels[0].segment, levels[1].segment), (0, 1), "{levels:?}");
+        assert!(levels[1].bits / 8 <= 4 << 20, "{levels:?}");
+        // Fill level 0 to within 50 items of its capacity, dense.
+        let capacity = levels[0].capacity;
+        let mut next = 0u64;
+        let mut taken = 0u64;
+        while taken + 50 < capacity {
+            let want = (capacity - 50 - taken).min(100_000);
+            let items: Vec<String> = (next..next + want).map(|i| format!("s{i}")).collect();
+            next += want;
+            taken += filter
+                .add_many(&items)
+                .await
+                .unwrap()
+                .iter()
+                .filter(|&&new| new)
+                .count() as u64;
+        }
+        assert_eq!(filter.info().await.unwrap().levels, 1);
+        assert!(filter.expire(Duration::from_secs(600)).await.unwrap());
+        let segment1: String = {
+            let names: Vec<String> = redis::cmd("KEYS")
+                .arg(format!("*{key}*:redbloom:grow:*:0"))
+                .query_async(&mut conn)
+                .await
+                .unwrap();
+            assert_eq!(names.len(), 1, "{names:?}");
+            format!("{}1", names[0].strip_suffix('0').unwrap())
+        };
+        while filter.info().await.unwrap().levels < 2 {
+            let items: Vec<String> = (next..next + batch as u64)
+                .map(|i| format!("s{i}"))
+                .collect();
+            next += batch as u64;
+            filter.add_many(&items).await.unwrap();
+        }
+        let ttl = common::pttl(&mut conn, &segment1).await;
+        assert!(
+            (590_000..=600_000).contains(&ttl),
+            "{path}: {segment1}: {ttl} ms"
+        );
+        filter.clear().await.unwrap();
+    }
 }

@@ -4,19 +4,19 @@
 //! stays at or below P however many items it holds.
 //!
 //! Level i (from 0) holds `N·F^i` items at `P·(1−r)·r^i`; the rates sum to less than
-//! `P·(1−r)·1/(1−r) = P`, and a check's false-positive rate is at most that sum. One Redis
-//! string per level, `{KEY}:redbloom:grow:HASH:i`, and a hash `{KEY}:redbloom:grow:HASH` of the
-//! new items each level took (its length is the number of levels); HASH names the parameters,
-//! so that a client with others never touches them. Every call is one script per slot group:
-//! an add tests the levels newest first and sets the item's bits in the newest level, making
+//! `P·(1−r)·1/(1−r) = P`, and a check's false-positive rate is at most that sum. Each level is
+//! word-blocked ([`shape`]), and the levels share Redis strings (segments) of up to 4 MiB,
+//! `{KEY}:redbloom:grow:HASH:s`, so that a check reads every level with one command per
+//! segment; a hash `{KEY}:redbloom:grow:HASH` counts the new items each level took (its length
+//! is the number of levels); HASH names the parameters, so that a client with others never
+//! touches them. Every add is one script per slot group: an add tests the levels newest first and sets the item's bits in the newest level, making
 //! the next level when the newest has taken its capacity, all in one atomic step. The client
 //! computes every level's bit offsets (Lua's numbers are exact only to 2^53) and names the
 //! levels it expects the step to need; a step that needs more says so, and the rest goes again.
 
 use crate::error::{Error, Result};
-use crate::geometry::Geometry;
 use crate::hash::ItemHash;
-use crate::info::{FilterInfo, GrowingInfo, KeyTtl};
+use crate::info::{FilterInfo, GrowingInfo, GrowingLevel, KeyTtl};
 use crate::io::bits::{Removal, MAX_OFFSETS_PER_COMMAND};
 use crate::io::exec::Exec;
 use crate::io::guard::Guard;
@@ -26,7 +26,6 @@ use crate::options::Options;
 use crate::retry::Clock;
 use crate::scripts::script;
 use crate::sharded::{self, Shards};
-use crate::sizing::{current_fpr, optimal_bits, optimal_hashes, MAX_BITS};
 use crate::{dense, keys, Engine};
 use futures_util::future::join_all;
 use redis::aio::ConnectionLike;
@@ -34,6 +33,9 @@ use redis::Value;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
+
+mod shape;
+use shape::Level;
 
 /// The default growth factor: each level twice the capacity of the one before.
 pub(crate) const DEFAULT_GROWTH: u32 = 2;
@@ -49,16 +51,16 @@ pub(crate) const MAX_LEVELS: u32 = 64;
 
 script!(
     /// Adds items: tests every level, sets the newest, makes the next one when it is full.
-    GROW_ADD = include_str!("../../lua/grow_add.lua")
+    GROW_ADD = include_str!("../../../lua/grow_add.lua")
 );
 script!(
     /// `clear` and `expire`, checked.
-    GROW_DROP = include_str!("../../lua/grow_drop.lua")
+    GROW_DROP = include_str!("../../../lua/grow_drop.lua")
 );
 
 /// The dense add's compare-and-set merge (run with `EVAL` inside a `MULTI`, where
 /// `EVALSHA`'s `NOSCRIPT` could not be answered by loading it).
-const GROW_MERGE: &str = include_str!("../../lua/grow_merge.lua");
+const GROW_MERGE: &str = include_str!("../../../lua/grow_merge.lua");
 
 /// Merges tried before a batch goes the per-item way: each fails only when another client
 /// added a new item between the read and the merge.
@@ -115,6 +117,8 @@ struct Growing<C> {
     parts: Shards<Part>,
     /// Each level's shape in one part (a shard's share).
     levels: Vec<Level>,
+    /// Each segment's size in bits (the end of its last level).
+    segments: Vec<u64>,
     growth: u32,
     tightening: f64,
     fpr: f64,
@@ -122,20 +126,15 @@ struct Growing<C> {
     verified: AtomicBool,
 }
 
-/// One level's shape in one part.
-#[derive(Debug, Clone, Copy)]
-struct Level {
-    capacity: u64,
-    geometry: Geometry,
-}
-
 /// One slot group's levels.
 #[derive(Debug)]
 struct Part {
     /// The counts' key; level i is `{counts}:{i}`.
     counts: String,
-    /// Level i's key, `{counts}:{i}`, for every level the filter can have: named once, not
-    /// on every call.
+    /// Segment s's key, `{counts}:{s}`, for every segment the filter can have: named once,
+    /// not on every call.
+    segment_keys: Vec<String>,
+    /// The key of level i's segment, for every level (levels share segments).
     level_keys: Vec<String>,
     /// The parameters key and the bare key, checked by the scripts (a filter of one key).
     checked: Option<[String; 2]>,
@@ -157,44 +156,6 @@ impl Part {
 fn levels_of(fingerprint: &str) -> String {
     let (h1, _) = crate::hash::murmur3_x64_128(fingerprint.as_bytes());
     format!("redbloom:grow:{:08x}", h1 >> 32)
-}
-
-/// Each level's shape for a part whose first level holds `capacity` items: level i holds
-/// `capacity·growth^i` at `fpr·(1−r)·r^i`, up to `max_levels` levels and as long as a level
-/// fits one key (2^32 bits).
-fn level_shapes(
-    capacity: u64,
-    fpr: f64,
-    growth: u32,
-    tightening: f64,
-    max_levels: u32,
-) -> Result<Vec<Level>> {
-    let mut levels = Vec::new();
-    let mut items = capacity;
-    for i in 0..max_levels {
-        let rate = crate::sizing::growing_level_fpr(fpr, tightening, i);
-        let bits = match optimal_bits(items, rate) {
-            Ok(bits) if bits <= MAX_BITS => bits,
-            _ if i > 0 => break,
-            Ok(bits) => {
-                return Err(Error::InvalidConfig(format!(
-                    "the first level needs {bits} bits, more than one key's 2^32: use more \
-                     shards or a smaller first level"
-                )))
-            }
-            Err(err) => return Err(err),
-        };
-        let hashes = optimal_hashes(bits, items).min(crate::geometry::MAX_HASHES);
-        levels.push(Level {
-            capacity: items,
-            geometry: Geometry::new(Layout::Native, bits, hashes)?,
-        });
-        match items.checked_mul(u64::from(growth)) {
-            Some(next) => items = next,
-            None => break,
-        }
-    }
-    Ok(levels)
 }
 
 impl<C> GrowingBloom<C> {
@@ -238,7 +199,7 @@ impl<C> GrowingBloom<C> {
             ));
         }
         let shards = shards.max(1);
-        let levels = level_shapes(
+        let levels = shape::levels(
             capacity.div_ceil(u64::from(shards)),
             fpr,
             growth,
@@ -247,16 +208,30 @@ impl<C> GrowingBloom<C> {
         )?;
         let fingerprint = format!(
             "kind=growing capacity={capacity} fpr={fpr} growth={growth} tightening={tightening} \
-             max_levels={} layout=native-v1 hash=murmur3_x64_128{}",
+             max_levels={} layout=blocked-v1 shape={} hash=murmur3_x64_128{}",
             levels.len(),
+            shape::digest(&levels),
             match shards {
                 1 => String::new(),
                 n => format!(" shards={n}"),
             }
         );
+        let mut segments = Vec::new();
+        for level in &levels {
+            match segments.get_mut(level.segment) {
+                Some(end) => *end = level.end(),
+                None => segments.push(level.end()),
+            }
+        }
         let params = keys::sidecar(&key, "redbloom:params")?;
         let part = |counts: String, checked| Part {
-            level_keys: (0..levels.len()).map(|i| format!("{counts}:{i}")).collect(),
+            level_keys: levels
+                .iter()
+                .map(|l| format!("{counts}:{}", l.segment))
+                .collect(),
+            segment_keys: (0..segments.len())
+                .map(|s| format!("{counts}:{s}"))
+                .collect(),
             counts,
             checked,
             known: AtomicU32::new(0),
@@ -267,14 +242,14 @@ impl<C> GrowingBloom<C> {
             let counts = keys::sidecar(&key, &levels_of(&fingerprint))?;
             (None, vec![part(counts, Some([params, key.clone()]))])
         } else {
-            let first = levels[0].geometry;
+            let first = levels[0].bits();
             let guard = Guard::new(
                 key.clone(),
                 Some(params.clone()),
                 params,
                 fingerprint.clone(),
                 Layout::Native,
-                first.bits,
+                first,
             );
             let parts = (0..shards)
                 .map(|i| {
@@ -291,6 +266,7 @@ impl<C> GrowingBloom<C> {
             guard,
             parts: Shards::new(parts),
             levels,
+            segments,
             growth,
             tightening,
             fpr,
@@ -324,6 +300,24 @@ impl<C> GrowingBloom<C> {
         self.0.levels.len() as u32
     }
 
+    /// Every level the filter can have, in one shard (each shard has the same), as sized:
+    /// capacity, rate, bits, and where it lies in Redis.
+    pub fn levels(&self) -> Vec<GrowingLevel> {
+        self.0
+            .levels
+            .iter()
+            .map(|l| GrowingLevel {
+                capacity: l.capacity,
+                false_positive_rate: l.fpr_with(l.capacity),
+                bits: l.bits(),
+                words_per_item: l.per_item,
+                bits_per_word: l.per_word,
+                segment: l.segment as u32,
+                offset: l.base,
+            })
+            .collect()
+    }
+
     /// The most new items the filter takes, all levels together (all shards together).
     pub fn max_capacity(&self) -> u64 {
         let per_part: u64 = self.0.levels.iter().map(|l| l.capacity).sum();
@@ -348,6 +342,18 @@ impl<C> GrowingBloom<C> {
     }
 }
 
+/// The 64-bit word at bit `offset` (a multiple of 64) of `bytes`, as a `GET i64` reads it:
+/// bytes past the end are 0, as in Redis.
+fn word_at(bytes: &[u8], offset: u64) -> u64 {
+    let start = (offset / 8) as usize;
+    let mut word = [0u8; 8];
+    if let Some(tail) = bytes.get(start..) {
+        let n = tail.len().min(8);
+        word[..n].copy_from_slice(&tail[..n]);
+    }
+    u64::from_be_bytes(word)
+}
+
 /// A pipeline's check of a filter of one key's stored parameters.
 struct ParamsCheck {
     stored: Slot<Option<String>>,
@@ -360,7 +366,7 @@ struct Applied {
     answers: Vec<bool>,
     /// Each level's count after the batch.
     counts: Vec<u64>,
-    /// Per level, the offsets the batch set.
+    /// Per segment, the offsets the batch set.
     added: Vec<Vec<u64>>,
     /// An item needed a level past the most.
     full: bool,
@@ -519,8 +525,8 @@ where
             return self
                 .exec
                 .retried(clock, || async {
-                    let levels = self.read_levels(part).await?;
-                    Ok(self.test_levels(&levels, &hashes))
+                    let (levels, segments) = self.read_levels(part).await?;
+                    Ok(self.test_levels(levels, &segments, &hashes))
                 })
                 .await;
         }
@@ -545,31 +551,55 @@ where
         }
     }
 
+    /// How many segments hold the first `levels` levels.
+    fn segments_of(&self, levels: usize) -> usize {
+        self.levels[levels.clamp(1, self.levels.len()) - 1].segment + 1
+    }
+
+    /// The bits of segment `s` that the first `levels` levels use.
+    fn segment_bits(&self, s: usize, levels: usize) -> u64 {
+        let last = &self.levels[levels.clamp(1, self.levels.len()) - 1];
+        match s == last.segment {
+            true => last.end(),
+            false => self.segments[s],
+        }
+    }
+
+    /// The bytes that reading the first `levels` levels whole moves.
+    fn bytes_of(&self, levels: usize) -> u64 {
+        (0..self.segments_of(levels))
+            .map(|s| self.segment_bits(s, levels).div_ceil(8))
+            .sum()
+    }
+
     /// Whether a check of `items` items is cheaper by reading the part's known levels whole
-    /// (at most `dense::MAX_READ_BYTES` together) than by sending their offsets.
+    /// (at most `dense::MAX_READ_BYTES` together) than by sending their words' offsets.
     fn read_whole_pays(&self, part: &Part, items: usize) -> bool {
         let known = (part.known.load(Ordering::Relaxed) as usize).clamp(1, self.levels.len());
-        let levels = &self.levels[..known];
-        let bytes: u64 = levels.iter().map(|l| l.geometry.max_bytes()).sum();
-        let width: u64 = levels.iter().map(|l| u64::from(l.geometry.hashes)).sum();
+        let bytes = self.bytes_of(known);
+        let width: u64 = self.levels[..known]
+            .iter()
+            .map(|l| u64::from(l.hashes()))
+            .sum();
         bytes <= dense::MAX_READ_BYTES && items as u64 * width * 8 >= bytes
     }
 
     /// Whether an add of `items` items is cheaper by reading the part's levels whole and
     /// merging the batch's bits: the levels known are at most `dense::MAX_READ_BYTES`
-    /// together, those the batch may fill at most `dense::MAX_BYTES` each (the merge's
+    /// together, the segments the batch may write at most `dense::MAX_BYTES` each (the merge's
     /// `BITOP` holds the server while it copies them), and the batch is more than a few items.
     fn merge_pays(&self, part: &Part, items: usize) -> bool {
         if items < 64 || self.exec.caps().no_merge.load(Ordering::Relaxed) {
             return false;
         }
         let named = self.levels_to_name(part, items, true);
-        let bytes: u64 = self.levels[..named]
-            .iter()
-            .map(|l| l.geometry.max_bytes())
-            .sum();
-        let biggest = self.levels[named - 1].geometry.max_bytes();
-        bytes <= dense::MAX_READ_BYTES && biggest <= dense::MAX_BYTES
+        let known = (part.known.load(Ordering::Relaxed) as usize).clamp(1, named);
+        let first = self.levels[known - 1].segment;
+        let biggest = (first..self.segments_of(named))
+            .map(|s| self.segments[s].div_ceil(8))
+            .max()
+            .unwrap_or(0);
+        self.bytes_of(named) <= dense::MAX_READ_BYTES && biggest <= dense::MAX_BYTES
     }
 
     fn full(&self) -> Error {
@@ -580,7 +610,7 @@ where
         }
     }
 
-    /// The dense add: the counts and the levels read in one transaction, the batch applied
+    /// The dense add: the counts and the segments read in one transaction, the batch applied
     /// here as the add script would (newest level first; a new item to the newest level, the
     /// next made when it is full), and the bits merged with the counts set by one script that
     /// writes nothing if the counts changed since the read (tried [`MERGE_ATTEMPTS`] times).
@@ -597,8 +627,15 @@ where
             let merged = self
                 .exec
                 .retried(clock, || async {
-                    let (counts, mut levels) = self.snapshot(part).await?;
-                    let applied = self.apply(&counts, &mut levels, hashes);
+                    let (counts, mut segments) = self.snapshot(part).await?;
+                    let applied = self.apply(&counts, &mut segments, hashes);
+                    let changed: Vec<usize> = (0..applied.counts.len())
+                        .filter(|&i| counts.get(i) != Some(&applied.counts[i]))
+                        .collect();
+                    if changed.is_empty() {
+                        // Nothing new: the answers hold for the transaction's snapshot.
+                        return Ok(Some(applied));
+                    }
                     let expected = counts
                         .iter()
                         .enumerate()
@@ -606,21 +643,17 @@ where
                         .collect::<Vec<_>>()
                         .join(",");
                     let touched: Vec<usize> = (0..applied.added.len())
-                        .filter(|&i| !applied.added[i].is_empty())
+                        .filter(|&s| !applied.added[s].is_empty())
                         .collect();
-                    if touched.is_empty() {
-                        // Nothing new: the answers hold for the transaction's snapshot.
-                        return Ok(Some(applied));
-                    }
                     let mut tx = Tx::atomic();
                     let mut keys = vec![part.counts.clone()];
-                    keys.extend(touched.iter().map(|&i| part.level_key(i).to_owned()));
-                    for &i in &touched {
-                        let scratch = format!("{}:scratch:{i}", part.counts);
+                    keys.extend(touched.iter().map(|&s| part.segment_keys[s].clone()));
+                    for &s in &touched {
+                        let scratch = format!("{}:scratch:{s}", part.counts);
                         tx.add_unread(
                             redis::cmd("SET")
                                 .arg(&scratch)
-                                .arg(dense::bitmap(&applied.added[i]))
+                                .arg(dense::bitmap(&applied.added[s]))
                                 .arg("PX")
                                 .arg(SCRATCH_TTL_MS)
                                 .to_owned(),
@@ -635,11 +668,12 @@ where
                         .arg(&keys)
                         .arg(&self.fingerprint)
                         .arg(touched.len())
-                        .arg(&expected);
-                    for &i in &touched {
+                        .arg(&expected)
+                        .arg(changed.len());
+                    for &i in &changed {
                         script.arg(i);
                     }
-                    for &i in &touched {
+                    for &i in &changed {
                         script.arg(applied.counts[i]);
                     }
                     let reply: Slot<Value> = tx.add(script);
@@ -667,7 +701,7 @@ where
         Ok(None)
     }
 
-    /// The counts (per level) and every level's bytes, read in one transaction; again with
+    /// The counts (per level) and the segments' bytes, read in one transaction; again with
     /// more levels when the part has more than known.
     async fn snapshot(&self, part: &Part) -> Result<(Vec<u64>, Vec<Vec<u8>>)> {
         loop {
@@ -675,11 +709,7 @@ where
             let mut tx = Tx::atomic();
             let counts: Slot<Vec<(usize, u64)>> =
                 tx.add(redis::cmd("HGETALL").arg(&part.counts).to_owned());
-            let chunks: Vec<dense::Whole> = (0..known)
-                .map(|i| {
-                    dense::read_whole(&mut tx, part.level_key(i), self.levels[i].geometry.bits)
-                })
-                .collect();
+            let chunks = self.read_segments(part, &mut tx, known);
             let mut replies = self.exec.run(&part.counts, &tx).await?;
             let mut pairs = replies.take(counts)?;
             pairs.sort_unstable();
@@ -695,27 +725,43 @@ where
                 part.known.store(pairs.len() as u32, Ordering::Relaxed);
                 continue;
             }
-            let mut levels = Vec::with_capacity(pairs.len());
-            for level in chunks.into_iter().take(pairs.len()) {
-                levels.push(level.take(&mut replies)?);
+            let mut segments = Vec::with_capacity(chunks.len());
+            for segment in chunks {
+                segments.push(segment.take(&mut replies)?);
             }
-            return Ok((pairs.into_iter().map(|(_, n)| n).collect(), levels));
+            return Ok((pairs.into_iter().map(|(_, n)| n).collect(), segments));
         }
     }
 
-    /// The batch applied to the levels read, item after item as the add script does.
-    fn apply(&self, counts: &[u64], levels: &mut Vec<Vec<u8>>, hashes: &[ItemHash]) -> Applied {
+    /// The reads of the segments that hold the first `levels` levels, whole, added to `tx`.
+    fn read_segments(&self, part: &Part, tx: &mut Tx, levels: usize) -> Vec<dense::Whole> {
+        (0..self.segments_of(levels))
+            .map(|s| dense::read_whole(tx, &part.segment_keys[s], self.segment_bits(s, levels)))
+            .collect()
+    }
+
+    /// Whether `item` is in level `level` of `segments` (the segments' bytes as read).
+    fn in_level(&self, segments: &[Vec<u8>], level: usize, hash: &ItemHash) -> bool {
+        let shape = &self.levels[level];
+        let bytes = segments.get(shape.segment).map_or(&[][..], Vec::as_slice);
+        let mut all = true;
+        shape.for_each_word(hash, |offset, mask| {
+            all &= word_at(bytes, offset) & mask == mask;
+        });
+        all
+    }
+
+    /// The batch applied to the segments read, item after item as the add script does.
+    fn apply(&self, counts: &[u64], segments: &mut Vec<Vec<u8>>, hashes: &[ItemHash]) -> Applied {
         let mut counts = counts.to_vec();
-        let mut added: Vec<Vec<u64>> = vec![Vec::new(); counts.len()];
+        let mut added: Vec<Vec<u64>> = vec![Vec::new(); segments.len()];
         let mut answers = Vec::with_capacity(hashes.len());
         let mut offsets = Vec::new();
         let mut full = false;
         for hash in hashes {
-            let present = levels.iter().enumerate().rev().any(|(i, bits)| {
-                offsets.clear();
-                self.levels[i].geometry.push_offsets(hash, &mut offsets);
-                offsets.iter().all(|&offset| dense::test(bits, offset))
-            });
+            let present = (0..counts.len())
+                .rev()
+                .any(|level| self.in_level(segments, level, hash));
             if !present {
                 let newest = counts.len();
                 if newest == 0 || counts[newest - 1] >= self.levels[newest - 1].capacity {
@@ -724,22 +770,24 @@ where
                         break;
                     }
                     counts.push(0);
-                    added.push(Vec::new());
-                    levels.push(Vec::new());
                 }
-                let level = counts.len() - 1;
+                let level = &self.levels[counts.len() - 1];
+                if segments.len() <= level.segment {
+                    segments.resize(level.segment + 1, Vec::new());
+                    added.resize(level.segment + 1, Vec::new());
+                }
                 offsets.clear();
-                self.levels[level].geometry.push_offsets(hash, &mut offsets);
-                let bits = &mut levels[level];
-                let len = self.levels[level].geometry.max_bytes() as usize;
+                level.push_offsets(hash, &mut offsets);
+                let bits = &mut segments[level.segment];
+                let len = level.end().div_ceil(8) as usize;
                 if bits.len() < len {
                     bits.resize(len, 0);
                 }
                 for &offset in &offsets {
                     bits[(offset / 8) as usize] |= 0x80 >> (offset & 7);
                 }
-                added[level].extend_from_slice(&offsets);
-                counts[level] += 1;
+                added[level.segment].extend_from_slice(&offsets);
+                *counts.last_mut().expect("a level was made") += 1;
             }
             answers.push(!present);
         }
@@ -751,19 +799,15 @@ where
         }
     }
 
-    /// A part's levels, each read whole (`GETRANGE` in 4 MiB pieces) after the number of
-    /// levels (`HLEN`), in one round trip; two when the part has more levels than known.
-    async fn read_levels(&self, part: &Part) -> Result<Vec<Vec<u8>>> {
+    /// A part's number of levels (`HLEN`) and its segments, each read whole (`GETRANGE` in
+    /// 4 MiB pieces), in one round trip; two when the part has more levels than known.
+    async fn read_levels(&self, part: &Part) -> Result<(usize, Vec<Vec<u8>>)> {
         loop {
             let known = (part.known.load(Ordering::Relaxed) as usize).clamp(1, self.levels.len());
             let mut tx = Tx::plain();
             let check = self.check_in(part, &mut tx);
             let count: Slot<usize> = tx.add(redis::cmd("HLEN").arg(&part.counts).to_owned());
-            let chunks: Vec<dense::Whole> = (0..known)
-                .map(|i| {
-                    dense::read_whole(&mut tx, part.level_key(i), self.levels[i].geometry.bits)
-                })
-                .collect();
+            let chunks = self.read_segments(part, &mut tx, known);
             let mut replies = self.exec.run(&part.counts, &tx).await?;
             self.checked(check, &mut replies)?;
             let levels = replies.take(count)?;
@@ -771,11 +815,11 @@ where
                 part.known.store(levels as u32, Ordering::Relaxed);
                 continue;
             }
-            let mut bytes = Vec::with_capacity(levels);
-            for level in chunks.into_iter().take(levels) {
-                bytes.push(level.take(&mut replies)?);
+            let mut segments = Vec::with_capacity(chunks.len());
+            for segment in chunks {
+                segments.push(segment.take(&mut replies)?);
             }
-            return Ok(bytes);
+            return Ok((levels, segments));
         }
     }
 
@@ -809,17 +853,14 @@ where
         }
     }
 
-    /// Per item: whether all its bits are set in some level (newest first).
-    fn test_levels(&self, levels: &[Vec<u8>], hashes: &[ItemHash]) -> Vec<bool> {
-        let mut offsets = Vec::new();
+    /// Per item: whether it is in some of the first `levels` levels (newest first).
+    fn test_levels(&self, levels: usize, segments: &[Vec<u8>], hashes: &[ItemHash]) -> Vec<bool> {
         hashes
             .iter()
             .map(|hash| {
-                levels.iter().enumerate().rev().any(|(i, bits)| {
-                    offsets.clear();
-                    self.levels[i].geometry.push_offsets(hash, &mut offsets);
-                    offsets.iter().all(|&offset| dense::test(bits, offset))
-                })
+                (0..levels)
+                    .rev()
+                    .any(|level| self.in_level(segments, level, hash))
             })
             .collect()
     }
@@ -848,12 +889,16 @@ where
         named
     }
 
-    /// The levels to name and the items that fit one command with their offsets.
+    /// The levels to name and the items that fit one command with their offsets (a write's
+    /// script takes every bit's, a check one 64-bit read per word).
     fn plan(&self, part: &Part, items: usize, write: bool) -> (usize, usize) {
         let width = |named: usize| -> usize {
             self.levels[..named]
                 .iter()
-                .map(|l| l.geometry.hashes as usize)
+                .map(|l| match write {
+                    true => l.hashes() as usize,
+                    false => l.per_item as usize,
+                })
                 .sum()
         };
         let named = self.levels_to_name(part, items, write);
@@ -867,15 +912,14 @@ where
     }
 
     /// A check of as many of `items` as one round trip takes (at most
-    /// `MAX_OFFSETS_PER_COMMAND` bits), without a script: `HLEN` of the counts and one
-    /// `BITFIELD_RO` per level known, in one pipeline (read-only commands: replicas may serve
-    /// them; about a third of a script's server time, which is mostly its arguments' cost).
-    /// The stored parameters come along until they have been seen. Again with more levels
-    /// when an item was found nowhere and the part has more than known.
+    /// `MAX_OFFSETS_PER_COMMAND` reads), without a script: `HLEN` of the counts and one
+    /// `BITFIELD_RO` per segment known (one in all for a filter under 4 MiB), reading each
+    /// item's words in every level with `GET i64`, in one pipeline (read-only commands:
+    /// replicas may serve them). The stored parameters come along until they have been seen.
+    /// Again with more levels when an item was found nowhere and the part has more than known.
     async fn read_step(&self, clock: &Clock, part: &Part, items: &[ItemHash]) -> Result<Vec<bool>> {
         loop {
             let (named, take) = self.plan(part, items.len(), false);
-            let levels = &self.levels[..named];
             let found = self
                 .exec
                 .retried(clock, || async {
@@ -884,18 +928,27 @@ where
                     let mut tx = Tx::plain();
                     let check = self.check_in(part, &mut tx);
                     let count: Slot<u32> = tx.add(redis::cmd("HLEN").arg(&part.counts).to_owned());
-                    let mut offsets = Vec::new();
-                    let reads: Vec<Slot<Value>> = levels
-                        .iter()
-                        .enumerate()
-                        .map(|(i, level)| {
-                            offsets.clear();
-                            for hash in &items[..take] {
-                                level.geometry.push_offsets(hash, &mut offsets);
+                    // Per segment: its read, and the masks its words must match, in order.
+                    let mut reads = Vec::new();
+                    for s in 0..self.segments_of(named) {
+                        let levels = || self.levels[..named].iter().filter(|l| l.segment == s);
+                        let mut cmd = redis::cmd(match read_only {
+                            true => "BITFIELD_RO",
+                            false => "BITFIELD",
+                        });
+                        cmd.arg(&part.segment_keys[s]);
+                        let mut masks = Vec::new();
+                        for hash in &items[..take] {
+                            for level in levels() {
+                                level.for_each_word(hash, |offset, mask| {
+                                    cmd.arg("GET").arg("i64").arg(offset);
+                                    masks.push(mask);
+                                });
                             }
-                            tx.add(crate::bitfield::get(part.level_key(i), &offsets, read_only))
-                        })
-                        .collect();
+                        }
+                        let widths: Vec<usize> = levels().map(|l| l.per_item as usize).collect();
+                        reads.push((tx.add(cmd), masks, widths));
+                    }
                     let mut replies = match self.exec.run(&part.counts, &tx).await {
                         Err(Error::Redis(err))
                             if read_only && crate::io::exec::is_unknown_command(&err) =>
@@ -908,16 +961,27 @@ where
                     self.checked(check, &mut replies)?;
                     let count = replies.take(count)?;
                     let mut present = vec![false; take];
-                    for (read, level) in reads.into_iter().zip(levels) {
-                        let reply = replies.take(read)?;
-                        let k = level.geometry.hashes as usize;
-                        let flags =
-                            crate::bitfield::fold(&reply, k, take, crate::bitfield::Fold::AllOne)
-                                .ok_or_else(|| {
-                                Error::UnexpectedReply(format!("{reply:?} for {take} items"))
-                            })?;
-                        for (present, flag) in present.iter_mut().zip(flags) {
-                            *present |= flag;
+                    for (read, masks, widths) in reads {
+                        let reply: Value = replies.take(read)?;
+                        let words = match &reply {
+                            Value::Array(words) if words.len() == masks.len() => words,
+                            _ => {
+                                return Err(Error::UnexpectedReply(format!(
+                                    "{reply:?} for {} words",
+                                    masks.len()
+                                )))
+                            }
+                        };
+                        let mut at = 0;
+                        for found in present.iter_mut() {
+                            for &width in &widths {
+                                let level = (at..at + width).all(|i| match words[i] {
+                                    Value::Int(word) => (word as u64) & masks[i] == masks[i],
+                                    _ => false,
+                                });
+                                *found |= level;
+                                at += width;
+                            }
                         }
                     }
                     part.known.store(count, Ordering::Relaxed);
@@ -949,7 +1013,7 @@ where
             let mut offsets = Vec::new();
             for hash in &items[..take] {
                 for level in levels {
-                    level.geometry.push_offsets(hash, &mut offsets);
+                    level.push_offsets(hash, &mut offsets);
                 }
             }
             let answer = self
@@ -980,7 +1044,7 @@ where
             true => "bitfield",
             false => "bitfield_ro",
         };
-        let hashes: Vec<u32> = levels.iter().map(|l| l.geometry.hashes).collect();
+        let hashes: Vec<u32> = levels.iter().map(Level::hashes).collect();
         let capacities: Vec<u64> = levels.iter().map(|l| l.capacity).collect();
         let reply = self
             .exec
@@ -1099,26 +1163,49 @@ where
                 let mut counts = replies.take(counts)?;
                 counts.sort_unstable();
                 let ttl = KeyTtl::from_pttl(replies.take(pttl)?);
+                if counts
+                    .last()
+                    .is_some_and(|&(level, _)| level as usize >= self.levels.len())
+                {
+                    return Err(Error::UnexpectedReply(format!(
+                        "{:?} has a level past its {} levels: {counts:?}",
+                        self.key,
+                        self.levels.len()
+                    )));
+                }
                 let mut tx = Tx::plain();
-                let sizes: Vec<(Slot<u64>, Slot<u64>)> = counts
+                // Each level's bits set (its byte range of its segment), each segment's bytes.
+                let set: Vec<Slot<u64>> = counts
                     .iter()
-                    .map(|(level, _)| {
-                        let key = part.level_key(*level as usize);
-                        (
-                            tx.add(redis::cmd("BITCOUNT").arg(key).to_owned()),
-                            tx.add(redis::cmd("STRLEN").arg(key).to_owned()),
+                    .map(|&(level, _)| {
+                        let shape = &self.levels[level as usize];
+                        tx.add(
+                            redis::cmd("BITCOUNT")
+                                .arg(part.level_key(level as usize))
+                                .arg(shape.base / 8)
+                                .arg(shape.end() / 8 - 1)
+                                .to_owned(),
                         )
                     })
                     .collect();
-                let mut replies = match sizes.is_empty() {
+                let strlen: Vec<Slot<u64>> = (0..self.segments_of(counts.len()))
+                    .map(|s| tx.add(redis::cmd("STRLEN").arg(&part.segment_keys[s]).to_owned()))
+                    .collect();
+                let mut replies = match counts.is_empty() {
                     true => Replies::new(Vec::new()),
                     false => self.exec.run(&part.counts, &tx).await?,
                 };
                 let mut levels = Vec::new();
-                for ((level, items), (set, bytes)) in counts.into_iter().zip(sizes) {
-                    levels.push((level, items, replies.take(set)?, replies.take(bytes)?));
+                for ((level, items), set) in counts.into_iter().zip(set) {
+                    levels.push((level, items, replies.take(set)?));
                 }
-                Ok((levels, ttl))
+                let mut bytes = 0;
+                if !levels.is_empty() {
+                    for len in strlen {
+                        bytes += replies.take(len)?;
+                    }
+                }
+                Ok((levels, bytes, ttl))
             })
         });
         let mut filter = FilterInfo {
@@ -1134,12 +1221,13 @@ where
         let (mut levels, mut capacity, mut items, mut fpr) = (0u32, 0u64, 0u64, 0.0f64);
         let parts = self.parts.count();
         for read in join_all(reads).await {
-            let (part_levels, ttl) = read?;
+            let (part_levels, bytes, ttl) = read?;
+            filter.bytes += bytes;
             filter.ttl = filter.ttl.longest_lived(ttl);
             levels = levels.max(part_levels.len() as u32);
             // An absent item goes to one part: a check's rate is the parts' average.
             let mut absent = 1.0f64;
-            for (level, taken, set, bytes) in part_levels {
+            for (level, taken, set) in part_levels {
                 let Some(shape) = self.levels.get(level as usize) else {
                     return Err(Error::UnexpectedReply(format!(
                         "{:?} has a level {level}, past its {} levels",
@@ -1147,13 +1235,12 @@ where
                         self.levels.len()
                     )));
                 };
-                filter.bits += shape.geometry.bits;
-                filter.hashes = filter.hashes.max(shape.geometry.hashes);
+                filter.bits += shape.bits();
+                filter.hashes = filter.hashes.max(shape.hashes());
                 filter.bits_set += set;
-                filter.bytes += bytes;
                 capacity += shape.capacity;
                 items += taken;
-                absent *= 1.0 - current_fpr(shape.geometry.bits, shape.geometry.hashes, set);
+                absent *= 1.0 - shape.fpr_with(taken);
             }
             fpr += (1.0 - absent) / f64::from(parts);
         }
@@ -1220,44 +1307,5 @@ where
             guard.remove_stored(&self.exec, &clock, how).await?;
         }
         Ok(any)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn levels_grow_by_the_factor_at_tighter_rates_until_a_key_is_full() {
-        let levels = level_shapes(1_000, 0.01, 2, 0.8, 32).unwrap();
-        assert_eq!(levels[0].capacity, 1_000);
-        assert_eq!(levels[3].capacity, 8_000);
-        // Each level sized for its own rate: P·(1−r)·r^i.
-        for (i, level) in levels.iter().enumerate() {
-            let rate = crate::sizing::growing_level_fpr(0.01, 0.8, i as u32);
-            assert_eq!(
-                level.geometry.bits,
-                optimal_bits(level.capacity, rate).unwrap()
-            );
-            assert!(level.geometry.bits <= MAX_BITS);
-        }
-        // Cut where the next level would pass one key's 2^32 bits.
-        assert!(levels.len() < 32);
-        let next = level_shapes(1_000, 0.01, 2, 0.8, 64).unwrap().len();
-        assert_eq!(
-            next,
-            levels.len(),
-            "the key's size is the limit, not max_levels"
-        );
-        let rate = crate::sizing::growing_level_fpr(0.01, 0.8, levels.len() as u32);
-        let capacity = 1_000u64 << levels.len();
-        assert!(optimal_bits(capacity, rate).unwrap() > MAX_BITS);
-        // The bound holds whatever the number of levels.
-        let sum: f64 = (0..levels.len() as u32)
-            .map(|i| crate::sizing::growing_level_fpr(0.01, 0.8, i))
-            .sum();
-        assert!(sum < 0.01);
-        assert_eq!(level_shapes(1_000, 0.01, 1, 0.8, 5).unwrap().len(), 5);
-        assert!(level_shapes(2_000_000_000, 1e-9, 2, 0.8, 4).is_err());
     }
 }
