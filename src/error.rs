@@ -120,6 +120,11 @@ pub enum Error {
     #[error("unexpected reply from Redis: {0}")]
     UnexpectedReply(String),
 
+    /// A snapshot file could not be written or read, or is not a valid one; see
+    /// [`SnapshotError`](crate::SnapshotError).
+    #[error(transparent)]
+    Snapshot(#[from] crate::SnapshotError),
+
     /// Any other error reported by Redis or by the client library.
     #[error("Redis answered with an error")]
     Redis(#[source] RedisError),

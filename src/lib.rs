@@ -21,6 +21,7 @@ mod retry;
 mod scripts;
 mod sharded;
 mod sizing;
+mod snapshot;
 
 pub use self::{
     builder::Builder,
@@ -39,6 +40,10 @@ pub use self::{
     sizing::{
         bits_for_fixed_k, current_fpr, estimate_items, expected_fpr, growing_level_fpr,
         optimal_bits, optimal_hashes, window_generation_fpr, MAX_BITS,
+    },
+    snapshot::{
+        ImportMode, OfflineBloom, SectionHeader, SnapshotError, SnapshotHeader, SnapshotReader,
+        SnapshotWriter, Transferred,
     },
 };
 

@@ -340,6 +340,51 @@ Items are lines of at most 64 KiB; the same bounds and signals as load."
         )]
         seconds: u64,
     },
+    /// Write the filter (any size, with its kind and parameters) to FILE ("-": stdout).
+    #[command(
+        override_usage = usage!("export FILE"),
+        after_help = "Example:
+  redbloom --key seen --capacity 10000000 --fpr 0.001 export seen.rbloom
+
+Reads the filter in 1 MiB pieces: every add acknowledged before the export began is in the
+file. Format: docs/snapshot-format.md."
+    )]
+    Export {
+        /// The snapshot file to write; "-" writes standard output.
+        file: PathBuf,
+    },
+    /// Replace the filter at --key with FILE's ("-": stdin), or with --merge add FILE's items.
+    #[command(
+        override_usage = usage!("import [--merge] FILE"),
+        after_help = "Example:
+  redbloom --url redis://other:6379 --key seen --capacity 10000000 --fpr 0.001 import seen.rbloom
+
+The file must hold a filter with the parameters given. It is staged beside the filter and
+swapped in once verified: a bad file or an interrupted import leaves the filter as it was."
+    )]
+    Import {
+        /// The snapshot file to read; "-" reads standard input.
+        file: PathBuf,
+        /// Add the file's items to the filter (OR its bits in) instead of replacing it.
+        #[arg(long)]
+        merge: bool,
+    },
+    /// Build the filter from the lines of ITEMS without Redis, and write it to --out FILE.
+    #[command(
+        override_usage = usage!("build ITEMS --out FILE"),
+        after_help = "Example:
+  redbloom --key seen --capacity 10000000 --fpr 0.001 build urls.txt --out seen.rbloom
+  redbloom --url redis://prod:6379 --key seen --capacity 10000000 --fpr 0.001 import seen.rbloom
+
+Holds the filter's bits in memory; lines as for load."
+    )]
+    Build {
+        /// One item per line; "-" reads standard input.
+        items: PathBuf,
+        /// The snapshot file to write; "-" writes standard output.
+        #[arg(long, value_name = "FILE")]
+        out: PathBuf,
+    },
     /// Load generator: C tasks sharing one client, items bench:0..N-1.
     #[command(override_usage = usage!(
         "bench --op add|exists --items N --concurrency C [--batch B]"

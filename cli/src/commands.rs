@@ -1,5 +1,6 @@
 //! Runs one parsed command line against Redis.
 
+mod snapshot;
 mod stream;
 
 use crate::args::{Cli, Command, FileArgs};
@@ -21,6 +22,17 @@ type Bloom = Filter<Connection>;
 pub(crate) async fn run(cli: Cli) -> Result<ExitCode> {
     // The configuration is checked before any I/O.
     let builder = config::builder(&cli)?;
+    let kind = match (cli.window.is_some(), cli.counting, cli.growth.is_some()) {
+        (true, _, _) => Kind::Window,
+        (false, true, _) => Kind::Counting,
+        (false, false, true) => Kind::Growing,
+        (false, false, false) => Kind::Plain,
+    };
+    // `build` needs no Redis.
+    if let Command::Build { items, out } = &cli.command {
+        print(&snapshot::build(builder, kind, items, out).await?, cli.json);
+        return Ok(ExitCode::SUCCESS);
+    }
     let timeout = config::timeout(&cli);
     let conn = match &cli.cluster {
         Some(seeds) => {
@@ -30,12 +42,6 @@ pub(crate) async fn run(cli: Cli) -> Result<ExitCode> {
             let url = cli.url.as_deref().unwrap_or(DEFAULT_URL);
             Connection::Single(connect(url, cli.tls_ca.as_deref(), timeout).await?)
         }
-    };
-    let kind = match (cli.window.is_some(), cli.counting, cli.growth.is_some()) {
-        (true, _, _) => Kind::Window,
-        (false, true, _) => Kind::Counting,
-        (false, false, true) => Kind::Growing,
-        (false, false, false) => Kind::Plain,
     };
     let bloom = Filter::build(builder, kind, conn)?;
     let json = cli.json;
@@ -134,6 +140,12 @@ pub(crate) async fn run(cli: Cli) -> Result<ExitCode> {
                 json,
             );
         }
+        Command::Export { file } => print(&snapshot::export(&bloom, &file).await?, json),
+        Command::Import { file, merge } => {
+            print(&snapshot::import(&bloom, &file, merge).await?, json)
+        }
+        // Handled before connecting.
+        Command::Build { .. } => {}
         Command::Bench(args) => print(&bench::run(bloom, &args).await?, json),
     }
     Ok(ExitCode::SUCCESS)

@@ -285,6 +285,44 @@ impl Report for Info {
     }
 }
 
+/// `export` and `import`.
+#[derive(Serialize)]
+pub(crate) struct Moved {
+    pub(crate) key: String,
+    /// Bytes of the snapshot file.
+    pub(crate) bytes: u64,
+    pub(crate) seconds: f64,
+    #[serde(skip)]
+    pub(crate) verb: &'static str,
+}
+
+impl Report for Moved {
+    fn text(&self) -> String {
+        format!(
+            "{} {:?}: {} bytes of file in {:.3} s",
+            self.verb, self.key, self.bytes, self.seconds
+        )
+    }
+}
+
+/// `build`.
+#[derive(Serialize)]
+pub(crate) struct Built {
+    pub(crate) items: u64,
+    pub(crate) new: u64,
+    pub(crate) bytes: u64,
+    pub(crate) seconds: f64,
+}
+
+impl Report for Built {
+    fn text(&self) -> String {
+        format!(
+            "{} items, {} new, {} bytes of file, in {:.3} s",
+            self.items, self.new, self.bytes, self.seconds
+        )
+    }
+}
+
 #[derive(Serialize)]
 pub(crate) struct Cleared {
     pub(crate) deleted: bool,

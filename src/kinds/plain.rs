@@ -513,3 +513,21 @@ where
         Ok(any)
     }
 }
+
+/// What a snapshot of a plain filter needs from it (src/snapshot/strings.rs).
+pub(crate) struct PlainParts<'a, C> {
+    pub(crate) exec: &'a Exec<C>,
+    pub(crate) guard: &'a Guard,
+    /// Each shard's bits key and its shape.
+    pub(crate) parts: &'a [Bits],
+}
+
+impl<C> RedisBloom<C> {
+    pub(crate) fn plain_parts(&self) -> PlainParts<'_, C> {
+        PlainParts {
+            exec: &self.0.exec,
+            guard: &self.0.guard,
+            parts: self.0.shards.parts(),
+        }
+    }
+}

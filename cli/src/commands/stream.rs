@@ -371,7 +371,7 @@ impl Signals {
 }
 
 /// The file's reader and size (`None` for standard input and other streams).
-fn open(path: &Path) -> Result<(Box<dyn BufRead + Send>, Option<u64>)> {
+pub(super) fn open(path: &Path) -> Result<(Box<dyn BufRead + Send>, Option<u64>)> {
     if path.as_os_str() == "-" {
         let stdin = std::io::BufReader::with_capacity(READ_BUFFER, std::io::stdin());
         return Ok((Box::new(stdin), None));

@@ -774,3 +774,18 @@ fn flags(reply: &Value, items: usize) -> Option<Vec<bool>> {
         })
         .collect()
 }
+
+impl<C> CountingBloom<C> {
+    /// What a snapshot needs (src/snapshot/strings.rs): the executor, the guard, and each
+    /// shard's key and most bytes (two counters a byte).
+    pub(crate) fn snapshot_parts(&self) -> (&Exec<C>, &Guard, Vec<(String, u64)>) {
+        let parts = self
+            .0
+            .parts
+            .parts()
+            .iter()
+            .map(|p| (p.key.clone(), p.geometry.bits.div_ceil(2)))
+            .collect();
+        (&self.0.exec, &self.0.guard, parts)
+    }
+}

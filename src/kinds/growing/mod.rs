@@ -1309,3 +1309,59 @@ where
         Ok(any)
     }
 }
+
+/// A part's counts key, its segments' keys, and (a filter of one key) the parameters key and
+/// the bare key.
+pub(crate) type PartKeys<'a> = (&'a str, &'a [String], Option<&'a [String; 2]>);
+
+/// What a snapshot of a growing filter needs from it (src/snapshot/growing.rs).
+pub(crate) struct GrowingParts<'a, C> {
+    pub(crate) exec: &'a Exec<C>,
+    /// A sharded filter's parameters guard; a filter of one key has its scripts check them.
+    pub(crate) guard: Option<&'a Guard>,
+    pub(crate) fingerprint: &'a str,
+    /// Per part: its counts key, its segments' keys, and (a filter of one key) the
+    /// parameters key and the bare key.
+    pub(crate) parts: Vec<PartKeys<'a>>,
+    /// Per level: its segment and capacity.
+    pub(crate) levels: Vec<(usize, u64)>,
+    /// Per segment: its size in bytes.
+    pub(crate) segment_bytes: Vec<u64>,
+}
+
+impl<C> GrowingBloom<C> {
+    pub(crate) fn growing_parts(&self) -> GrowingParts<'_, C> {
+        let g = &self.0;
+        GrowingParts {
+            exec: &g.exec,
+            guard: g.guard.as_ref(),
+            fingerprint: &g.fingerprint,
+            parts: g
+                .parts
+                .parts()
+                .iter()
+                .map(|p| {
+                    (
+                        p.counts.as_str(),
+                        p.segment_keys.as_slice(),
+                        p.checked.as_ref(),
+                    )
+                })
+                .collect(),
+            levels: g.levels.iter().map(|l| (l.segment, l.capacity)).collect(),
+            segment_bytes: g.segments.iter().map(|bits| bits.div_ceil(8)).collect(),
+        }
+    }
+
+    /// Forget what this handle knew of its levels (after an import replaced them).
+    pub(crate) fn forget_levels(&self) {
+        self.0.verified.store(false, Ordering::Relaxed);
+        for part in self.0.parts.parts() {
+            part.known.store(0, Ordering::Relaxed);
+            part.newest_count.store(0, Ordering::Relaxed);
+        }
+        if let Some(guard) = &self.0.guard {
+            guard.reset();
+        }
+    }
+}

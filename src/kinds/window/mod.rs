@@ -203,7 +203,7 @@ fn millis(duration: Duration) -> u64 {
 }
 
 /// The generation of the time `ms`, as the scripts compute it.
-fn epoch_of(ms: u64, window_ms: u64, generations: u32) -> i64 {
+pub(crate) fn epoch_of(ms: u64, window_ms: u64, generations: u32) -> i64 {
     let epoch = u128::from(ms) * u128::from(generations - 1) / u128::from(window_ms);
     i64::try_from(epoch).unwrap_or(i64::MAX)
 }
@@ -840,6 +840,52 @@ fn parse_info(reply: &Value) -> Option<ParsedInfo> {
         params_pttl,
         generations,
     })
+}
+
+/// What a snapshot of a window filter needs from it (src/snapshot/window.rs).
+pub(crate) struct WindowParts<'a, C> {
+    pub(crate) exec: &'a Exec<C>,
+    /// A sharded filter's parameters guard; a filter of one key has its scripts check them.
+    pub(crate) guard: Option<&'a Guard>,
+    pub(crate) fingerprint: &'a str,
+    /// Per part: the prefix of its generations' keys (`{prefix}:{EPOCH}`), the parameters
+    /// key and the bare key (a filter of one key), and a generation's most bytes.
+    pub(crate) parts: Vec<(&'a str, Option<&'a [String; 2]>, u64)>,
+    pub(crate) generations: u32,
+    pub(crate) window_ms: u64,
+}
+
+impl<C> WindowBloom<C> {
+    pub(crate) fn window_parts(&self) -> WindowParts<'_, C> {
+        let w = &self.0;
+        WindowParts {
+            exec: &w.exec,
+            guard: w.guard.as_ref(),
+            fingerprint: &w.fingerprint,
+            parts: w
+                .parts
+                .parts()
+                .iter()
+                .map(|p| {
+                    (
+                        p.prefix.as_str(),
+                        p.checked.as_ref(),
+                        p.geometry.max_bytes(),
+                    )
+                })
+                .collect(),
+            generations: w.generations,
+            window_ms: w.window_ms,
+        }
+    }
+
+    /// Forget the parameters check (after an import replaced the keys).
+    pub(crate) fn forget_checks(&self) {
+        self.0.verified.store(false, Ordering::Relaxed);
+        if let Some(guard) = &self.0.guard {
+            guard.reset();
+        }
+    }
 }
 
 #[cfg(test)]

@@ -1,0 +1,79 @@
+-- Puts an import's staged keys in place (SPEC.md §5 "import"), in one atomic step per slot
+-- group: other clients see the old filter or the new one, never a mix. Nothing is written
+-- unless every check passes.
+-- KEYS[1..N]: the filter's keys to replace (or merge into). KEYS[N+1..2N]: their staging keys,
+-- written by the importer with a TTL (a staging key of a section of 0 bytes may be missing).
+-- KEYS[2N+1..2N+E]: keys of the filter the file does not have (levels past its own): deleted
+-- by a replace. KEYS[2N+E+1], KEYS[2N+E+2] (optional): the stored parameters and the key whose
+-- bits show a filter without parameters.
+-- ARGV[1]: N. ARGV[2]: "replace" or "merge". ARGV[3]: the parameters ("" when the filter keeps
+-- none). ARGV[4]: E. ARGV[5..N+4]: each section's length in bytes. ARGV[N+5..2N+4]: each
+-- section's TTL in ms (-1: none). ARGV[2N+5..3N+4]: the type each key may hold besides none
+-- ("string" or "hash").
+-- Reply: 1 when done; {"params", STORED} when the keys hold a filter with other parameters
+-- ("" when bits without any); {"staged", KEY} when a staging key is gone (expired: the import
+-- took longer than its TTL); a WRONGTYPE error when a key holds something other than a string.
+local n, mode, params, e = tonumber(ARGV[1]), ARGV[2], ARGV[3], tonumber(ARGV[4])
+local p = 2 * n + e + 1
+for i = 1, n do
+    local len = tonumber(ARGV[4 + i])
+    if len > 0 and redis.call("exists", KEYS[n + i]) == 0 then
+        return {"staged", KEYS[n + i]}
+    end
+    local kind = redis.call("type", KEYS[i]).ok
+    if kind ~= "none" and kind ~= ARGV[4 + 2 * n + i] then
+        return redis.error_reply("WRONGTYPE Operation against a key holding the wrong kind of value")
+    end
+end
+for i = 1, e do
+    local kind = redis.call("type", KEYS[2 * n + i]).ok
+    if kind ~= "none" and kind ~= "string" then
+        return redis.error_reply("WRONGTYPE Operation against a key holding the wrong kind of value")
+    end
+end
+if #KEYS >= p + 1 and params ~= "" then
+    local stored = redis.call("get", KEYS[p])
+    if stored then
+        if stored ~= params then
+            return {"params", stored}
+        end
+    elseif redis.call("exists", KEYS[p + 1]) == 1 then
+        return {"params", ""}
+    end
+end
+for i = 1, n do
+    local target, staged = KEYS[i], KEYS[n + i]
+    local len, ttl = tonumber(ARGV[4 + i]), tonumber(ARGV[4 + n + i])
+    if mode == "merge" then
+        if len > 0 then
+            -- BITOP replaces its destination, TTL included: the filter keeps its own (or, new,
+            -- takes the file's).
+            local keep = redis.call("pttl", target)
+            redis.call("bitop", "or", target, target, staged)
+            if keep > 0 then
+                redis.call("pexpire", target, keep)
+            elseif keep == -2 and ttl > 0 then
+                redis.call("pexpire", target, ttl)
+            end
+        end
+    elseif len > 0 then
+        redis.call("rename", staged, target)
+        if ttl > 0 then
+            redis.call("pexpire", target, ttl)
+        else
+            redis.call("persist", target)
+        end
+    else
+        redis.call("del", target)
+    end
+    redis.call("del", staged)
+end
+if mode ~= "merge" then
+    for i = 1, e do
+        redis.call("del", KEYS[2 * n + i])
+    end
+end
+if #KEYS >= p and params ~= "" then
+    redis.call("set", KEYS[p], params)
+end
+return 1
