@@ -30,7 +30,11 @@ pub(crate) async fn run(cli: Cli) -> Result<ExitCode> {
     };
     // `build` needs no Redis.
     if let Command::Build { items, out } = &cli.command {
-        print(&snapshot::build(builder, kind, items, out).await?, cli.json);
+        let built = snapshot::build(builder, kind, items, out).await?;
+        match out.as_os_str() == "-" {
+            true => output::eprint(&built, cli.json),
+            false => print(&built, cli.json),
+        }
         return Ok(ExitCode::SUCCESS);
     }
     let timeout = config::timeout(&cli);
@@ -140,7 +144,14 @@ pub(crate) async fn run(cli: Cli) -> Result<ExitCode> {
                 json,
             );
         }
-        Command::Export { file } => print(&snapshot::export(&bloom, &file).await?, json),
+        Command::Export { file } => {
+            let moved = snapshot::export(&bloom, &file).await?;
+            // The file went to standard output: the report goes beside it.
+            match file.as_os_str() == "-" {
+                true => output::eprint(&moved, json),
+                false => print(&moved, json),
+            }
+        }
         Command::Import { file, merge } => {
             print(&snapshot::import(&bloom, &file, merge).await?, json)
         }

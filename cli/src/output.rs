@@ -7,6 +7,16 @@ pub(crate) trait Report: Serialize {
     fn text(&self) -> String;
 }
 
+/// Prints `report` on standard error, as [`print`] would on standard output: for commands
+/// whose standard output carries a file (`export -`, `build --out -`).
+pub(crate) fn eprint(report: &impl Report, json: bool) {
+    if json {
+        eprintln!("{}", serde_json::to_string(report).unwrap_or_default());
+    } else {
+        eprintln!("{}", report.text());
+    }
+}
+
 /// Prints `report` as JSON or text.
 pub(crate) fn print(report: &impl Report, json: bool) {
     if json {

@@ -9,7 +9,7 @@
 //! stages the segments and the counts beside the filter and swaps each part in with one
 //! script: the filter's segments past the file's are deleted with it.
 
-use super::transfer::{self, ImportMode, Params, Refused, Staged, Stored, Transferred};
+use super::transfer::{self, Group, ImportMode, Params, Refused, Staged, Stored, Transferred};
 use super::{SectionHeader, SnapshotError, SnapshotHeader, SnapshotReader};
 use crate::error::{Error, Result};
 use crate::io::guard::Evidence;
@@ -213,6 +213,7 @@ where
                 view.parts.len()
             )));
         }
+        let mut prepared = Vec::new();
         for (part, group) in &groups {
             let (_, segment_keys, _) = view.parts[*part];
             let counts = group
@@ -243,33 +244,44 @@ where
                     "shard {part}: {levels} levels use segments 0..{used}, the file holds {segments:?}"
                 )));
             }
-            let extra: Vec<String> = segment_keys[used..].to_vec();
-            let checked = view.parts[*part].2;
-            if checked.is_none() {
-                if let Some(guard) = view.guard {
-                    guard.ensure(view.exec, true).await?;
-                }
-            }
-            let params = checked.map(|[params, bare]| Params {
+            prepared.push(Group {
+                staged: group.clone(),
+                extra: segment_keys[used..].to_vec(),
+            });
+        }
+        let params = match (view.parts.first(), view.guard) {
+            (Some((_, _, Some([params, bare]))), _) => Some(Params {
                 key: params,
                 bare,
                 fingerprint: view.fingerprint,
-            });
-            if let Err(Refused::Params(stored)) =
-                transfer::swap(view.exec, group, &extra, params, ImportMode::Replace).await?
-            {
-                return Err(match view.guard {
-                    Some(guard) => guard.refusal(Evidence::Stored(stored)),
-                    None => Error::ParamsMismatch {
-                        key: self.key().to_owned(),
-                        stored: stored.unwrap_or_else(|| {
-                            "no parameters: the key holds another kind of filter (or other data)"
-                                .into()
-                        }),
-                        requested: view.fingerprint.to_owned(),
-                    },
-                });
+            }),
+            (_, Some(guard)) => guard.key().map(|key| Params {
+                key,
+                bare: key,
+                fingerprint: view.fingerprint,
+            }),
+            _ => None,
+        };
+        let before = async {
+            match view.guard {
+                Some(guard) => guard.ensure(view.exec, true).await,
+                None => Ok(()),
             }
+        };
+        let swapped =
+            transfer::swap_groups(view.exec, &prepared, params, before, ImportMode::Replace)
+                .await?;
+        if let Err(Refused::Params(stored)) = swapped {
+            return Err(match view.guard {
+                Some(guard) => guard.refusal(Evidence::Stored(stored)),
+                None => Error::ParamsMismatch {
+                    key: self.key().to_owned(),
+                    stored: stored.unwrap_or_else(|| {
+                        "no parameters: the key holds another kind of filter (or other data)".into()
+                    }),
+                    requested: view.fingerprint.to_owned(),
+                },
+            });
         }
         Ok(())
     }

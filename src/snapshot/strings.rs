@@ -5,7 +5,7 @@
 //! as its highest byte set), so that an export imported elsewhere gives the same bytes. The
 //! header's parameters are the filter's stored ones (`layout=… bits=… hashes=…`).
 
-use super::transfer::{self, ImportMode, Params, Refused, Staged, Stored, Transferred};
+use super::transfer::{self, Group, ImportMode, Params, Refused, Staged, Stored, Transferred};
 use super::{SectionHeader, SnapshotError, SnapshotHeader, SnapshotReader, SnapshotWriter};
 use crate::error::{Error, Result};
 use crate::geometry::Geometry;
@@ -134,29 +134,34 @@ where
     /// The staged shards swapped in: a filter of one key checks (and stores) its parameters
     /// in its swap; a sharded one stores them first, beside.
     async fn swap_all(&self, staged: &[Staged], mode: ImportMode) -> Result<()> {
-        if self.parts.len() > 1 {
-            if let Err(err) = self.guard.ensure(self.exec, true).await {
-                transfer::drop_staged(self.exec, staged).await;
-                return Err(err);
-            }
+        let guard = self.guard;
+        let params = match (self.parts.len(), guard.key(), self.params) {
+            (1, Some(key), true) => Some(Params {
+                key,
+                bare: &staged[0].target,
+                fingerprint: guard.fingerprint(),
+            }),
+            (1, _, _) => None,
+            // A sharded filter's parameters, in a slot of their own: checked and stored in the
+            // one step when the server allows it, else beside, before the shards.
+            (_, key, _) => key.map(|key| Params {
+                key,
+                bare: key,
+                fingerprint: guard.fingerprint(),
+            }),
+        };
+        let groups: Vec<Group> = staged
+            .iter()
+            .map(|s| Group {
+                staged: vec![s.clone()],
+                extra: Vec::new(),
+            })
+            .collect();
+        let before = guard.ensure(self.exec, true);
+        match transfer::swap_groups(self.exec, &groups, params, before, mode).await? {
+            Ok(()) => Ok(()),
+            Err(Refused::Params(stored)) => Err(guard.refusal(Evidence::Stored(stored))),
         }
-        for part in staged {
-            let params = match (self.parts.len(), self.guard.key(), self.params) {
-                (1, Some(key), true) => Some(Params {
-                    key,
-                    bare: &part.target,
-                    fingerprint: self.guard.fingerprint(),
-                }),
-                _ => None,
-            };
-            let one = std::slice::from_ref(part);
-            if let Err(Refused::Params(stored)) =
-                transfer::swap(self.exec, one, &[], params, mode).await?
-            {
-                return Err(self.guard.refusal(Evidence::Stored(stored)));
-            }
-        }
-        Ok(())
     }
 }
 

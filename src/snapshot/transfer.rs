@@ -7,7 +7,7 @@
 //!   set before the export began is in the file.
 //! - **Import** writes staging keys beside the filter's (same slot), in pieces of at most one
 //!   chunk (`SETRANGE`; an all-zero chunk is skipped), each with a TTL of [`STAGING_TTL_MS`]
-//!   renewed at every piece, then swaps them in with one script per slot group
+//!   renewed at every piece (and every staging key's, at least once a second), then swaps them in with one script per slot group
 //!   (`lua/import_swap.lua`) once the file's end block has been verified. An importer killed at
 //!   any moment leaves the filter as it was, and its staging keys expire.
 
@@ -18,6 +18,7 @@ use crate::io::tx::{Slot, Tx};
 use crate::scripts::script;
 use redis::aio::ConnectionLike;
 use redis::Value;
+use std::time::{Duration, Instant};
 use tokio::io::{AsyncRead, AsyncWrite};
 
 /// Bytes per `GETRANGE` of an export (and the file's chunk size).
@@ -211,6 +212,7 @@ where
     R: AsyncRead + Unpin,
 {
     let mut staged: Vec<Staged> = Vec::new();
+    let mut renewed = Instant::now();
     let result = async {
         while let Some(section) = reader.next_section().await? {
             let target = place(&section)?;
@@ -221,7 +223,7 @@ where
                 ))));
             }
             staged.push(target.clone());
-            write_section(exec, reader, &target).await?;
+            write_section(exec, reader, &target, &staged, &mut renewed).await?;
         }
         Ok(())
     }
@@ -242,6 +244,8 @@ async fn write_section<C, R>(
     exec: &Exec<C>,
     reader: &mut SnapshotReader<R>,
     target: &Staged,
+    staged: &[Staged],
+    renewed: &mut Instant,
 ) -> Result<()>
 where
     C: ConnectionLike + Clone + Send + Sync,
@@ -296,6 +300,10 @@ where
     }
     let mut at = 0u64;
     while let Some(chunk) = reader.next_chunk().await? {
+        if renewed.elapsed() >= RENEW_EVERY {
+            renew(exec, staged).await?;
+            *renewed = Instant::now();
+        }
         if chunk.iter().any(|&b| b != 0) {
             let mut tx = Tx::plain();
             tx.add_unread(
@@ -314,6 +322,26 @@ where
             exec.run(key, &tx).await?;
         }
         at += chunk.len() as u64;
+    }
+    Ok(())
+}
+
+/// How often the staging keys staged so far get their TTL again while later ones are written
+/// (a `PEXPIRE` each): the TTL then runs from the importer's last write, within this, so that
+/// only an importer stopped for [`STAGING_TTL_MS`] loses them, however long the file.
+const RENEW_EVERY: Duration = Duration::from_secs(1);
+
+/// Every staging key's TTL set again to [`STAGING_TTL_MS`].
+async fn renew<C>(exec: &Exec<C>, staged: &[Staged]) -> Result<()>
+where
+    C: ConnectionLike + Clone + Send + Sync,
+{
+    for s in staged {
+        let cmd = redis::cmd("PEXPIRE")
+            .arg(&s.staging)
+            .arg(STAGING_TTL_MS)
+            .to_owned();
+        let _: i64 = exec.query(&s.staging, &cmd).await?;
     }
     Ok(())
 }
@@ -358,7 +386,11 @@ pub(crate) async fn swap<C>(
 where
     C: ConnectionLike + Clone + Send + Sync,
 {
-    let Some(first) = group.first() else {
+    let route = group
+        .first()
+        .map(|s| s.target.clone())
+        .or_else(|| extra.first().cloned());
+    let Some(route) = route else {
         return Ok(Ok(()));
     };
     let mut keys: Vec<&str> = group.iter().map(|s| s.target.as_str()).collect();
@@ -387,7 +419,7 @@ where
     };
     let reply = exec
         .script(
-            &first.target,
+            &route,
             &IMPORT_SWAP,
             &keys,
             &[
@@ -404,7 +436,9 @@ where
     let reply = match reply {
         Ok(reply) => reply,
         Err(err) => {
-            drop_staged(exec, group).await;
+            if !is_cross_slot(&err) {
+                drop_staged(exec, group).await;
+            }
             return Err(err);
         }
     };
@@ -437,4 +471,88 @@ where
             Err(Error::UnexpectedReply(format!("{other:?} from an import")))
         }
     }
+}
+
+/// Whether Redis refused a step for naming keys of several slots (a cluster).
+fn is_cross_slot(err: &Error) -> bool {
+    let text = format!("{err:?}");
+    text.contains("CROSSSLOT") || text.contains("CrossSlot")
+}
+
+/// One slot group's staged keys and the filter's keys there that the file does not have.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Group {
+    pub(crate) staged: Vec<Staged>,
+    pub(crate) extra: Vec<String>,
+}
+
+/// Swaps every group in. A filter of one group: one script. Several (a sharded filter): one
+/// script for them all when the server takes keys of several slots in one step (a single
+/// server: the whole filter changes at once, or not at all), checking and storing `params`
+/// there; on a cluster, which refuses that, every target's type is checked first, then
+/// `before_groups` (the parameters stored beside), then one script per group, each atomic. The
+/// staging keys are renewed first, and deleted whatever happens.
+pub(crate) async fn swap_groups<C, F>(
+    exec: &Exec<C>,
+    groups: &[Group],
+    params: Option<Params<'_>>,
+    before_groups: F,
+    mode: ImportMode,
+) -> Result<std::result::Result<(), Refused>>
+where
+    C: ConnectionLike + Clone + Send + Sync,
+    F: std::future::Future<Output = Result<()>>,
+{
+    let all: Vec<Staged> = groups.iter().flat_map(|g| g.staged.clone()).collect();
+    if let Err(err) = renew(exec, &all).await {
+        drop_staged(exec, &all).await;
+        return Err(err);
+    }
+    let extra: Vec<String> = groups.iter().flat_map(|g| g.extra.clone()).collect();
+    match swap(exec, &all, &extra, params, mode).await {
+        Err(err) if groups.len() > 1 && is_cross_slot(&err) => {}
+        done => return done,
+    }
+    let checked = async {
+        for group in groups {
+            let targets = group
+                .staged
+                .iter()
+                .map(|s| (s.target.as_str(), if s.hash { "hash" } else { "string" }))
+                .chain(group.extra.iter().map(|k| (k.as_str(), "string")));
+            for (key, want) in targets {
+                let cmd = redis::cmd("TYPE").arg(key).to_owned();
+                let found: String = exec.query(key, &cmd).await?;
+                if found != "none" && found != want {
+                    return Err(Error::WrongType {
+                        key: key.to_owned(),
+                        found: found.clone(),
+                        source: redis::RedisError::from(std::io::Error::other(format!(
+                            "{key} holds a {found}: the import writes nothing"
+                        ))),
+                    });
+                }
+            }
+        }
+        before_groups.await
+    }
+    .await;
+    if let Err(err) = checked {
+        drop_staged(exec, &all).await;
+        return Err(err);
+    }
+    for (i, group) in groups.iter().enumerate() {
+        match swap(exec, &group.staged, &group.extra, None, mode).await {
+            Ok(Ok(())) => {}
+            other => {
+                let rest: Vec<Staged> = groups[i + 1..]
+                    .iter()
+                    .flat_map(|g| g.staged.clone())
+                    .collect();
+                drop_staged(exec, &rest).await;
+                return other;
+            }
+        }
+    }
+    Ok(Ok(()))
 }

@@ -9,7 +9,7 @@
 //! generations with the file's, deleting the live ones the file does not hold, atomically per
 //! part.
 
-use super::transfer::{self, ImportMode, Params, Refused, Staged, Stored, Transferred};
+use super::transfer::{self, Group, ImportMode, Params, Refused, Staged, Stored, Transferred};
 use super::{SectionHeader, SnapshotError, SnapshotHeader, SnapshotReader};
 use crate::error::{Error, Result};
 use crate::io::guard::Evidence;
@@ -175,10 +175,8 @@ where
     /// Each part's staged generations swapped in, its live generations the file lacks deleted.
     async fn swap_parts(&self, staged: &[Staged], mode: ImportMode) -> Result<()> {
         let view = self.window_parts();
-        if let Some(guard) = view.guard {
-            guard.ensure(view.exec, true).await?;
-        }
-        for (prefix, checked, _) in &view.parts {
+        let mut groups = Vec::new();
+        for (prefix, _, _) in &view.parts {
             let head = format!("{prefix}:");
             let group: Vec<Staged> = staged
                 .iter()
@@ -190,48 +188,50 @@ where
                 .cloned()
                 .collect();
             let epoch = self.epoch_now(&format!("{prefix}:0")).await?;
-            let extra: Vec<String> = self
-                .live(epoch)
-                .map(|e| format!("{prefix}:{e}"))
-                .filter(|k| !group.iter().any(|s| s.target == *k))
-                .collect();
-            if group.is_empty() && mode == ImportMode::Merge {
-                continue;
-            }
-            let params = checked.map(|[params, bare]| Params {
+            let extra: Vec<String> = match mode {
+                ImportMode::Merge => Vec::new(),
+                ImportMode::Replace => self
+                    .live(epoch)
+                    .map(|e| format!("{prefix}:{e}"))
+                    .filter(|k| !group.iter().any(|s| s.target == *k))
+                    .collect(),
+            };
+            groups.push(Group {
+                staged: group,
+                extra,
+            });
+        }
+        let params = match (view.parts.first(), view.guard) {
+            (Some((_, Some([params, bare]), _)), _) => Some(Params {
                 key: params,
                 bare,
                 fingerprint: view.fingerprint,
-            });
-            let outcome = match group.is_empty() {
-                // Nothing staged for this part: its live generations deleted (checked).
-                true => {
-                    let none = Staged {
-                        target: extra[0].clone(),
-                        staging: format!("{prefix}:import:none"),
-                        len: 0,
-                        ttl_ms: None,
-                        hash: false,
-                    };
-                    let rest = extra[1..].to_vec();
-                    transfer::swap(view.exec, &[none], &rest, params, mode).await?
-                }
-                false => transfer::swap(view.exec, &group, &extra, params, mode).await?,
-            };
-            if let Err(Refused::Params(stored)) = outcome {
-                return Err(match view.guard {
-                    Some(guard) => guard.refusal(Evidence::Stored(stored)),
-                    None => Error::ParamsMismatch {
-                        key: self.key().to_owned(),
-                        stored: stored.unwrap_or_else(|| {
-                            "no parameters: the key holds another kind of filter (or other data)"
-                                .into()
-                        }),
-                        requested: view.fingerprint.to_owned(),
-                    },
-                });
+            }),
+            (_, Some(guard)) => guard.key().map(|key| Params {
+                key,
+                bare: key,
+                fingerprint: view.fingerprint,
+            }),
+            _ => None,
+        };
+        let before = async {
+            match view.guard {
+                Some(guard) => guard.ensure(view.exec, true).await,
+                None => Ok(()),
             }
+        };
+        match transfer::swap_groups(view.exec, &groups, params, before, mode).await? {
+            Ok(()) => Ok(()),
+            Err(Refused::Params(stored)) => Err(match view.guard {
+                Some(guard) => guard.refusal(Evidence::Stored(stored)),
+                None => Error::ParamsMismatch {
+                    key: self.key().to_owned(),
+                    stored: stored.unwrap_or_else(|| {
+                        "no parameters: the key holds another kind of filter (or other data)".into()
+                    }),
+                    requested: view.fingerprint.to_owned(),
+                },
+            }),
         }
-        Ok(())
     }
 }

@@ -165,3 +165,78 @@ pub async fn set_bytes(conn: &mut MultiplexedConnection, key: &str, bytes: &[u8]
         .await
         .unwrap();
 }
+
+/// A multiplexed connection to `url` with a 10 s response timeout (as [`TestRedis::connection`]),
+/// for tests that start their own [`RedisServer`]s.
+pub async fn connect(url: &str) -> MultiplexedConnection {
+    let config = redis::AsyncConnectionConfig::new()
+        .set_response_timeout(Some(std::time::Duration::from_secs(10)));
+    redis::Client::open(url)
+        .expect("valid URL")
+        .get_multiplexed_async_connection_with_config(&config)
+        .await
+        .unwrap_or_else(|err| panic!("cannot connect to {url}: {err}"))
+}
+
+/// Every key of a private server (`SCAN`) with its `DUMP` (the value's exact bytes and type)
+/// and whether it has a TTL: two of these compare equal when a step wrote nothing.
+pub async fn keyspace(
+    conn: &mut MultiplexedConnection,
+) -> std::collections::BTreeMap<String, (Vec<u8>, bool)> {
+    let mut keys: Vec<String> = Vec::new();
+    let mut cursor = 0u64;
+    loop {
+        let (next, batch): (u64, Vec<String>) = redis::cmd("SCAN")
+            .arg(cursor)
+            .arg("COUNT")
+            .arg(1000)
+            .query_async(conn)
+            .await
+            .unwrap();
+        keys.extend(batch);
+        if next == 0 {
+            break;
+        }
+        cursor = next;
+    }
+    let mut out = std::collections::BTreeMap::new();
+    for key in keys {
+        let dump: Option<Vec<u8>> = redis::cmd("DUMP")
+            .arg(&key)
+            .query_async(conn)
+            .await
+            .unwrap();
+        if let Some(dump) = dump {
+            let ttl = pttl(conn, &key).await;
+            out.insert(key, (dump, ttl > 0));
+        }
+    }
+    out
+}
+
+/// The staging keys an import leaves while it runs (`*:redbloom:import:*`), with their `PTTL`.
+pub async fn staging_keys(conn: &mut MultiplexedConnection) -> Vec<(String, i64)> {
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg("*:redbloom:import:*")
+        .query_async(conn)
+        .await
+        .unwrap();
+    let mut out = Vec::new();
+    for key in keys {
+        let ttl = pttl(conn, &key).await;
+        out.push((key, ttl));
+    }
+    out
+}
+
+/// The keys whose value or TTL presence differs between two [`keyspace`]s (sorted, each once).
+pub fn changed_keys(
+    before: &std::collections::BTreeMap<String, (Vec<u8>, bool)>,
+    after: &std::collections::BTreeMap<String, (Vec<u8>, bool)>,
+) -> Vec<String> {
+    let all: std::collections::BTreeSet<&String> = before.keys().chain(after.keys()).collect();
+    all.into_iter()
+        .filter(|k| before.get(*k) != after.get(*k))
+        .cloned()
+        .collect()
+}

@@ -51,8 +51,8 @@ impl Output {
 
     /// The file complete: renamed into place.
     async fn done(mut self) -> Result<()> {
-        if let Some(partial) = self.partial.take() {
-            tokio::fs::rename(&partial, &self.path)
+        if let Some(partial) = &self.partial {
+            tokio::fs::rename(partial, &self.path)
                 .await
                 .with_context(|| {
                     format!(
@@ -62,6 +62,7 @@ impl Output {
                     )
                 })?;
         }
+        self.partial = None;
         Ok(())
     }
 }
