@@ -7,7 +7,7 @@ pub(crate) trait Report: Serialize {
     fn text(&self) -> String;
 }
 
-/// Prints `report` on standard error, as [`print`] would on standard output: for commands
+/// Prints `report` on standard error, as [`print()`] would on standard output: for commands
 /// whose standard output carries a file (`export -`, `build --out -`).
 pub(crate) fn eprint(report: &impl Report, json: bool) {
     if json {
