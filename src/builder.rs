@@ -164,6 +164,18 @@ impl Builder {
         self
     }
 
+    /// Bytes per step of a large batch on a plain filter too big to move whole (adds: a key
+    /// over 4 MiB; checks: over 64 MiB): such a batch is merged into the key one range of
+    /// `bytes` bytes at a time, each range one atomic transaction (and a check reads only the
+    /// ranges it needs, `bytes` per `GETRANGE`). This bounds how long one command holds the
+    /// server: a merge step costs Redis about 4 ns per byte (0.5 ms for 128 KiB, 4 ms for
+    /// 1 MiB; BENCHMARKS.md, "Bulk loads at any size"), so smaller steps pause it less, at more
+    /// round trips. A power of two from 1 KiB to 64 MiB (`1024..=67108864`). Defaults to 128 KiB.
+    pub fn merge_chunk_bytes(mut self, bytes: u64) -> Self {
+        self.options.merge_chunk = Some(bytes);
+        self
+    }
+
     /// Makes the filter a window filter ([`WindowBloom`], built by
     /// [`build_window`](Builder::build_window)): items are found for at least `window` after
     /// they were added, and forgotten by `window·G/(G-1)`. Size it with
@@ -444,6 +456,15 @@ impl Builder {
                 "the timeout must be longer than zero".into(),
             ));
         }
+        if let Some(bytes) = self.options.merge_chunk {
+            let (min, max) = (crate::dense::MIN_RANGE_BYTES, crate::dense::MAX_RANGE_BYTES);
+            if !(min..=max).contains(&bytes) || !bytes.is_power_of_two() {
+                return Err(Error::InvalidConfig(format!(
+                    "merge_chunk_bytes must be a power of two from {min} to {max} bytes, not \
+                     {bytes}"
+                )));
+            }
+        }
         if !(1..=1024).contains(&self.shards) {
             return Err(Error::InvalidConfig(format!(
                 "shards must be between 1 and 1024, not {}",
@@ -527,6 +548,12 @@ mod tests {
                 .false_positive_rate(1e-9),
             RedisBloom::builder("").bits(64),
             RedisBloom::builder("k").bits(64).hashes(7),
+            RedisBloom::builder("k").bits(64).merge_chunk_bytes(0),
+            RedisBloom::builder("k").bits(64).merge_chunk_bytes(512),
+            RedisBloom::builder("k").bits(64).merge_chunk_bytes(3 << 10),
+            RedisBloom::builder("k")
+                .bits(64)
+                .merge_chunk_bytes(128 << 20),
             RedisBloom::builder("k").layout(Layout::Native).bits(64),
             RedisBloom::builder("k")
                 .layout(Layout::Native)

@@ -1,15 +1,26 @@
-//! The dense path for large batches on small filters: move the bitmap instead of its offsets.
+//! The dense path for large batches: move bitmaps instead of offsets.
 //!
 //! A `BITFIELD` costs the server about 0.25 µs per bit (parsing three or four arguments per
-//! bit), so a batch of n items with k bits each costs it about n·k·0.25 µs. When the whole
-//! filter is small it is cheaper to read it once (`GETRANGE`) and test the bits here, or to send
-//! the batch's bits as one bitmap and OR it in: one `MULTI` with `GET` (the bytes from before),
-//! `SET` of a scratch key, `BITOP OR` (in a small script that keeps the TTL) and `DEL` of the
-//! scratch key. Measured on Redis 7.0.15 (`scripts/server_cost.sh`, BENCHMARKS.md): 0.3 to
-//! 0.5 ms of server time per merge of a 1.4 MB filter and 1.2 to 3.1 ms at the 4 MiB limit,
-//! against about 4 ms for a `BITFIELD` of 1,000 go-zero items. The final bytes are those of `SETBIT`s of the same
-//! offsets, and "new" is computed from the bytes before the batch exactly as sequential
-//! `SETBIT`s would report it.
+//! bit), so a batch of n items with k bits each costs it about n·k·0.25 µs. When the batch
+//! outweighs the filter it is cheaper to read the filter's bytes (`GETRANGE`) and test the bits
+//! here, or to send the batch's bits as a bitmap and OR it in:
+//!
+//! - **Whole** (a filter of up to [`MAX_BYTES`]): one `MULTI` with `GET` (the bytes from
+//!   before), `SET` of a scratch key, `BITOP OR` (in a small script that keeps the TTL) and `DEL`
+//!   of the scratch key. Measured on Redis 7.0.15 (`scripts/server_cost.sh`, BENCHMARKS.md): 0.3
+//!   to 0.5 ms of server time per merge of a 1.4 MB filter and 1.2 to 3.1 ms at the 4 MiB limit,
+//!   against about 4 ms for a `BITFIELD` of 1,000 go-zero items.
+//! - **By ranges** (larger filters, up to 512 MiB): the key is cut into ranges of R bytes
+//!   ([`Builder::merge_chunk_bytes`](crate::Builder::merge_chunk_bytes), default
+//!   [`RANGE_BYTES`]); each range the batch touches is one `MULTI` of `SET` (the range's bitmap
+//!   into a scratch key) and `lua/merge_range.lua` (`GETRANGE`, `BITOP OR`, `SETRANGE`), which
+//!   replies with the range's bytes from before. About 4 ns of server time per byte, so one
+//!   range of 128 KiB holds the server about 0.5 ms whatever the key's size. Checks of keys over
+//!   [`MAX_BYTES`] read the ranges they need, R bytes per `GETRANGE`.
+//!
+//! Either way the final bytes are those of `SETBIT`s of the same offsets, and "new" is
+//! computed from the bytes before the batch exactly as sequential `SETBIT`s would report it
+//! (by ranges: range by range, see [`Grouped`]).
 
 use crate::io::tx::{Replies, Slot, Tx};
 
@@ -18,12 +29,247 @@ use crate::io::tx::{Replies, Slot, Tx};
 /// server (and the scratch key's memory, as large as the filter, while the merge runs).
 pub(crate) const MAX_BYTES: u64 = 4 << 20;
 
-/// The largest filter read whole for a check, in [`READ_CHUNK`] pieces: a read holds the
-/// server only while it copies one chunk, but every batch in flight holds a copy here.
+/// The largest key read whole for a check, in [`READ_CHUNK`] pieces: a read holds the
+/// server only while it copies one chunk, but every batch in flight holds a copy here. (The
+/// plain filter reads keys over [`MAX_BYTES`] by ranges instead; other kinds still read up to
+/// this whole.)
 pub(crate) const MAX_READ_BYTES: u64 = 64 << 20;
 
 /// Bytes per `GETRANGE` of a dense read: 0.25 to 0.75 ms of server time each.
 pub(crate) const READ_CHUNK: u64 = 4 << 20;
+
+/// Bytes per range of a merge or read by ranges, unless
+/// [`Builder::merge_chunk_bytes`](crate::Builder::merge_chunk_bytes) says otherwise: one merge
+/// step of this size holds the server about 0.5 ms (smaller ones cost more per byte: about
+/// 30 µs per step besides; larger ones too, as their strings leave the CPU's caches).
+pub(crate) const RANGE_BYTES: u64 = 128 << 10;
+
+/// The smallest range [`Builder::merge_chunk_bytes`](crate::Builder::merge_chunk_bytes) takes.
+pub(crate) const MIN_RANGE_BYTES: u64 = 1 << 10;
+
+/// The largest range it takes: a merge step of 64 MiB holds the server about 0.3 s.
+pub(crate) const MAX_RANGE_BYTES: u64 = 64 << 20;
+
+/// Bytes of ranges in flight at once for one batch (at least one range): what it holds here
+/// (each range's bitmap, its command and the bytes from before), and how long the last range
+/// sent waits behind the others on the server (about 5 ns per byte: 80 ms).
+pub(crate) const RANGES_IN_FLIGHT_BYTES: u64 = 16 << 20;
+
+/// The most offsets a merge by ranges takes at once from the batches waiting for a key (the
+/// first batch always goes, however large): what the merge holds here, 8 bytes per offset.
+pub(crate) const MAX_PASS_OFFSETS: usize = 1 << 24;
+
+/// Batches of similar size a merge may gather (a CLI `load` keeps 8 in flight): a batch worth
+/// merging by ranges with that many more waits for the merge; a smaller one goes by `BITFIELD`.
+pub(crate) const GATHER: u64 = 8;
+
+/// How long a pass by ranges waits for more batches when those waiting do not pay for it:
+/// about a tenth of what their offsets would cost the server by `BITFIELD` (0.3 µs each), at
+/// most [`MAX_GATHER_WAIT`]. (A CLI `load` brings a batch every few tens of ms; a lone batch of
+/// 1,000 go-zero items waits 0.4 ms, one of 200,000 about 84 ms.)
+pub(crate) fn gather_wait(offsets: usize) -> std::time::Duration {
+    std::time::Duration::from_nanos(offsets as u64 * 30).min(MAX_GATHER_WAIT)
+}
+
+/// The longest wait of [`gather_wait`].
+const MAX_GATHER_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Bytes of a merge by ranges that one bit by `BITFIELD` is worth. `BITFIELD ... SET u1` costs
+/// the server 0.28 µs per bit on an idle machine (0.65 µs on a busy one), and the client about
+/// 30 bytes of arguments; a merge costs the server 4 to 7 ns per byte of the ranges it touches
+/// (each range passes through Lua twice) and the client a few copies of them. Break-even: about
+/// 60 bytes per bit idle, over 100 busy (BENCHMARKS.md, "Bulk loads at any size").
+const WRITE_BYTES_PER_BIT: f64 = 64.0;
+
+/// The same for reads: `BITFIELD_RO` about 0.25 µs per bit on the server; `GETRANGE` about 0.3
+/// to 0.7 ns per byte there and a copy here (break-even near 250 bytes per bit).
+const READ_BYTES_PER_BIT: f64 = 128.0;
+
+/// Expected bytes of the ranges (of `range` bytes, over a key of `bytes`) that `offsets`
+/// uniformly spread offsets touch.
+fn touched_bytes(bytes: u64, range: u64, offsets: u64) -> f64 {
+    let ranges = bytes.div_ceil(range) as f64;
+    let untouched = (-(offsets as f64) / ranges).exp();
+    (ranges * (1.0 - untouched) * range.min(bytes) as f64).min(bytes as f64)
+}
+
+/// Whether merging `offsets` offsets into a key of `bytes` bytes by ranges of `range` bytes
+/// costs less than setting them by `BITFIELD`.
+pub(crate) fn merge_by_ranges(bytes: u64, range: u64, offsets: u64) -> bool {
+    offsets as f64 * WRITE_BYTES_PER_BIT >= touched_bytes(bytes, range, offsets)
+}
+
+/// Whether reading the ranges that `offsets` offsets touch costs less than `BITFIELD_RO`.
+pub(crate) fn read_by_ranges(bytes: u64, range: u64, offsets: u64) -> bool {
+    offsets as f64 * READ_BYTES_PER_BIT >= touched_bytes(bytes, range, offsets)
+}
+
+/// A batch's offsets grouped by the range of the key each falls in, in batch order within a
+/// range, each with its item: what a merge or read by ranges needs, 8 bytes per offset.
+#[derive(Debug)]
+pub(crate) struct Grouped {
+    items: usize,
+    /// log2 of the bits per range (ranges are a power of two bytes).
+    shift: u32,
+    /// Where each range's entries start in `entries`; one more for the end.
+    starts: Vec<u32>,
+    /// `offset << 32 | item`, range after range.
+    entries: Vec<u64>,
+}
+
+impl Grouped {
+    /// Groups `offsets` (`hashes` per item, each below `bits`, at most 2^32) by ranges of
+    /// `range_bytes`, a power of two; `None` for a batch of 2^32 offsets or more.
+    #[cfg(test)]
+    pub(crate) fn new(offsets: &[u32], hashes: usize, bits: u64, range_bytes: u64) -> Option<Self> {
+        let shift = (range_bytes * 8).trailing_zeros();
+        let mut starts = vec![0u32; bits.div_ceil(range_bytes * 8) as usize + 1];
+        for &offset in offsets {
+            starts[(offset >> shift) as usize + 1] += 1;
+        }
+        Self::with_counts(offsets, hashes, shift, starts)
+    }
+
+    /// [`new`](Grouped::new) with `starts[r + 1]` already holding the number of offsets in
+    /// range `r` (counted as the offsets were made), `shift` the log2 of the bits per range.
+    pub(crate) fn with_counts(
+        offsets: &[u32],
+        hashes: usize,
+        shift: u32,
+        mut starts: Vec<u32>,
+    ) -> Option<Self> {
+        let total = u32::try_from(offsets.len()).ok()?;
+        let ranges = starts.len() - 1;
+        for r in 0..ranges {
+            starts[r + 1] += starts[r];
+        }
+        debug_assert_eq!(starts[ranges], total);
+        let mut next = starts.clone();
+        let mut entries = vec![0u64; offsets.len()];
+        for (item, offsets) in offsets.chunks(hashes.max(1)).enumerate() {
+            for &offset in offsets {
+                let slot = &mut next[(offset >> shift) as usize];
+                entries[*slot as usize] = u64::from(offset) << 32 | item as u64;
+                *slot += 1;
+            }
+        }
+        Some(Grouped {
+            items: offsets.len() / hashes.max(1),
+            shift,
+            starts,
+            entries,
+        })
+    }
+
+    /// Items of the batch.
+    pub(crate) fn items(&self) -> usize {
+        self.items
+    }
+
+    /// Offsets of the batch.
+    pub(crate) fn offsets(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Ranges of the key.
+    pub(crate) fn ranges(&self) -> usize {
+        self.starts.len() - 1
+    }
+
+    /// Range `r`'s entries (`offset << 32 | item`).
+    fn range(&self, r: usize) -> &[u64] {
+        &self.entries[self.starts[r] as usize..self.starts[r + 1] as usize]
+    }
+
+    /// The first and last byte of range `r` that hold one of the batch's bits.
+    pub(crate) fn span(&self, r: usize) -> Option<(u64, u64)> {
+        let range = self.range(r);
+        let lo = range.iter().map(|&e| e >> 35).min()?;
+        let hi = range.iter().map(|&e| e >> 35).max()?;
+        Some((lo, hi))
+    }
+
+    /// Clears `present[item]` for every item with a bit of range `r` that is 0 in `bytes`, the
+    /// key's bytes from `first_byte` on (bits past their end are 0, as in Redis).
+    pub(crate) fn mark_absent(
+        &self,
+        r: usize,
+        first_byte: u64,
+        bytes: &[u8],
+        present: &mut [bool],
+    ) {
+        for &entry in self.range(r) {
+            if !test(bytes, (entry >> 32) - first_byte * 8) {
+                present[(entry & 0xffff_ffff) as usize] = false;
+            }
+        }
+    }
+}
+
+/// One range of a merge of several batches (in order, as if one after the other): where the
+/// range's bitmap goes in the key, from the first to the last byte that holds one of their
+/// bits.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct RangeMerge {
+    r: usize,
+    /// Where the bitmap goes in the key, in bytes.
+    pub(crate) first_byte: u64,
+    /// The bitmap's length in bytes.
+    len: usize,
+}
+
+impl RangeMerge {
+    /// Range `r` of `batches` (all grouped with the same ranges), its bitmap written into
+    /// `buffer` (all zeros, as long as a range; left so) and handed to `take`; `None` when no
+    /// batch touches it.
+    pub(crate) fn new<T>(
+        batches: &[&Grouped],
+        r: usize,
+        buffer: &mut [u8],
+        take: impl FnOnce(&[u8]) -> T,
+    ) -> Option<(Self, T)> {
+        let range_start = (r as u64) << batches.first()?.shift;
+        let (mut lo, mut hi) = (usize::MAX, 0);
+        for batch in batches {
+            for &entry in batch.range(r) {
+                let bit = (entry >> 32) - range_start;
+                let byte = (bit >> 3) as usize;
+                buffer[byte] |= 0x80 >> (bit & 7);
+                lo = lo.min(byte);
+                hi = hi.max(byte);
+            }
+        }
+        if lo > hi {
+            return None;
+        }
+        let taken = take(&buffer[lo..=hi]);
+        buffer[lo..=hi].fill(0);
+        let merge = RangeMerge {
+            r,
+            first_byte: range_start / 8 + lo as u64,
+            len: hi - lo + 1,
+        };
+        Some((merge, taken))
+    }
+
+    /// Marks new (`new[batch][item]`) every item of `batches` one of whose bits of this range
+    /// was 0 in `old` (the key's bytes from before at `first_byte` on) and not set by an item
+    /// before it: as sequential `SETBIT`s of the batches' offsets would report it.
+    pub(crate) fn mark_new(&self, batches: &[&Grouped], mut old: Vec<u8>, new: &mut [Vec<bool>]) {
+        old.resize(self.len, 0);
+        let first_bit = self.first_byte * 8;
+        for (batch, new) in batches.iter().zip(new) {
+            for &entry in batch.range(self.r) {
+                let bit = (entry >> 32) - first_bit;
+                let (byte, mask) = ((bit >> 3) as usize, 0x80 >> (bit & 7));
+                // Without a branch: whether the bit was set is as good as random.
+                let flipped = old[byte] & mask == 0;
+                old[byte] |= mask;
+                new[(entry & 0xffff_ffff) as usize] |= flipped;
+            }
+        }
+    }
+}
 
 /// Whether the batch's `BITFIELD` would carry several times as many bytes as the filter
 /// (each bit takes about 30 bytes of arguments).
@@ -87,16 +333,28 @@ impl Whole {
     }
 }
 
-/// A batch size for bulk adds (`max_bytes` = [`MAX_BYTES`]) or checks ([`MAX_READ_BYTES`]):
-/// large enough to take the dense path when the filter allows it, else 1,000 items per
-/// `BITFIELD` (about 4 ms of server time for go-zero's 14 bits per item).
-pub(crate) fn batch_size(bits: u64, hashes: u32, max_bytes: u64) -> usize {
+/// Items per bulk add: large enough to take the dense path (whole, or by ranges past
+/// [`MAX_BYTES`]).
+pub(crate) fn add_batch_size(bits: u64, hashes: u32) -> usize {
+    batch_size(bits, hashes, MAX_BYTES, WRITE_BYTES_PER_BIT)
+}
+
+/// Items per bulk check: large enough to read the filter whole (up to [`MAX_BYTES`]) or by
+/// the ranges the batch touches.
+pub(crate) fn check_batch_size(bits: u64, hashes: u32) -> usize {
+    batch_size(bits, hashes, MAX_BYTES, READ_BYTES_PER_BIT)
+}
+
+fn batch_size(bits: u64, hashes: u32, max_bytes: u64, per_bit: f64) -> usize {
     let bytes = bits.div_ceil(8);
+    let k = u64::from(hashes);
     if bytes <= max_bytes {
         // Twice the break-even, so that the last, partial batches stay dense too.
-        (bytes.div_ceil(8 * u64::from(hashes)) * 2).clamp(1_000, 1_000_000) as usize
+        (bytes.div_ceil(8 * k) * 2).clamp(1_000, 1_000_000) as usize
     } else {
-        1_000
+        // Four times the items whose bits alone pay for a pass over the whole key, so that a
+        // batch pays by itself however its neighbours fall.
+        ((bytes as f64 / (per_bit * k as f64) * 4.0) as u64).clamp(1_000, 1_000_000) as usize
     }
 }
 
@@ -210,22 +468,120 @@ mod tests {
         );
         assert!(!worth_it(64 * mib, 1_000_000, 14), "past MAX_BYTES");
         assert!(worth_it(64, 1, 14));
-        assert_eq!(batch_size(1024 * mib, 14, MAX_READ_BYTES), 1_000);
-        assert_eq!(
-            batch_size(64 * mib, 14, MAX_BYTES),
-            1_000,
-            "adds cannot go dense"
-        );
-        assert!(
-            batch_size(64 * mib, 14, MAX_READ_BYTES) > 100_000,
-            "checks can"
-        );
         assert!(
             !read_worth_it(1024 * mib, 10_000_000, 14),
             "past MAX_READ_BYTES"
         );
         assert!(read_worth_it(64 * mib, 1_000_000, 14) && !read_worth_it(64 * mib, 10_000, 14));
-        let batch = batch_size(11_000_000, 14, MAX_BYTES);
+        let batch = add_batch_size(11_000_000, 14);
         assert!(worth_it(11_000_000, batch, 14) && worth_it(11_000_000, batch / 2, 14));
+        assert!(
+            check_batch_size(64 * mib, 14) > 100_000,
+            "checks read 64 MiB by ranges"
+        );
+    }
+
+    #[test]
+    fn large_filters_go_by_ranges_for_batches_that_outweigh_them() {
+        let mib = 1 << 20;
+        let range = RANGE_BYTES;
+        // A 512 MiB key: two million go-zero items pay for a pass; a thousand do not.
+        assert!(merge_by_ranges(512 * mib, range, 28_000_000));
+        assert!(!merge_by_ranges(512 * mib, range, 14_000));
+        // tests/large_batches.rs: 60,000 items on 128 MiB stay BITFIELD commands.
+        assert!(!merge_by_ranges(128 * mib, range, 60_000 * 14));
+        assert!(read_by_ranges(512 * mib, range, 14_000_000));
+        assert!(!read_by_ranges(512 * mib, range, 14_000));
+        // Sparse batches touch a part of the ranges only.
+        assert!(touched_bytes(512 * mib, range, 10) <= 10.0 * range as f64);
+        assert!(touched_bytes(512 * mib, range, 100_000_000) > 511.0 * mib as f64);
+        // Batch sizes: large enough for a batch alone to pay a pass.
+        for bytes in [5 * mib, 23 * mib, 128 * mib] {
+            let items = add_batch_size(bytes * 8, 14) as u64;
+            assert!(merge_by_ranges(bytes, range, items * 14), "{bytes}");
+            let items = check_batch_size(bytes * 8, 14) as u64;
+            assert!(read_by_ranges(bytes, range, items * 14), "{bytes}");
+        }
+        assert_eq!(add_batch_size(4 << 35, 14), 1_000_000);
+    }
+
+    #[test]
+    fn grouped_offsets_keep_batch_order_within_each_range() {
+        // Ranges of 1 KiB = 8192 bits; 2 items of 3 bits.
+        let offsets = [9000u32, 5, 8192, 7, 9000, 20000];
+        let g = Grouped::new(&offsets, 3, 3 * 8192, 1024).unwrap();
+        assert_eq!((g.items(), g.offsets(), g.ranges()), (2, 6, 3));
+        let range = |r| -> Vec<(u64, u64)> {
+            g.range(r)
+                .iter()
+                .map(|&e| (e >> 32, e & 0xffff_ffff))
+                .collect()
+        };
+        assert_eq!(range(0), [(5, 0), (7, 1)]);
+        assert_eq!(range(1), [(9000, 0), (8192, 0), (9000, 1)]);
+        assert_eq!(range(2), [(20000, 1)]);
+        assert_eq!(g.span(0), Some((0, 0)));
+        assert_eq!(g.span(1), Some((1024, 1125)));
+        let mut present = vec![true; 2];
+        // Range 1 read from byte 1024 on: bit 8192 set, 9000 not.
+        g.mark_absent(1, 1024, &[0x80], &mut present);
+        assert_eq!(present, [false, false]);
+    }
+
+    #[test]
+    fn a_merge_by_ranges_sets_the_bits_and_tells_new_as_sequential_setbits_do() {
+        let bits = 4 * 8192;
+        let range = 1024;
+        let items: Vec<String> = (0..300).map(|i| format!("item:{}", i % 250)).collect();
+        let old_items: Vec<String> = (0..100).map(|i| format!("item:{}", i * 3)).collect();
+        let hashes = 14;
+        let locate = |items: &[String]| -> Vec<u64> {
+            items
+                .iter()
+                .flat_map(|item| crate::gozero_locations(item.as_bytes(), bits))
+                .collect()
+        };
+        let (first, second) = items.split_at(120);
+        let (first, second) = (locate(first), locate(second));
+        let old = bitmap(&locate(&old_items));
+        let want = new_flags(
+            old.clone(),
+            &[first.clone(), second.clone()].concat(),
+            hashes,
+        );
+        let mut want_bytes = old.clone();
+        for &offset in first.iter().chain(&second) {
+            want_bytes.resize(want_bytes.len().max(offset as usize / 8 + 1), 0);
+            set(&mut want_bytes, offset);
+        }
+        let narrow = |offsets: &[u64]| -> Vec<u32> { offsets.iter().map(|&o| o as u32).collect() };
+        let a = Grouped::new(&narrow(&first), hashes, bits, range).unwrap();
+        let b = Grouped::new(&narrow(&second), hashes, bits, range).unwrap();
+        let mut key = old;
+        let mut new = vec![vec![false; a.items()], vec![false; b.items()]];
+        let mut buffer = vec![0u8; range as usize];
+        let batches = [&a, &b];
+        for r in 0..a.ranges() {
+            let made = RangeMerge::new(&batches, r, &mut buffer, <[u8]>::to_vec);
+            let Some((merge, bitmap)) = made else {
+                continue;
+            };
+            assert!(buffer.iter().all(|&b| b == 0), "the buffer is left zeroed");
+            // What merge_range.lua does: GETRANGE, OR, SETRANGE.
+            let start = merge.first_byte as usize;
+            let end = start + bitmap.len();
+            let before = key
+                .get(start..end.min(key.len()))
+                .unwrap_or_default()
+                .to_vec();
+            key.resize(key.len().max(end), 0);
+            for (byte, add) in key[start..end].iter_mut().zip(&bitmap) {
+                *byte |= add;
+            }
+            merge.mark_new(&batches, before, &mut new);
+        }
+        assert_eq!(key, want_bytes, "the same bytes as SETBITs");
+        assert_eq!(new.concat(), want, "the same answers as SETBITs");
+        assert!(want.contains(&false) && want.contains(&true));
     }
 }

@@ -8,9 +8,9 @@ pub enum Engine {
     /// The cheapest commands for each call. `BITFIELD key SET u1 ...` to add and
     /// `BITFIELD_RO key GET u1 ...` to check (plain `BITFIELD` before Redis 6.2): about a third
     /// of the scripts' server CPU per item. For batches large enough, the dense path: checks
-    /// read the filter's bytes once (`GETRANGE`, filters of up to 64 MiB), adds send the
-    /// batch's bits as one bitmap ORed in by `BITOP` in one transaction (filters of up to
-    /// 4 MiB), with identical resulting bytes.
+    /// read the filter's bytes (`GETRANGE`: whole up to 4 MiB, else the ranges they need),
+    /// adds send the batch's bits as a bitmap ORed in by `BITOP` (in one transaction up to
+    /// 4 MiB, else one range of the key at a time), with identical resulting bytes.
     /// See BENCHMARKS.md. The default.
     #[default]
     Fast,

@@ -14,4 +14,14 @@ pub(crate) struct Options {
     pub(crate) retry: Retry,
     /// Replicas that must confirm every write, and how long to wait for them.
     pub(crate) replicas: Option<(u32, Duration)>,
+    /// Bytes per step of a large batch's range merge or range read (`None`: the default,
+    /// [`dense::RANGE_BYTES`](crate::dense::RANGE_BYTES)).
+    pub(crate) merge_chunk: Option<u64>,
+}
+
+impl Options {
+    /// Bytes per step of a range merge or range read.
+    pub(crate) fn merge_chunk(&self) -> u64 {
+        self.merge_chunk.unwrap_or(crate::dense::RANGE_BYTES)
+    }
 }

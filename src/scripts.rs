@@ -1,6 +1,6 @@
 //! The Lua scripts, embedded from `lua/` and hashed once: go-zero's set and test scripts and
 //! their batch forms (the [`Engine::Scripts`](crate::Engine::Scripts) engine), the parameters
-//! check, and the dense path's merge.
+//! check, and the dense path's merges (whole, and by ranges).
 //!
 //! A script goes as `EVALSHA`; when the server answers `NOSCRIPT` (after a restart, a failover
 //! or a `SCRIPT FLUSH`), it goes again as `EVAL` with its source, which cannot fail that way and
@@ -149,6 +149,11 @@ script!(
     MERGE = include_str!("../lua/merge.lua")
 );
 script!(
+    /// The dense path by ranges: one range of a batch's bitmap ORed into a large filter, sent as
+    /// `EVAL` inside a `MULTI`; replies with the range's bytes from before.
+    MERGE_RANGE = include_str!("../lua/merge_range.lua")
+);
+script!(
     /// `clear` and `expire`: the key's type and the filter's parameters checked, then the
     /// delete or the TTL, in one atomic step.
     DROP = include_str!("../lua/drop.lua")
@@ -170,5 +175,6 @@ mod tests {
         assert_eq!(packed, want);
         assert_eq!(ADD.sha.len(), 40);
         assert!(MERGE.source().contains("bitop"));
+        assert!(MERGE_RANGE.source().contains("setrange"));
     }
 }

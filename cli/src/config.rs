@@ -43,6 +43,9 @@ pub(crate) fn builder(cli: &Cli) -> Result<Builder> {
     if let Some(replicas) = cli.wait_replicas {
         builder = builder.wait_for_replicas(replicas, wait_timeout(cli));
     }
+    if let Some(bytes) = cli.merge_chunk {
+        builder = builder.merge_chunk_bytes(bytes);
+    }
     match (cli.counting, cli.growth) {
         (true, _) => builder.clone().build_counting(()).map(drop)?,
         (false, Some(_)) => builder.clone().build_growing(()).map(drop)?,

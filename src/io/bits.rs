@@ -1,17 +1,20 @@
 //! One key of bits in its slot group, and the steps on it: set and test bits by the engine's
-//! commands (`BITFIELD`, or go-zero's scripts), the dense merge and the whole-filter read,
-//! info, and the checked delete or TTL. Every kind whose parts are plain bits (the plain
+//! commands (`BITFIELD`, or go-zero's scripts), the dense merge and the whole-filter read (or,
+//! for large keys, by ranges: see the `ranges` module), info, and the checked delete or TTL. Every kind whose parts are plain bits (the plain
 //! filter's key or shards; a window's generations, a growing filter's levels) runs on these.
 
 use super::exec::{self, Exec};
 use super::guard::{self, Evidence, Guard};
+use super::ranges::{Answer, Queue};
 use super::tx::{Slot, Tx};
 use crate::bitfield::{self, Fold};
-use crate::dense;
+use crate::dense::{self, Grouped};
 use crate::engine::Engine;
 use crate::error::{Error, Result};
-use crate::geometry::Geometry;
+use crate::geometry::{check_offsets, Geometry};
+use crate::hash::ItemHash;
 use crate::info::{FilterInfo, KeyTtl};
+use crate::keys;
 use crate::layout::Layout;
 use crate::scripts;
 use crate::sizing::{current_fpr, estimate_items};
@@ -19,7 +22,7 @@ use futures_util::StreamExt;
 use redis::aio::ConnectionLike;
 use redis::Value;
 use std::sync::atomic::Ordering;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 /// The most bit offsets one command carries (1,170 items of the go-zero layout): a batch
 /// larger than that goes as several commands, so that no command holds the server for long,
@@ -30,13 +33,19 @@ pub const MAX_OFFSETS_PER_COMMAND: usize = 1 << 14;
 /// Commands of one batch in flight at once on the connection.
 const COMMANDS_IN_FLIGHT: usize = 4;
 
-/// One key of bits, and the scratch key beside it in its slot group.
+/// One key of bits, and the scratch keys beside it in its slot group.
 #[derive(Debug, Clone)]
 pub(crate) struct Bits {
     pub(crate) key: String,
     /// The dense path's scratch key; `None` when the key's name allows no key in its slot.
     pub(crate) scratch: Option<String>,
+    /// The second scratch key of a merge by ranges (`{KEY}:redbloom:scratch:or`), present
+    /// with `scratch`.
+    pub(crate) scratch_or: Option<String>,
     pub(crate) geometry: Geometry,
+    /// The batches waiting for a merge by ranges, and for a read by ranges (shared by the
+    /// clones of this key's bits).
+    queues: Arc<[Queue; 2]>,
 }
 
 /// How the steps run: the filter's executor and engine, and the parameters guard when it
@@ -65,6 +74,8 @@ pub(crate) struct Batch<'a, T> {
     per_command: usize,
     whole: OnceLock<Vec<u64>>,
     parts: Vec<OnceLock<Vec<u64>>>,
+    /// The offsets grouped by ranges of the key, for a merge or read by ranges.
+    grouped: OnceLock<Option<Arc<Grouped>>>,
 }
 
 impl<'a, T: AsRef<[u8]>> Batch<'a, T> {
@@ -78,6 +89,7 @@ impl<'a, T: AsRef<[u8]>> Batch<'a, T> {
             parts: (0..items.len().div_ceil(per_command))
                 .map(|_| OnceLock::new())
                 .collect(),
+            grouped: OnceLock::new(),
         }
     }
 
@@ -96,6 +108,33 @@ impl<'a, T: AsRef<[u8]>> Batch<'a, T> {
         let items = &self.items[first..(first + self.per_command).min(self.items.len())];
         let offsets = cached(&self.parts[i], || self.geometry.offsets(items))?;
         Ok((items.len(), offsets))
+    }
+
+    /// The offsets grouped by ranges of `range_bytes` (computed once: a range of the filter's
+    /// options never changes); `None` for a batch of 2^32 offsets or more.
+    fn grouped(&self, range_bytes: u64) -> Result<Option<Arc<Grouped>>> {
+        if let Some(done) = self.grouped.get() {
+            return Ok(done.clone());
+        }
+        // The offsets as 32-bit numbers (a key holds at most 2^32 bits), counted by range as
+        // they are made: half the memory of `whole`, and one pass less over it.
+        let Geometry { bits, hashes, .. } = self.geometry;
+        let shift = (range_bytes * 8).trailing_zeros();
+        let mut counts = vec![0u32; bits.div_ceil(range_bytes * 8) as usize + 1];
+        let mut offsets = Vec::with_capacity(self.items.len() * hashes as usize);
+        let mut item_offsets = Vec::with_capacity(hashes as usize);
+        for item in self.items {
+            item_offsets.clear();
+            let hash = ItemHash::of(item.as_ref(), self.geometry.layout);
+            self.geometry.push_offsets(&hash, &mut item_offsets);
+            check_offsets(&item_offsets, bits)?;
+            for &offset in &item_offsets {
+                counts[(offset >> shift) as usize + 1] += 1;
+                offsets.push(offset as u32);
+            }
+        }
+        let grouped = Grouped::with_counts(&offsets, hashes as usize, shift, counts);
+        Ok(self.grouped.get_or_init(|| grouped.map(Arc::new)).clone())
     }
 }
 
@@ -146,16 +185,22 @@ impl Removal {
 
 impl Bits {
     pub(crate) fn new(key: String, scratch: Option<String>, geometry: Geometry) -> Self {
+        let scratch_or = scratch
+            .as_ref()
+            .and_then(|_| keys::sidecar(&key, "redbloom:scratch:or").ok());
         Bits {
             key,
             scratch,
+            scratch_or,
             geometry,
+            queues: Arc::default(),
         }
     }
 
-    /// Sets every item's bits: by the dense path (one transaction, bounded by the filter's
-    /// size) or by the engine's commands, at most [`MAX_OFFSETS_PER_COMMAND`] offsets each;
-    /// true for each item one of whose bits flipped. One attempt: the caller retries.
+    /// Sets every item's bits: by the dense path (one transaction for a filter of up to 4 MiB;
+    /// by ranges beyond) or by the engine's commands, at most [`MAX_OFFSETS_PER_COMMAND`]
+    /// offsets each; true for each item one of whose bits flipped. One attempt: the caller
+    /// retries.
     pub(crate) async fn write<C, T>(
         &self,
         ctx: Ctx<'_, C>,
@@ -175,7 +220,58 @@ impl Bits {
                 done => return done,
             }
         }
+        if let Some(new) = self.write_by_ranges(ctx, batch).await? {
+            return Ok(new);
+        }
         self.in_commands(ctx, batch, Direction::Write).await
+    }
+
+    /// The dense add by ranges, for a key over [`dense::MAX_BYTES`] and a batch that, with the
+    /// batches a merge may gather beside it, outweighs the ranges it touches; `None` when the
+    /// batch goes by `BITFIELD` instead (nothing written).
+    async fn write_by_ranges<C, T>(
+        &self,
+        ctx: Ctx<'_, C>,
+        batch: &Batch<'_, T>,
+    ) -> Result<Option<Vec<bool>>>
+    where
+        C: ConnectionLike + Clone + Send + Sync,
+        T: AsRef<[u8]>,
+    {
+        let bytes = self.geometry.max_bytes();
+        let range = ctx.exec.options().merge_chunk();
+        let offsets = batch.len() as u64 * u64::from(self.geometry.hashes);
+        if ctx.engine != Engine::Fast
+            || ctx.exec.caps().no_merge.load(Ordering::Relaxed)
+            || bytes <= dense::MAX_BYTES
+            || self.scratch_or.is_none()
+            || !dense::merge_by_ranges(bytes, range, offsets * dense::GATHER)
+        {
+            return Ok(None);
+        }
+        self.by_ranges(ctx, batch, Direction::Write).await
+    }
+
+    /// A batch's turn in the queue of its direction; `None` when it goes by `BITFIELD` after
+    /// all.
+    async fn by_ranges<C, T>(
+        &self,
+        ctx: Ctx<'_, C>,
+        batch: &Batch<'_, T>,
+        direction: Direction,
+    ) -> Result<Option<Vec<bool>>>
+    where
+        C: ConnectionLike + Clone + Send + Sync,
+        T: AsRef<[u8]>,
+    {
+        let Some(grouped) = batch.grouped(ctx.exec.options().merge_chunk())? else {
+            return Ok(None);
+        };
+        let queue = &self.queues[matches!(direction, Direction::Read) as usize];
+        match queue.serve(self, ctx, direction, grouped).await? {
+            Answer::Done(answers) => Ok(Some(answers)),
+            Answer::PerItem => Ok(None),
+        }
     }
 
     /// Reads every item's bits; true for each item whose bits are all set.
@@ -190,6 +286,7 @@ impl Bits {
     {
         let geometry = self.geometry;
         if ctx.engine == Engine::Fast
+            && geometry.max_bytes() <= dense::MAX_BYTES
             && dense::read_worth_it(geometry.bits, batch.len(), geometry.hashes)
         {
             let bitmap = self.read_whole(ctx).await?;
@@ -198,6 +295,18 @@ impl Bits {
                 batch.whole()?,
                 geometry.hashes as usize,
             ));
+        }
+        // Past 4 MiB: the ranges the batch (and those gathered with it) touch, in bounded
+        // memory.
+        let range = ctx.exec.options().merge_chunk();
+        let offsets = batch.len() as u64 * u64::from(geometry.hashes);
+        if ctx.engine == Engine::Fast
+            && geometry.max_bytes() > dense::MAX_BYTES
+            && dense::read_by_ranges(geometry.max_bytes(), range, offsets * dense::GATHER)
+        {
+            if let Some(present) = self.by_ranges(ctx, batch, Direction::Read).await? {
+                return Ok(present);
+            }
         }
         self.in_commands(ctx, batch, Direction::Read).await
     }

@@ -208,22 +208,22 @@ impl<C> RedisBloom<C> {
     }
 
     /// Items per [`add_many`](RedisBloom::add_many) call that load fastest: large enough for
-    /// the dense path on filters of up to 4 MiB, else 1,000. What `redbloom load` uses by
-    /// default.
+    /// the dense path (the batch's bits merged as a bitmap: whole on filters of up to 4 MiB,
+    /// by ranges beyond). What `redbloom load` uses by default.
     pub fn bulk_add_batch_size(&self) -> usize {
-        self.bulk_batch_size(dense::MAX_BYTES)
+        self.bulk_batch_size(dense::add_batch_size)
     }
 
     /// Items per [`exists_many`](RedisBloom::exists_many) call that check fastest: large enough
-    /// to read the whole filter once on filters of up to 64 MiB, else 1,000. What
-    /// `redbloom check` uses by default.
+    /// to read the whole filter once on filters of up to 4 MiB, or the ranges the batch
+    /// touches beyond. What `redbloom check` uses by default.
     pub fn bulk_check_batch_size(&self) -> usize {
-        self.bulk_batch_size(dense::MAX_READ_BYTES)
+        self.bulk_batch_size(dense::check_batch_size)
     }
 
-    fn bulk_batch_size(&self, max_bytes: u64) -> usize {
+    fn bulk_batch_size(&self, size: fn(u64, u32) -> usize) -> usize {
         let part = &self.0.shards.parts()[0].geometry;
-        dense::batch_size(part.bits, part.hashes, max_bytes) * self.shards() as usize
+        size(part.bits, part.hashes) * self.shards() as usize
     }
 }
 
@@ -289,9 +289,15 @@ where
     /// larger batch is split into commands of that size, sent a few at a time in order on the
     /// connection: each command is atomic, the batch as a whole is not (another client may see
     /// part of it). So no batch holds the server for long or takes its memory, and no command
-    /// outlasts a response timeout. A batch that takes the dense path (a filter of up to
-    /// 4 MiB and a batch large enough to cover it) is one transaction, however many items it
-    /// holds. A sharded filter sends each shard its items at once.
+    /// outlasts a response timeout. A batch that takes the dense path (a batch large enough to
+    /// cover the filter) is one transaction on a filter of up to 4 MiB, however many items it
+    /// holds; on a larger one it is merged one range of the key at a time
+    /// ([`Builder::merge_chunk_bytes`](crate::Builder::merge_chunk_bytes), 128 KiB, about
+    /// 0.5 ms of server time each), each range atomic: an item whose bits fall in two ranges
+    /// may be reported new by two clients adding it at the same moment, and no bit is ever
+    /// lost. Large batches of one handle take turns (and share their passes over the key), so
+    /// among themselves they answer as sequential calls. A sharded filter sends each shard its
+    /// items at once.
     ///
     /// # Errors
     /// As for [`add`](RedisBloom::add). On error, some, all or none of the items may be added:
@@ -308,8 +314,8 @@ where
 
     /// Checks every item; the result for each item, in input order, means what
     /// [`exists`](RedisBloom::exists)'s does. An empty slice sends nothing. Split into commands
-    /// as [`add_many`](RedisBloom::add_many) is, unless the whole filter is read at once (up
-    /// to 64 MiB, for batches large enough).
+    /// as [`add_many`](RedisBloom::add_many) is, unless a batch large enough reads the filter
+    /// instead: whole up to 4 MiB, beyond that the ranges the batch touches.
     ///
     /// # Errors
     /// As for [`add`](RedisBloom::add).
