@@ -9,10 +9,9 @@
 //! stages the segments and the counts beside the filter and swaps each part in with one
 //! script: the filter's segments past the file's are deleted with it.
 
-use super::transfer::{self, Group, ImportMode, Params, Refused, Staged, Stored, Transferred};
+use super::transfer::{self, Group, ImportMode, Staged, Stored, Transferred};
 use super::{SectionHeader, SnapshotError, SnapshotHeader, SnapshotReader};
 use crate::error::{Error, Result};
-use crate::io::guard::Evidence;
 use crate::io::tx::Slot;
 use crate::GrowingBloom;
 use redis::aio::ConnectionLike;
@@ -124,16 +123,7 @@ where
         let view = self.growing_parts();
         let (mut reader, header) = SnapshotReader::open(input).await?;
         let shards = view.parts.len() as u32;
-        if header.kind != KIND || header.params != view.fingerprint || header.shards != shards {
-            return Err(Error::ParamsMismatch {
-                key: self.key().to_owned(),
-                stored: format!(
-                    "a snapshot of a {} filter with {} over {} shard(s)",
-                    header.kind, header.params, header.shards
-                ),
-                requested: format!("a growing filter with {}", view.fingerprint),
-            });
-        }
+        transfer::check_header(&header, self.key(), KIND, view.fingerprint, shards)?;
         if let Some(guard) = view.guard {
             guard.ensure(view.exec, false).await?;
         }
@@ -249,40 +239,17 @@ where
                 extra: segment_keys[used..].to_vec(),
             });
         }
-        let params = match (view.parts.first(), view.guard) {
-            (Some((_, _, Some([params, bare]))), _) => Some(Params {
-                key: params,
-                bare,
-                fingerprint: view.fingerprint,
-            }),
-            (_, Some(guard)) => guard.key().map(|key| Params {
-                key,
-                bare: key,
-                fingerprint: view.fingerprint,
-            }),
-            _ => None,
-        };
-        let before = async {
-            match view.guard {
-                Some(guard) => guard.ensure(view.exec, true).await,
-                None => Ok(()),
-            }
-        };
-        let swapped =
-            transfer::swap_groups(view.exec, &prepared, params, before, ImportMode::Replace)
-                .await?;
-        if let Err(Refused::Params(stored)) = swapped {
-            return Err(match view.guard {
-                Some(guard) => guard.refusal(Evidence::Stored(stored)),
-                None => Error::ParamsMismatch {
-                    key: self.key().to_owned(),
-                    stored: stored.unwrap_or_else(|| {
-                        "no parameters: the key holds another kind of filter (or other data)".into()
-                    }),
-                    requested: view.fingerprint.to_owned(),
-                },
-            });
-        }
+        let checked = view.parts.first().and_then(|part| part.2);
+        transfer::swap_checked(
+            view.exec,
+            &prepared,
+            checked,
+            view.guard,
+            self.key(),
+            view.fingerprint,
+            ImportMode::Replace,
+        )
+        .await?;
         Ok(())
     }
 

@@ -81,16 +81,7 @@ where
         let (mut reader, header) = SnapshotReader::open(input).await?;
         let fingerprint = self.guard.fingerprint();
         let shards = self.parts.len() as u32;
-        if header.kind != self.kind || header.params != fingerprint || header.shards != shards {
-            return Err(Error::ParamsMismatch {
-                key: self.key.to_owned(),
-                stored: format!(
-                    "a snapshot of a {} filter with {} over {} shard(s)",
-                    header.kind, header.params, header.shards
-                ),
-                requested: format!("a {} filter with {fingerprint}", self.kind),
-            });
-        }
+        transfer::check_header(&header, self.key, self.kind, fingerprint, shards)?;
         self.guard.ensure(self.exec, false).await?;
         let nonce = nonce();
         let place = |section: &SectionHeader| -> Result<Staged> {

@@ -14,6 +14,7 @@
 use super::{SectionHeader, SnapshotError, SnapshotHeader, SnapshotReader, SnapshotWriter};
 use crate::error::{Error, Result};
 use crate::io::exec::Exec;
+use crate::io::guard::{Evidence, Guard};
 use crate::io::tx::{Slot, Tx};
 use crate::scripts::script;
 use redis::aio::ConnectionLike;
@@ -555,4 +556,75 @@ where
         }
     }
     Ok(Ok(()))
+}
+
+/// A file of another kind, with other parameters or over another shard count: a mismatch,
+/// before anything is written.
+pub(crate) fn check_header(
+    header: &SnapshotHeader,
+    key: &str,
+    kind: &str,
+    fingerprint: &str,
+    shards: u32,
+) -> Result<()> {
+    if header.kind == kind && header.params == fingerprint && header.shards == shards {
+        return Ok(());
+    }
+    Err(Error::ParamsMismatch {
+        key: key.to_owned(),
+        stored: format!(
+            "a snapshot of a {} filter with {} over {} shard(s)",
+            header.kind, header.params, header.shards
+        ),
+        requested: format!("a {kind} filter with {fingerprint}"),
+    })
+}
+
+/// [`swap_groups`] for a kind whose filter of one key has its scripts check the parameters
+/// (`checked`: the parameters key and the bare key) and whose sharded filter has a `guard`
+/// beside: the parameters checked and stored in the swap, a refusal as the mismatch it means.
+pub(crate) async fn swap_checked<C>(
+    exec: &Exec<C>,
+    groups: &[Group],
+    checked: Option<&[String; 2]>,
+    guard: Option<&Guard>,
+    key: &str,
+    fingerprint: &str,
+    mode: ImportMode,
+) -> Result<()>
+where
+    C: ConnectionLike + Clone + Send + Sync,
+{
+    let params = match (checked, guard) {
+        (Some([params, bare]), _) => Some(Params {
+            key: params,
+            bare,
+            fingerprint,
+        }),
+        (None, Some(guard)) => guard.key().map(|key| Params {
+            key,
+            bare: key,
+            fingerprint,
+        }),
+        (None, None) => None,
+    };
+    let before = async {
+        match guard {
+            Some(guard) => guard.ensure(exec, true).await,
+            None => Ok(()),
+        }
+    };
+    match swap_groups(exec, groups, params, before, mode).await? {
+        Ok(()) => Ok(()),
+        Err(Refused::Params(stored)) => Err(match guard {
+            Some(guard) => guard.refusal(Evidence::Stored(stored)),
+            None => Error::ParamsMismatch {
+                key: key.to_owned(),
+                stored: stored.unwrap_or_else(|| {
+                    "no parameters: the key holds another kind of filter (or other data)".into()
+                }),
+                requested: fingerprint.to_owned(),
+            },
+        }),
+    }
 }

@@ -9,10 +9,9 @@
 //! generations with the file's, deleting the live ones the file does not hold, atomically per
 //! part.
 
-use super::transfer::{self, Group, ImportMode, Params, Refused, Staged, Stored, Transferred};
+use super::transfer::{self, Group, ImportMode, Staged, Stored, Transferred};
 use super::{SectionHeader, SnapshotError, SnapshotHeader, SnapshotReader};
 use crate::error::{Error, Result};
-use crate::io::guard::Evidence;
 use crate::kinds::window::epoch_of;
 use crate::WindowBloom;
 use redis::aio::ConnectionLike;
@@ -118,16 +117,7 @@ where
         let view = self.window_parts();
         let (mut reader, header) = SnapshotReader::open(input).await?;
         let shards = view.parts.len() as u32;
-        if header.kind != KIND || header.params != view.fingerprint || header.shards != shards {
-            return Err(Error::ParamsMismatch {
-                key: self.key().to_owned(),
-                stored: format!(
-                    "a snapshot of a {} filter with {} over {} shard(s)",
-                    header.kind, header.params, header.shards
-                ),
-                requested: format!("a window filter with {}", view.fingerprint),
-            });
-        }
+        transfer::check_header(&header, self.key(), KIND, view.fingerprint, shards)?;
         if let Some(guard) = view.guard {
             guard.ensure(view.exec, false).await?;
         }
@@ -201,37 +191,16 @@ where
                 extra,
             });
         }
-        let params = match (view.parts.first(), view.guard) {
-            (Some((_, Some([params, bare]), _)), _) => Some(Params {
-                key: params,
-                bare,
-                fingerprint: view.fingerprint,
-            }),
-            (_, Some(guard)) => guard.key().map(|key| Params {
-                key,
-                bare: key,
-                fingerprint: view.fingerprint,
-            }),
-            _ => None,
-        };
-        let before = async {
-            match view.guard {
-                Some(guard) => guard.ensure(view.exec, true).await,
-                None => Ok(()),
-            }
-        };
-        match transfer::swap_groups(view.exec, &groups, params, before, mode).await? {
-            Ok(()) => Ok(()),
-            Err(Refused::Params(stored)) => Err(match view.guard {
-                Some(guard) => guard.refusal(Evidence::Stored(stored)),
-                None => Error::ParamsMismatch {
-                    key: self.key().to_owned(),
-                    stored: stored.unwrap_or_else(|| {
-                        "no parameters: the key holds another kind of filter (or other data)".into()
-                    }),
-                    requested: view.fingerprint.to_owned(),
-                },
-            }),
-        }
+        let checked = view.parts.first().and_then(|part| part.1);
+        transfer::swap_checked(
+            view.exec,
+            &groups,
+            checked,
+            view.guard,
+            self.key(),
+            view.fingerprint,
+            mode,
+        )
+        .await
     }
 }
