@@ -1,13 +1,16 @@
 -- Puts an import's staged keys in place (SPEC.md §5 "import"), in one atomic step per slot
 -- group: other clients see the old filter or the new one, never a mix. Nothing is written
--- unless every check passes.
+-- unless every check passes. A merge ("merge") ORs each staging key into the filter's; a merge
+-- by ranges ("check") only checks and stores the parameters: the file's bits are then ORed in
+-- range by range (lua/import_merge.lua).
 -- KEYS[1..N]: the filter's keys to replace (or merge into). KEYS[N+1..2N]: their staging keys,
--- written by the importer with a TTL (a staging key of a section of 0 bytes may be missing).
+-- written by the importer with a TTL (a staging key of a section of 0 bytes may be missing; a
+-- merge by ranges stages pieces, checked by the importer, and not read here).
 -- KEYS[2N+1..2N+E]: keys of the filter the file does not have (levels past its own): deleted
 -- by a replace. KEYS[2N+E+1], KEYS[2N+E+2] (optional): the stored parameters and the key whose
 -- bits show a filter without parameters.
--- ARGV[1]: N. ARGV[2]: "replace" or "merge". ARGV[3]: the parameters ("" when the filter keeps
--- none). ARGV[4]: E. ARGV[5..N+4]: each section's length in bytes. ARGV[N+5..2N+4]: each
+-- ARGV[1]: N. ARGV[2]: "replace", "merge" or "check". ARGV[3]: the parameters ("" when the
+-- filter keeps none). ARGV[4]: E. ARGV[5..N+4]: each section's length in bytes. ARGV[N+5..2N+4]: each
 -- section's TTL in ms (-1: none). ARGV[2N+5..3N+4]: the type each key may hold besides none
 -- ("string" or "hash").
 -- Reply: 1 when done; {"params", STORED} when the keys hold a filter with other parameters
@@ -17,7 +20,7 @@ local n, mode, params, e = tonumber(ARGV[1]), ARGV[2], ARGV[3], tonumber(ARGV[4]
 local p = 2 * n + e + 1
 for i = 1, n do
     local len = tonumber(ARGV[4 + i])
-    if len > 0 and redis.call("exists", KEYS[n + i]) == 0 then
+    if mode ~= "check" and len > 0 and redis.call("exists", KEYS[n + i]) == 0 then
         return {"staged", KEYS[n + i]}
     end
     local kind = redis.call("type", KEYS[i]).ok
@@ -40,6 +43,12 @@ if #KEYS >= p + 1 and params ~= "" then
     elseif redis.call("exists", KEYS[p + 1]) == 1 then
         return {"params", ""}
     end
+end
+if mode == "check" then
+    if #KEYS >= p and params ~= "" then
+        redis.call("set", KEYS[p], params)
+    end
+    return 1
 end
 for i = 1, n do
     local target, staged = KEYS[i], KEYS[n + i]

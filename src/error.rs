@@ -125,6 +125,20 @@ pub enum Error {
     #[error(transparent)]
     Snapshot(#[from] crate::SnapshotError),
 
+    /// A filter's near cache would hold more bytes than its budget
+    /// ([`NearCache::budget`](crate::NearCache::budget)); nothing was sent.
+    #[error(
+        "the near cache of filter {key:?} needs {bytes} bytes, over its budget of {budget} bytes"
+    )]
+    NearCacheBudget {
+        /// The filter's key.
+        key: String,
+        /// The bytes its copy takes.
+        bytes: u64,
+        /// The budget.
+        budget: u64,
+    },
+
     /// Any other error reported by Redis or by the client library.
     #[error("Redis answered with an error")]
     Redis(#[source] RedisError),

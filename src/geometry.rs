@@ -61,6 +61,17 @@ impl Geometry {
         }
     }
 
+    /// Whether `test` holds for every one of the item's offsets in this filter (in order,
+    /// stopping at the first that fails), with no allocation: a near cache's lookup.
+    pub(crate) fn all(&self, hash: &ItemHash, mut test: impl FnMut(u64) -> bool) -> bool {
+        let bits = self.bits;
+        match *hash {
+            ItemHash::GoZero(hashes) => hashes.iter().all(|h| test(h % bits)),
+            ItemHash::Native(h1, h2) => (0..u64::from(self.hashes))
+                .all(|i| test(h1.wrapping_add(i.wrapping_mul(h2)) % bits)),
+        }
+    }
+
     /// Every item's bit offsets, item after item, hashed once and checked against the size
     /// before anything is sent.
     pub(crate) fn offsets<T: AsRef<[u8]>>(&self, items: &[T]) -> Result<Vec<u64>> {

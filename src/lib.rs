@@ -16,6 +16,7 @@ mod io;
 mod keys;
 mod kinds;
 mod layout;
+mod near;
 mod options;
 mod retry;
 mod scripts;
@@ -36,6 +37,7 @@ pub use self::{
         counting::CountingBloom, growing::GrowingBloom, plain::RedisBloom, window::WindowBloom,
     },
     layout::{native_locations, Layout},
+    near::{NearCache, NearCacheStats},
     retry::Retry,
     sizing::{
         bits_for_fixed_k, current_fpr, estimate_items, expected_fpr, growing_level_fpr,

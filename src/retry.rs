@@ -2,6 +2,7 @@
 
 use crate::error::{Error, Result};
 use std::future::Future;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 use tokio::time::Instant;
 
@@ -77,11 +78,13 @@ impl Default for Retry {
 
 /// When a public call began and the most it may take: one per call, shared by every step and
 /// every retry of the call, so that the call as a whole ends within
-/// [`Builder::timeout`](crate::Builder::timeout) however many steps it takes.
-#[derive(Debug, Clone, Copy)]
+/// [`Builder::timeout`](crate::Builder::timeout) however many steps it takes. It also counts
+/// the call's retries (all steps together), for its span's `attempts`.
+#[derive(Debug)]
 pub(crate) struct Clock {
     started: Instant,
     timeout: Option<Duration>,
+    retries: AtomicU32,
 }
 
 impl Clock {
@@ -90,11 +93,33 @@ impl Clock {
         Clock {
             started: Instant::now(),
             timeout,
+            retries: AtomicU32::new(0),
         }
     }
 
     fn deadline(&self) -> Option<Instant> {
         self.timeout.map(|timeout| self.started + timeout)
+    }
+
+    /// The tries of the call so far: its first, and every retry of any of its steps.
+    fn attempts(&self) -> u32 {
+        self.retries.load(Ordering::Relaxed).saturating_add(1)
+    }
+}
+
+/// The target of the crate's spans and events.
+const TARGET: &str = "redbloom";
+
+/// Records the call's tries so far in its span (`attempts`): the whole call's count, so a
+/// later step that needed no retry never lowers it. Nothing at all without a subscriber that
+/// takes debug spans; only the crate's own spans are written to.
+fn record_attempts(clock: &Clock) {
+    if !tracing::level_enabled!(tracing::Level::DEBUG) {
+        return;
+    }
+    let span = tracing::Span::current();
+    if span.metadata().is_some_and(|m| m.target() == TARGET) {
+        span.record("attempts", clock.attempts());
     }
 }
 
@@ -110,6 +135,7 @@ where
     let timeout = clock.timeout;
     let deadline = clock.deadline();
     let mut delay = policy.first_delay;
+    let mut retried = false;
     loop {
         let result = match deadline {
             Some(deadline) => tokio::time::timeout_at(deadline, attempt())
@@ -119,14 +145,35 @@ where
         };
         let err = match result {
             Err(err) if err.is_transient() => err,
-            done => return done,
+            done => {
+                record_attempts(clock);
+                return done;
+            }
         };
         let retry_at = Instant::now() + delay;
         let within_budget = retry_at.duration_since(started) < policy.budget;
         let before_deadline = deadline.is_none_or(|deadline| retry_at < deadline);
         if !(within_budget && before_deadline) {
+            record_attempts(clock);
+            if retried {
+                tracing::warn!(
+                    target: TARGET,
+                    attempts = clock.attempts(),
+                    error = %err,
+                    "giving up: the retry budget or the call's deadline is spent"
+                );
+            }
             return Err(err);
         }
+        tracing::warn!(
+            target: TARGET,
+            attempt = clock.attempts(),
+            error = %err,
+            retry_in_ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX),
+            "retrying after a passing fault"
+        );
+        clock.retries.fetch_add(1, Ordering::Relaxed);
+        retried = true;
         tokio::time::sleep_until(retry_at).await;
         delay = (delay * 2).min(policy.max_delay);
     }
@@ -135,7 +182,6 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::atomic::{AtomicU32, Ordering};
 
     fn lost() -> Error {
         Error::Connection(redis::RedisError::from(std::io::Error::from(
@@ -156,6 +202,25 @@ mod tests {
         .await;
         assert_eq!(result.unwrap(), 7);
         assert_eq!(tries.load(Ordering::Relaxed), 4);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_clock_counts_the_tries_of_every_step_of_a_call() {
+        let clock = Clock::start(None);
+        let policy = Retry::for_duration(Duration::from_secs(5));
+        let tries = AtomicU32::new(0);
+        // Two steps of one call: the first retried twice, the second not at all; a later step
+        // never lowers the count.
+        let first = run(policy, &clock, || async {
+            match tries.fetch_add(1, Ordering::Relaxed) {
+                0..=1 => Err(lost()),
+                _ => Ok(()),
+            }
+        });
+        first.await.unwrap();
+        assert_eq!(clock.attempts(), 3);
+        run(policy, &clock, || async { Ok(()) }).await.unwrap();
+        assert_eq!(clock.attempts(), 3);
     }
 
     #[tokio::test(start_paused = true)]

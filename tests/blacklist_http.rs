@@ -38,10 +38,10 @@ impl Drop for Service {
 }
 
 impl Service {
-    /// Starts the example on a free loopback port and waits until the port answers. A port
-    /// found free can be taken before the example binds it: then it exits, and another port is
-    /// tried.
-    fn start(redis_url: &str) -> Service {
+    /// Starts the example on a free loopback port, with `args` after `--serve ADDR`, and waits
+    /// until the port answers. A port found free can be taken before the example binds it:
+    /// then it exits, and another port is tried.
+    fn start(redis_url: &str, args: &[&str]) -> Service {
         let mut failures = Vec::new();
         for _ in 0..5 {
             let port = TcpListener::bind("127.0.0.1:0")
@@ -50,6 +50,7 @@ impl Service {
                 .port();
             let child = Command::new(example("blacklist"))
                 .args(["--serve", &format!("127.0.0.1:{port}")])
+                .args(args)
                 .env("REDIS_URL", redis_url)
                 .stdin(Stdio::null())
                 .stdout(Stdio::null())
@@ -133,7 +134,9 @@ impl Service {
 #[tokio::test]
 async fn blacklist_blocks_and_unblocks_over_http() {
     let redis = common::redis().await;
-    let service = Service::start(redis.url());
+    // A key of its own: a service keeps the list it finds (other instances may share it).
+    let key = common::unique_key("blacklist-http");
+    let service = Service::start(redis.url(), &["--key", &key]);
 
     // Blocking twice counts once.
     let first = service.ok("POST", "/block/mallory", "mallory");
@@ -173,4 +176,105 @@ async fn blacklist_blocks_and_unblocks_over_http() {
     assert_eq!(again["removed"], false, "{again}");
 
     drop(service); // kills the example before its Redis goes away
+}
+
+/// How long after a change is acknowledged its invalidation may take to reach the other
+/// service's copy (a loopback message, a busy test machine): allowed on top of the interval.
+const DELIVERY: Duration = Duration::from_millis(300);
+
+/// Polls `GET /check/{item}` on `service` until it answers `blocked`; every answer sent more
+/// than `refresh` (plus [`DELIVERY`]) after `acknowledged` must. Returns how long it took.
+fn seen(
+    service: &Service,
+    item: &str,
+    blocked: bool,
+    acknowledged: Instant,
+    refresh: Duration,
+) -> Duration {
+    loop {
+        let asked = Instant::now();
+        let answer = service.ok("GET", &format!("/check/{item}"), item);
+        if answer["blocked"] == blocked {
+            return asked.duration_since(acknowledged);
+        }
+        let late = asked.duration_since(acknowledged);
+        assert!(
+            late < refresh + DELIVERY,
+            "{item}: blocked={blocked} not seen {late:?} after it was acknowledged (refresh \
+             interval {refresh:?}): {answer}"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// Two services share one blacklist, each answering checks from its near cache: a block by one
+/// and an unblock by the other reach the other's checks within the refresh interval, and
+/// repeated checks are answered from the copy (its hits grow, Redis answers none of them).
+#[tokio::test]
+async fn two_services_with_near_caches_share_one_blacklist() {
+    let redis = common::redis().await;
+    let key = common::unique_key("blacklist-near");
+    let refresh = Duration::from_secs(1);
+    let args = ["--key", &key, "--near-cache", "1s"];
+    let (a, b) = (
+        Service::start(redis.url(), &args),
+        Service::start(redis.url(), &args),
+    );
+    for service in [&a, &b] {
+        // Each reads its copy.
+        assert_eq!(service.ok("GET", "/check/trudy", "trudy")["blocked"], false);
+    }
+
+    let block = a.ok("POST", "/block/trudy", "trudy");
+    let acknowledged = Instant::now();
+    assert_eq!(block["new"], true, "{block}");
+    let lag = seen(&b, "trudy", true, acknowledged, refresh);
+    println!("a block by one service seen by the other after {lag:?}");
+
+    let unblock = b.ok("DELETE", "/block/trudy", "trudy");
+    let acknowledged = Instant::now();
+    assert_eq!(unblock["removed"], true, "{unblock}");
+    let lag = seen(&a, "trudy", false, acknowledged, refresh);
+    println!("an unblock by one service seen by the other after {lag:?}");
+    // And by the service that made it, within the interval too.
+    seen(&b, "trudy", false, acknowledged, refresh);
+
+    // Checks of an unchanged list come from the copy: hits grow by one each, misses not at all.
+    let stats = |service: &Service| {
+        let (status, body) = service.request("GET", "/stats");
+        assert_eq!(status, 200, "{body}");
+        assert_eq!(body["key"], key.as_str(), "{body}");
+        body["near_cache"].clone()
+    };
+    let before = stats(&a);
+    for i in 0..100 {
+        let item = format!("user{i}");
+        assert_eq!(
+            a.ok("GET", &format!("/check/{item}"), &item)["blocked"],
+            false
+        );
+    }
+    let after = stats(&a);
+    assert_eq!(
+        after["tracking"], true,
+        "invalidations come from Redis: {after}"
+    );
+    assert_eq!(after["stale"], false, "{after}");
+    let count = |stats: &Value, field: &str| stats[field].as_u64().unwrap();
+    assert_eq!(
+        count(&after, "hits") - count(&before, "hits"),
+        100,
+        "{before} -> {after}"
+    );
+    assert_eq!(
+        count(&after, "misses"),
+        count(&before, "misses"),
+        "{before} -> {after}"
+    );
+    assert!(
+        count(&after, "invalidations") >= 2,
+        "the block and the unblock: {after}"
+    );
+
+    drop((a, b)); // kills the services before their Redis goes away
 }

@@ -429,12 +429,16 @@ async fn dense_calls_on_a_hash_are_wrong_type_and_leave_it_alone() {
     );
 }
 
+/// A filter over the 4 MiB the dense path reads whole (40,000,000 bits = 5,000,000 bytes): a
+/// check of 60,000 items reads it by ranges (`GETRANGE`s of 128 KiB, src/io/ranges.rs; these
+/// items touch every range) and answers exactly as `BITFIELD_RO` does 1,000 items at a time (too
+/// few to pay for reading the ranges), with no false negative, and items whose bits lie past
+/// the first 4 MiB found (a read that stopped at 4 MiB would find them absent). The adds, 1,000
+/// at a time, are too few to pay for a merge by ranges and go by `BITFIELD`.
 #[tokio::test]
-async fn a_filter_larger_than_one_read_chunk_is_read_whole() {
+async fn a_check_of_a_filter_over_4_mib_reads_it_by_ranges() {
     let redis = common::redis().await;
     let conn = redis.connection().await;
-    // 40,000,000 bits = 5,000,000 bytes: two GETRANGE chunks of at most 4 MiB; too large for the
-    // dense merge (4 MiB), so the adds go by BITFIELD and only the check is dense.
     let bits = 40_000_000;
     let fast = RedisBloom::new(conn.clone(), common::unique_key("chunked"), bits).unwrap();
     let added: Vec<String> = (0..30_000).map(|i| format!("chunk-added:{i}")).collect();
@@ -443,7 +447,9 @@ async fn a_filter_larger_than_one_read_chunk_is_read_whole() {
     }
     let mut probes = added.clone();
     probes.extend((0..30_000).map(|i| format!("chunk-absent:{i}")));
-    // 60,000 items x 14 bits x 8 >= 5,000,000 bytes: the dense read; 1,000 at a time: BITFIELD.
+    // 60,000 items x 14 bits x 128 >= 5,000,000 bytes: read by ranges. 1,000 at a time, one
+    // after the other: a batch waits a moment for others to share a read, none comes, and it
+    // goes by BITFIELD_RO.
     let dense = fast.exists_many(&probes).await.unwrap();
     let mut by_bitfield = Vec::new();
     for batch in probes.chunks(1_000) {
@@ -451,8 +457,8 @@ async fn a_filter_larger_than_one_read_chunk_is_read_whole() {
     }
     assert_eq!(dense, by_bitfield);
     assert!(dense[..30_000].iter().all(|p| *p), "no false negatives");
-    // Most added items have a bit in the second chunk: had it not been read (zeros), they would
-    // all read as absent.
+    // Most added items have a bit past the first 4 MiB: had that not been read (zeros), they
+    // would all read as absent.
     let in_second_chunk = added
         .iter()
         .filter(|item| {

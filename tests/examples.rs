@@ -46,6 +46,23 @@ async fn dedup_replicas_processes_each_event_once_within_the_window() {
     assert!(out.contains("processed 100 again"), "{out}");
 }
 
+/// The blacklist's self-test: its requests and answers on one instance, then three instances
+/// with near caches, where a block and an unblock by one reach the others within the interval
+/// (the example asserts both; a shorter interval given by `--near-cache` too).
+#[tokio::test]
+async fn blacklist_checks_itself_and_its_near_caches() {
+    let redis = common::redis().await;
+    for args in [&[][..], &["--near-cache", "300ms"][..]] {
+        let key = common::unique_key("blacklist-example");
+        let out = run_with("blacklist", redis.url(), &[args, &["--key", &key]].concat());
+        assert!(out.contains("ok: blocked twice, unblocked once"), "{out}");
+        assert!(
+            out.contains("ok: a block and an unblock by one instance reached the others"),
+            "{out}"
+        );
+    }
+}
+
 #[tokio::test]
 async fn quickstart_runs() {
     let redis = common::redis().await;

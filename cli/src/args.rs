@@ -202,9 +202,11 @@ pub(crate) struct Cli {
     )]
     pub(crate) shards: u32,
 
-    /// Bytes per step when a large load or check goes to a filter over 4 MiB range by range:
-    /// a power of two from 1K to 64M, with an optional K or M suffix (binary units). Each step holds Redis about 4 ns per byte (128K: 0.5 ms); smaller
-    /// steps pause it for less, at more round trips [default: 128K].
+    /// Bytes per step when a large load or check goes to a filter over 4 MiB range by range
+    /// (and, given with `import --merge`, the merge too, then atomic per range only): a power
+    /// of two from 1K to 64M, with an optional K or M suffix (binary units). Each step holds
+    /// Redis about 4 ns per byte (128K: 0.5 ms); smaller steps pause it for less, at more round
+    /// trips [default: 128K].
     #[arg(
         long,
         global = true,
@@ -214,6 +216,23 @@ pub(crate) struct Cli {
         help_heading = FILTER
     )]
     pub(crate) merge_chunk: Option<u64>,
+
+    /// With `bench --op exists` only: the filter keeps a copy of itself in the process and
+    /// answers from it with no round trip; any change by any client reaches the copy within
+    /// DURATION (SPEC.md §6). With --url the copy learns of changes from Redis (CLIENT
+    /// TRACKING) and is read again only after one; with --cluster it is read every DURATION.
+    /// The copy takes the filter's bytes, at most 256 MiB. DURATION: seconds, or a number with
+    /// a unit (500ms, 1s, 15m).
+    #[arg(
+        long,
+        global = true,
+        value_name = "DURATION",
+        value_parser = duration,
+        // "-1s" is a bad duration, not an unknown flag.
+        allow_hyphen_values = true,
+        help_heading = FILTER
+    )]
+    pub(crate) near_cache: Option<Duration>,
 
     /// Print one line of JSON instead of text.
     #[arg(long, global = true, help_heading = OUTPUT)]
@@ -399,9 +418,19 @@ Holds the filter's bits in memory; lines as for load."
         out: PathBuf,
     },
     /// Load generator: C tasks sharing one client, items bench:0..N-1.
-    #[command(override_usage = usage!(
-        "bench --op add|exists --items N --concurrency C [--batch B]"
-    ))]
+    #[command(
+        override_usage = usage!(
+            "bench --op add|exists|remove --items N --concurrency C [--batch B] [--near-cache DURATION]"
+        ),
+        after_help = "Examples:
+  redbloom --key seen --capacity 1000000 --fpr 0.01 bench --op add --items 1000000 --concurrency 4 --batch 1000
+  redbloom --key seen --capacity 1000000 --fpr 0.01 bench --op exists --items 1000000 --concurrency 64
+  redbloom --key seen --capacity 1000000 --fpr 0.01 bench --op exists --items 1000000 --concurrency 64 --near-cache 1s
+
+With --op exists, \"present\" counts the items found. With --near-cache, \"near_cache\" reports
+the copy's statistics: lookups answered from it (hits), by Redis (misses), copies read
+(refreshes), and whether invalidations were received (tracking)."
+    )]
     Bench(BenchArgs),
 }
 

@@ -6,10 +6,11 @@ mod stream;
 use crate::args::{Cli, Command, FileArgs};
 use crate::bench;
 use crate::config;
-use crate::connect::{connect, connect_cluster, Connection};
+use crate::connect::{connect, connect_cluster, tracking_client, Connection};
 use crate::filter::{Filter, Kind};
 use crate::output::{self, print};
 use anyhow::Result;
+use redbloom::NearCache;
 use std::ffi::OsString;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -21,7 +22,7 @@ type Bloom = Filter<Connection>;
 /// Checks the flags, connects, runs the command and prints its report; returns the exit status.
 pub(crate) async fn run(cli: Cli) -> Result<ExitCode> {
     // The configuration is checked before any I/O.
-    let builder = config::builder(&cli)?;
+    let mut builder = config::builder(&cli)?;
     let kind = match (cli.window.is_some(), cli.counting, cli.growth.is_some()) {
         (true, _, _) => Kind::Window,
         (false, true, _) => Kind::Counting,
@@ -44,7 +45,14 @@ pub(crate) async fn run(cli: Cli) -> Result<ExitCode> {
         }
         None => {
             let url = cli.url.as_deref().unwrap_or(DEFAULT_URL);
-            Connection::Single(connect(url, cli.tls_ca.as_deref(), timeout).await?)
+            let server = connect(url, cli.tls_ca.as_deref(), timeout).await?;
+            if let Some(refresh) = cli.near_cache {
+                // One server: its invalidations tell the copy when to read again. (A cluster
+                // node sees only its own keys: there the copy is read every interval.)
+                let client = tracking_client(url, cli.tls_ca.as_deref())?;
+                builder = builder.near_cache(NearCache::new(refresh).tracking(client));
+            }
+            Connection::Single(server)
         }
     };
     let bloom = Filter::build(builder, kind, conn)?;
@@ -157,7 +165,7 @@ pub(crate) async fn run(cli: Cli) -> Result<ExitCode> {
         }
         // Handled before connecting.
         Command::Build { .. } => {}
-        Command::Bench(args) => print(&bench::run(bloom, &args).await?, json),
+        Command::Bench(args) => print(&bench::run(bloom, &args, cli.near_cache).await?, json),
     }
     Ok(ExitCode::SUCCESS)
 }

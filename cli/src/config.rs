@@ -1,10 +1,10 @@
 //! From the command line to a filter's configuration, checked before any I/O: what the fuzz
 //! target `cli_args` drives with arbitrary arguments.
 
-use crate::args::{Cli, Size};
+use crate::args::{BenchOp, Cli, Command, Size};
 use anyhow::{anyhow, bail, Result};
 use redbloom::redis::IntoConnectionInfo;
-use redbloom::{Builder, Layout, RedisBloom, Retry};
+use redbloom::{Builder, Layout, NearCache, RedisBloom, Retry};
 use std::time::Duration;
 
 /// The filter's builder for these flags, already validated (a `build` without a connection
@@ -46,12 +46,33 @@ pub(crate) fn builder(cli: &Cli) -> Result<Builder> {
     if let Some(bytes) = cli.merge_chunk {
         builder = builder.merge_chunk_bytes(bytes);
     }
+    if let Some(refresh) = cli.near_cache {
+        near_cache_applies(cli)?;
+        // Without tracking here, so that the copy's budget is checked before any I/O; the
+        // command adds the tracking connection's client once it knows the server.
+        builder = builder.near_cache(NearCache::new(refresh));
+    }
     match (cli.counting, cli.growth) {
         (true, _) => builder.clone().build_counting(()).map(drop)?,
         (false, Some(_)) => builder.clone().build_growing(()).map(drop)?,
         (false, None) => builder.validate()?,
     }
     Ok(builder)
+}
+
+/// `--near-cache` answers lookups from a copy: only `bench --op exists` takes it.
+fn near_cache_applies(cli: &Cli) -> Result<()> {
+    match &cli.command {
+        Command::Bench(bench) if bench.op == BenchOp::Exists => Ok(()),
+        Command::Bench(bench) => bail!(
+            "--near-cache needs bench --op exists: the copy answers lookups, and --op {} writes",
+            match bench.op {
+                BenchOp::Add => "add",
+                _ => "remove",
+            }
+        ),
+        _ => bail!("--near-cache is a bench option: use it with bench --op exists"),
+    }
 }
 
 /// The connection's time limits, from `--timeout`, `--retry-for` and `--wait-replicas`.

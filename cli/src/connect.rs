@@ -426,12 +426,34 @@ fn client_hello(host: &str) -> Option<Vec<u8>> {
     Some(hello)
 }
 
-/// The certificates of the PEM file, once it is known to hold at least one.
+/// The client a near cache opens its tracking connection with (`CLIENT TRACKING`, see
+/// `redbloom::NearCache::tracking`): the address, user, password and database of `url`, as
+/// the CLI's own connection has them. With `tls_ca`, redis-rs's TLS trusts the file's
+/// certificates as roots: a CA works; a server's own self-signed certificate, which rustls
+/// does not take as a root of itself, leaves the copy without tracking (it is then read
+/// every interval), and says so in the bench's `"tracking": false`.
+pub(crate) fn tracking_client(url: &str, tls_ca: Option<&Path>) -> Result<redis::Client> {
+    let Some(ca) = tls_ca else {
+        return redis::Client::open(url).map_err(|err| anyhow!("invalid --url: {err}"));
+    };
+    let certs = redis::TlsCertificates {
+        client_tls: None,
+        root_cert: Some(read_ca_pem(ca)?),
+    };
+    redis::Client::build_with_tls(url, certs).map_err(|err| {
+        anyhow!(
+            "cannot use the CA certificates of {} for the near cache's tracking connection: {err}",
+            ca.display()
+        )
+    })
+}
+
 /// The most bytes read from `--tls-ca`: a bundle of hundreds of certificates (the system's
 /// whole store is about 200 KiB).
 const MAX_CA_BYTES: u64 = 4 << 20;
 
-fn read_ca(path: &Path) -> Result<Vec<CertificateDer<'static>>> {
+/// The bytes of the `--tls-ca` file, at most [`MAX_CA_BYTES`].
+fn read_ca_pem(path: &Path) -> Result<Vec<u8>> {
     let shown = path.display();
     // Read at most a bound, so that `--tls-ca /dev/zero` (or any endless file) is an error,
     // not a process that grows until the machine runs out of memory.
@@ -442,6 +464,13 @@ fn read_ca(path: &Path) -> Result<Vec<CertificateDer<'static>>> {
     if pem.len() as u64 > MAX_CA_BYTES {
         bail!("invalid --tls-ca {shown}: longer than {MAX_CA_BYTES} bytes, too long for a PEM file of certificates");
     }
+    Ok(pem)
+}
+
+/// The certificates of the PEM file, once it is known to hold at least one.
+fn read_ca(path: &Path) -> Result<Vec<CertificateDer<'static>>> {
+    let shown = path.display();
+    let pem = read_ca_pem(path)?;
     let mut certificates = Vec::new();
     for cert in CertificateDer::pem_slice_iter(&pem) {
         certificates.push(

@@ -3,7 +3,9 @@
 
 use crate::output;
 use redbloom::redis::aio::ConnectionLike;
-use redbloom::{Builder, CountingBloom, Error, GrowingBloom, RedisBloom, Result, WindowBloom};
+use redbloom::{
+    Builder, CountingBloom, Error, GrowingBloom, NearCacheStats, RedisBloom, Result, WindowBloom,
+};
 use std::time::Duration;
 
 /// One filter of one kind.
@@ -45,6 +47,11 @@ impl<C> Filter<C> {
             Kind::Growing => Filter::Growing(builder.build_growing(conn)?),
             Kind::Plain => Filter::Plain(builder.build(conn)?),
         })
+    }
+
+    /// What the near cache has done (`None`: the filter has none).
+    pub(crate) fn near_cache_stats(&self) -> Option<NearCacheStats> {
+        each!(self, f => f.near_cache_stats())
     }
 
     /// Items per `load` batch when not given.

@@ -376,15 +376,86 @@ pub(crate) struct Bench {
     pub(crate) p99_us: u64,
     pub(crate) p999_us: u64,
     pub(crate) max_us: u64,
+    /// With `--op exists`: the items found present.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) present: Option<u64>,
+    /// With `--near-cache`: what the copy did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) near_cache: Option<NearCache>,
 }
 
 impl Report for Bench {
     fn text(&self) -> String {
-        format!(
+        let mut text = format!(
             "{:?} of {} items, {} tasks, {} per call: {:.3} s, {:.0} items/s; latency per call p50 {} us, p99 {} us, p99.9 {} us, max {} us",
             self.op, self.items, self.concurrency, self.batch, self.seconds, self.items_per_sec,
             self.p50_us, self.p99_us, self.p999_us, self.max_us
-        )
+        );
+        if let Some(present) = self.present {
+            text += &format!("; {present} present");
+        }
+        if let Some(near) = &self.near_cache {
+            text += &format!(
+                "; near cache ({} s): {} hits, {} stale hits, {} misses, {} refreshes ({} failed), \
+                 {} invalidations, tracking {}{}{}",
+                near.refresh_seconds,
+                near.hits,
+                near.stale_hits,
+                near.misses,
+                near.refreshes,
+                near.failed_refreshes,
+                near.invalidations,
+                if near.tracking { "on" } else { "off" },
+                if near.stale { ", stale" } else { "" },
+                if near.over_budget { ", over its budget" } else { "" },
+            );
+        }
+        text
+    }
+}
+
+/// A near cache's statistics at the end of a bench (`redbloom::NearCacheStats`).
+#[derive(Serialize)]
+pub(crate) struct NearCache {
+    /// The refresh interval given (`--near-cache`).
+    pub(crate) refresh_seconds: f64,
+    /// Items answered from a fresh copy, with no round trip.
+    pub(crate) hits: u64,
+    /// Items answered from a copy past its interval because Redis could not be reached.
+    pub(crate) stale_hits: u64,
+    /// Items answered by Redis (no copy yet, or the copy past its interval).
+    pub(crate) misses: u64,
+    /// Copies read.
+    pub(crate) refreshes: u64,
+    pub(crate) failed_refreshes: u64,
+    /// Invalidation messages received (tracking).
+    pub(crate) invalidations: u64,
+    /// Since the current copy's read began; `null` when there is no copy.
+    pub(crate) age_seconds: Option<f64>,
+    pub(crate) stale: bool,
+    /// Invalidations were being received (the tracking connection was up).
+    pub(crate) tracking: bool,
+    /// The copy's bytes.
+    pub(crate) bytes: u64,
+    pub(crate) over_budget: bool,
+}
+
+impl NearCache {
+    pub(crate) fn new(refresh: std::time::Duration, stats: redbloom::NearCacheStats) -> Self {
+        NearCache {
+            refresh_seconds: refresh.as_secs_f64(),
+            hits: stats.hits,
+            stale_hits: stats.stale_hits,
+            misses: stats.misses,
+            refreshes: stats.refreshes,
+            failed_refreshes: stats.failed_refreshes,
+            invalidations: stats.invalidations,
+            age_seconds: stats.age.map(|age| age.as_secs_f64()),
+            stale: stats.stale,
+            tracking: stats.tracking,
+            bytes: stats.bytes,
+            over_budget: stats.over_budget,
+        }
     }
 }
 

@@ -216,6 +216,14 @@ impl Bits {
                 // commands: the same write by BITFIELD.
                 Err(Error::NoPermission(_)) => {
                     ctx.exec.caps().no_merge.store(true, Ordering::Relaxed);
+                    tracing::info!(
+                        target: "redbloom",
+                        key = %self.key,
+                        from = "dense merge",
+                        to = "BITFIELD",
+                        cause = "the ACL refused the merge (its scratch key or commands)",
+                        "fallback"
+                    );
                 }
                 done => return done,
             }
@@ -479,6 +487,14 @@ impl Bits {
             {
                 Err(Error::Redis(err)) if exec::is_unknown_command(&err) => {
                     caps.no_bitfield_ro.store(true, Ordering::Relaxed);
+                    tracing::info!(
+                        target: "redbloom",
+                        key = %self.key,
+                        from = "BITFIELD_RO",
+                        to = "BITFIELD",
+                        cause = "unknown command (Redis < 6.2)",
+                        "fallback"
+                    );
                 }
                 reply => return reply,
             }

@@ -157,6 +157,14 @@ where
             match script.invoke_ro(&mut self.conn.clone(), keys, args).await {
                 Err(err) if is_unknown_command(&err) => {
                     self.caps.no_eval_ro.store(true, Ordering::Relaxed);
+                    tracing::info!(
+                        target: "redbloom",
+                        key,
+                        from = "EVALSHA_RO",
+                        to = "EVALSHA",
+                        cause = "unknown command (Redis < 7)",
+                        "fallback"
+                    );
                 }
                 reply => return reply.map_err(|e| Error::from_redis(e, key)),
             }

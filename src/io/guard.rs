@@ -184,7 +184,17 @@ impl Guard {
             (Layout::GoZero, Ok(Value::Int(bytes))) => self.compare_length(bytes).map(|()| true)?,
             (Layout::Native, Ok(Value::Int(_))) => return self.compare(None),
             // A user allowed the bits but not the check's script: go-zero's layout does without.
-            (Layout::GoZero, Err(Error::NoPermission(_))) => true,
+            (Layout::GoZero, Err(Error::NoPermission(_))) => {
+                tracing::info!(
+                    target: "redbloom",
+                    key = %self.name,
+                    from = "parameters check",
+                    to = "no check (go-zero layout)",
+                    cause = "the ACL refused the check's script",
+                    "fallback"
+                );
+                true
+            }
             (_, Ok(other)) => {
                 return Err(Error::UnexpectedReply(format!(
                     "{other:?} from the parameters check"

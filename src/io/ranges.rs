@@ -274,6 +274,14 @@ impl Bits {
                 Ok((merge, old)) => merge.mark_new(batches, old, &mut new),
                 Err(Error::NoPermission(_)) => {
                     ctx.exec.caps().no_merge.store(true, Ordering::Relaxed);
+                    tracing::info!(
+                        target: "redbloom",
+                        key = %self.key,
+                        from = "merge by ranges",
+                        to = "BITFIELD",
+                        cause = "the ACL refused the merge (its scratch keys or commands)",
+                        "fallback"
+                    );
                     return Ok(per_item());
                 }
                 Err(err) => return Err(err),

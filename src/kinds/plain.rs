@@ -4,12 +4,13 @@
 use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::geometry::Geometry;
-use crate::hash::GOZERO_HASHES;
+use crate::hash::{ItemHash, GOZERO_HASHES};
 use crate::info::FilterInfo;
 use crate::io::bits::{Batch, Bits, Ctx, Direction, Removal};
 use crate::io::exec::Exec;
 use crate::io::guard::Guard;
 use crate::layout::Layout;
+use crate::near::{self, Near, NearCache, NearCacheStats};
 use crate::options::Options;
 use crate::retry::Clock;
 use crate::sharded::{self, Shards};
@@ -65,6 +66,20 @@ struct Plain<C> {
     engine: Engine,
     guard: Guard,
     shards: Shards<Bits>,
+    /// The copy that answers checks, when the builder asked for one.
+    near: Option<Near<Copy>>,
+}
+
+/// A plain filter's copy in the process: each shard's bytes.
+#[derive(Debug)]
+struct Copy {
+    parts: Vec<Vec<u8>>,
+}
+
+impl near::Copy for Copy {
+    fn bytes(&self) -> u64 {
+        self.parts.iter().map(|part| part.len() as u64).sum()
+    }
 }
 
 impl<C> RedisBloom<C> {
@@ -160,7 +175,22 @@ impl<C> RedisBloom<C> {
             engine,
             guard,
             shards: Shards::new(parts),
+            near: None,
         })))
+    }
+
+    /// Gives a filter just made its near cache ([`Builder::near_cache`](crate::Builder::near_cache)).
+    pub(crate) fn attach_near(&mut self, config: NearCache) -> Result<()> {
+        let plain = Arc::get_mut(&mut self.0).expect("a filter just made has one handle");
+        let bytes = plain.geometry.bits.div_ceil(8);
+        let keys = plain.shards.parts().iter().map(|p| p.key.clone()).collect();
+        plain.near = Some(Near::new(&plain.key, config, bytes, near::prefixes(keys))?);
+        Ok(())
+    }
+
+    /// What the near cache has done (`None`: the filter has none).
+    pub fn near_cache_stats(&self) -> Option<NearCacheStats> {
+        self.0.near.as_ref().map(Near::stats)
     }
 
     /// The same filter using `engine`'s commands.
@@ -237,6 +267,7 @@ impl<C: Clone> Plain<C> {
             engine: self.engine,
             guard: self.guard.unchecked(),
             shards: self.shards.clone(),
+            near: None,
         }
     }
 }
@@ -257,12 +288,15 @@ where
     /// [`Error::WrongType`] when the key holds a non-string; [`Error::ParamsMismatch`] when the
     /// stored parameters differ from this filter's; [`Error::Timeout`], [`Error::Deadline`]
     /// and [`Error::Connection`] for network faults; [`Error::Redis`] for other server errors.
+    #[tracing::instrument(target = "redbloom", level = "debug", skip_all, err(level = "debug"),
+        fields(op = "add", kind = "plain", key = self.key(), items = 1, attempts))]
     pub async fn add(&self, item: impl AsRef<[u8]>) -> Result<bool> {
         let clock = self.0.exec.clock();
-        let new = self
-            .0
-            .per_part(&clock, &[item.as_ref()], Direction::Write)
-            .await?;
+        let item = [item.as_ref()];
+        let new = self.0.per_part(&clock, &item, Direction::Write).await?;
+        if let Some(near) = &self.0.near {
+            near.added(&item);
+        }
         Ok(new[0])
     }
 
@@ -271,13 +305,17 @@ where
     ///
     /// # Errors
     /// As for [`add`](RedisBloom::add).
+    #[tracing::instrument(target = "redbloom", level = "debug", skip_all, err(level = "debug"),
+        fields(op = "exists", kind = "plain", key = self.key(), items = 1, attempts))]
     pub async fn exists(&self, item: impl AsRef<[u8]>) -> Result<bool> {
-        let clock = self.0.exec.clock();
-        let present = self
-            .0
-            .per_part(&clock, &[item.as_ref()], Direction::Read)
-            .await?;
-        Ok(present[0])
+        let item = item.as_ref();
+        if let Some(near) = &self.0.near {
+            if let Some(found) = near.answer_now(item, |copy, item| self.0.in_copy(copy, item)) {
+                return Ok(found);
+            }
+        }
+        // Boxed: a call answered from the copy does not carry the way to Redis.
+        Ok(Box::pin(self.0.check(&[item])).await?[0])
     }
 
     /// Adds every item; the result for each item, in input order, means what
@@ -303,13 +341,20 @@ where
     /// As for [`add`](RedisBloom::add). On error, some, all or none of the items may be added:
     /// a timeout does not mean nothing was written. Retrying the whole batch is safe, since
     /// adds are idempotent.
+    #[tracing::instrument(target = "redbloom", level = "debug", skip_all, err(level = "debug"),
+        fields(op = "add_many", kind = "plain", key = self.key(), items = items.len(), attempts))]
     pub async fn add_many<T: AsRef<[u8]>>(&self, items: &[T]) -> Result<Vec<bool>> {
         if items.is_empty() {
             return Ok(Vec::new());
         }
-        self.0
+        let new = self
+            .0
             .per_part(&self.0.exec.clock(), items, Direction::Write)
-            .await
+            .await?;
+        if let Some(near) = &self.0.near {
+            near.added(items);
+        }
+        Ok(new)
     }
 
     /// Checks every item; the result for each item, in input order, means what
@@ -319,13 +364,13 @@ where
     ///
     /// # Errors
     /// As for [`add`](RedisBloom::add).
+    #[tracing::instrument(target = "redbloom", level = "debug", skip_all, err(level = "debug"),
+        fields(op = "exists_many", kind = "plain", key = self.key(), items = items.len(), attempts))]
     pub async fn exists_many<T: AsRef<[u8]>>(&self, items: &[T]) -> Result<Vec<bool>> {
         if items.is_empty() {
             return Ok(Vec::new());
         }
-        self.0
-            .per_part(&self.0.exec.clock(), items, Direction::Read)
-            .await
+        self.0.check(items).await
     }
 
     /// Checks the parameters stored beside the filter against this client's now (storing them
@@ -340,6 +385,8 @@ where
     /// # Errors
     /// [`Error::ParamsMismatch`] when they differ, or for a native filter over bits without
     /// parameters; otherwise as for [`add`](RedisBloom::add).
+    #[tracing::instrument(target = "redbloom", level = "debug", skip_all, err(level = "debug"),
+        fields(op = "check_params", kind = "plain", key = self.key(), attempts))]
     pub async fn check_params(&self) -> Result<()> {
         let p = &*self.0;
         let clock = p.exec.clock();
@@ -352,6 +399,8 @@ where
     ///
     /// # Errors
     /// As for [`add`](RedisBloom::add).
+    #[tracing::instrument(target = "redbloom", level = "debug", skip_all, err(level = "debug"),
+        fields(op = "info", kind = "plain", key = self.key(), attempts))]
     pub async fn info(&self) -> Result<FilterInfo> {
         let p = &*self.0;
         let clock = p.exec.clock();
@@ -395,9 +444,15 @@ where
     /// # Errors
     /// [`Error::WrongType`], [`Error::ParamsMismatch`], [`Error::Timeout`],
     /// [`Error::Deadline`], [`Error::Connection`] or [`Error::Redis`].
+    #[tracing::instrument(target = "redbloom", level = "debug", skip_all, err(level = "debug"),
+        fields(op = "clear", kind = "plain", key = self.key(), attempts))]
     pub async fn clear(&self) -> Result<bool> {
         self.0.guard.reset();
-        self.0.remove(Removal::Delete).await
+        let done = self.0.remove(Removal::Delete).await;
+        if let Some(near) = &self.0.near {
+            near.cleared();
+        }
+        done
     }
 
     /// Makes the filter (its bits and its stored parameters, every shard's) expire after `ttl`,
@@ -408,6 +463,8 @@ where
     /// # Errors
     /// [`Error::InvalidConfig`] for a TTL below 1 ms or too long for Redis; otherwise as for
     /// [`clear`](RedisBloom::clear).
+    #[tracing::instrument(target = "redbloom", level = "debug", skip_all, err(level = "debug"),
+        fields(op = "expire", kind = "plain", key = self.key(), attempts))]
     pub async fn expire(&self, ttl: Duration) -> Result<bool> {
         self.0.remove(Removal::expire(ttl)?).await
     }
@@ -417,6 +474,50 @@ impl<C> Plain<C>
 where
     C: ConnectionLike + Clone + Send + Sync,
 {
+    /// Whether `item` is in the near cache's copy.
+    fn in_copy(&self, copy: &Copy, item: &[u8]) -> bool {
+        let parts = self.shards.parts();
+        let i = match parts.len() {
+            1 => 0,
+            n => crate::hash::shard_of(item, n as u32),
+        };
+        let geometry = &parts[i].geometry;
+        let bytes = &copy.parts[i];
+        geometry.all(&ItemHash::of(item, geometry.layout), |offset| {
+            dense::test(bytes, offset)
+        })
+    }
+
+    /// Checks `items`: from the near cache's copy when there is one and it is fresh, else
+    /// from Redis.
+    async fn check<T: AsRef<[u8]>>(&self, items: &[T]) -> Result<Vec<bool>> {
+        let clock = self.exec.clock();
+        let Some(near) = &self.near else {
+            return self.per_part(&clock, items, Direction::Read).await;
+        };
+        let parts = self.shards.parts();
+        let answer = |copy: &Copy, item: &[u8]| self.in_copy(copy, item);
+        let read = || async {
+            self.exec
+                .retried(&clock, || self.guard.ensure(&self.exec, false))
+                .await?;
+            let mut copy = Copy {
+                parts: Vec::with_capacity(parts.len()),
+            };
+            for part in parts {
+                let max = part.geometry.max_bytes();
+                let bytes = self
+                    .exec
+                    .retried(&clock, || near::read_key(&self.exec, &part.key, max))
+                    .await?;
+                copy.parts.push(bytes);
+            }
+            Ok(copy)
+        };
+        let remote = || self.per_part(&clock, items, Direction::Read);
+        near.check(items, answer, read, remote).await
+    }
+
     fn ctx<'a>(&'a self, guard: Option<&'a Guard>) -> Ctx<'a, C> {
         Ctx {
             exec: &self.exec,

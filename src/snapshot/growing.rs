@@ -36,6 +36,8 @@ where
     ///
     /// # Errors
     /// As for [`RedisBloom::export`](crate::RedisBloom::export).
+    #[tracing::instrument(target = "redbloom", level = "debug", skip_all, err(level = "debug"),
+        fields(op = "export", kind = "growing", key = self.key(), attempts))]
     pub async fn export<W: AsyncWrite + Unpin>(&self, out: W) -> Result<Transferred> {
         let view = self.growing_parts();
         if let Some(guard) = view.guard {
@@ -108,6 +110,8 @@ where
     /// # Errors
     /// As for [`RedisBloom::import`](crate::RedisBloom::import); [`Error::InvalidConfig`] for
     /// a merge.
+    #[tracing::instrument(target = "redbloom", level = "debug", skip_all, err(level = "debug"),
+        fields(op = "import", kind = "growing", key = self.key(), attempts))]
     pub async fn import<R: AsyncRead + Unpin>(
         &self,
         input: R,
@@ -143,6 +147,7 @@ where
                     len: section.len,
                     ttl_ms: section.ttl_ms,
                     hash: true,
+                    pieces: None,
                 }),
                 SEGMENT => {
                     let s: usize = section
@@ -163,12 +168,13 @@ where
                         len: section.len,
                         ttl_ms: section.ttl_ms,
                         hash: false,
+                        pieces: None,
                     })
                 }
                 other => Err(invalid(format!("a section of role {other:?}"))),
             }
         };
-        let staged = transfer::stage(view.exec, &mut reader, place).await?;
+        let staged = transfer::stage(view.exec, &mut reader, ImportMode::Replace, place).await?;
         let result = self.swap_parts(&staged).await;
         if result.is_err() {
             transfer::drop_staged(view.exec, &staged).await;

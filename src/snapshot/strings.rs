@@ -102,9 +102,10 @@ where
                 len: section.len,
                 ttl_ms: section.ttl_ms,
                 hash: false,
+                pieces: None,
             })
         };
-        let staged = transfer::stage(self.exec, &mut reader, place).await?;
+        let staged = transfer::stage(self.exec, &mut reader, mode, place).await?;
         if staged.len() != self.parts.len() {
             transfer::drop_staged(self.exec, &staged).await;
             return Err(invalid(format!(
@@ -195,6 +196,8 @@ where
     /// # Errors
     /// [`Error::ParamsMismatch`] when the key holds a filter with other parameters;
     /// [`Error::WrongType`]; [`Error::Snapshot`] when writing `out` fails; network faults.
+    #[tracing::instrument(target = "redbloom", level = "debug", skip_all, err(level = "debug"),
+        fields(op = "export", kind = "plain", key = self.key(), attempts))]
     pub async fn export<W: AsyncWrite + Unpin>(&self, out: W) -> Result<Transferred> {
         self.strings().export(out).await
     }
@@ -202,17 +205,26 @@ where
     /// Puts a snapshot file in place at this filter's key: [`ImportMode::Replace`] makes the
     /// filter the file's (every shard's bits replaced, atomically per shard: other clients see
     /// the old bits or the new ones), [`ImportMode::Merge`] adds the file's items to it (its
-    /// bits ORed in). The file's kind and parameters must be this filter's.
+    /// bits ORed in, atomically per shard as well; or, when the filter was built with
+    /// [`merge_chunk_bytes`](crate::Builder::merge_chunk_bytes), one range of that size at a
+    /// time, each range atomic, the merge as a whole not). The file's kind and parameters must
+    /// be this filter's.
     ///
     /// The file is read in chunks into staging keys beside the filter's (same slot, a 120 s
-    /// TTL renewed as they are written), and swapped in only once the whole file has been
-    /// verified: a truncated or corrupted file, a mismatch, or an importer killed at any moment
-    /// leave the filter as it was.
+    /// TTL renewed as they are written), and swapped (or merged) in only once the whole file
+    /// has been verified: a truncated or corrupted file, a mismatch, or an importer killed at
+    /// any moment (of a merge by ranges: before its steps begin) leave the filter as it was. A
+    /// replace makes each shard's staging string at its full size in one command (about 1 ns
+    /// per byte: shard big filters to shorten it), and a merge holds the server for one
+    /// `BITOP` of each whole key (about 1.6 ms per MiB); a merge by ranges stages one key per
+    /// range and never holds the server longer than one range's OR.
     ///
     /// # Errors
     /// [`Error::ParamsMismatch`] when the file's parameters or the filter at the key differ
     /// from this filter's; [`Error::Snapshot`] naming what is wrong with the file;
     /// [`Error::WrongType`]; network faults. In every case the filter is left as it was.
+    #[tracing::instrument(target = "redbloom", level = "debug", skip_all, err(level = "debug"),
+        fields(op = "import", kind = "plain", key = self.key(), attempts))]
     pub async fn import<R: AsyncRead + Unpin>(
         &self,
         input: R,
@@ -246,6 +258,8 @@ where
     ///
     /// # Errors
     /// As for [`RedisBloom::export`].
+    #[tracing::instrument(target = "redbloom", level = "debug", skip_all, err(level = "debug"),
+        fields(op = "export", kind = "counting", key = self.key(), attempts))]
     pub async fn export<W: AsyncWrite + Unpin>(&self, out: W) -> Result<Transferred> {
         self.strings().export(out).await
     }
@@ -255,6 +269,8 @@ where
     ///
     /// # Errors
     /// As for [`RedisBloom::import`]; [`Error::InvalidConfig`] for a merge.
+    #[tracing::instrument(target = "redbloom", level = "debug", skip_all, err(level = "debug"),
+        fields(op = "import", kind = "counting", key = self.key(), attempts))]
     pub async fn import<R: AsyncRead + Unpin>(
         &self,
         input: R,

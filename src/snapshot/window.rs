@@ -49,6 +49,8 @@ where
     ///
     /// # Errors
     /// As for [`RedisBloom::export`](crate::RedisBloom::export).
+    #[tracing::instrument(target = "redbloom", level = "debug", skip_all, err(level = "debug"),
+        fields(op = "export", kind = "window", key = self.key(), attempts))]
     pub async fn export<W: AsyncWrite + Unpin>(&self, out: W) -> Result<Transferred> {
         let view = self.window_parts();
         if let Some(guard) = view.guard {
@@ -105,10 +107,12 @@ where
     /// Replaces the filter's generations with a snapshot file's, as
     /// [`RedisBloom::import`](crate::RedisBloom::import) does, one part at a time, each
     /// atomically; [`ImportMode::Merge`] ORs each of the file's generations into the same
-    /// generation of the filter.
+    /// generation of the filter, as a plain filter's merge does (atomically, or by ranges).
     ///
     /// # Errors
     /// As for [`RedisBloom::import`](crate::RedisBloom::import).
+    #[tracing::instrument(target = "redbloom", level = "debug", skip_all, err(level = "debug"),
+        fields(op = "import", kind = "window", key = self.key(), attempts))]
     pub async fn import<R: AsyncRead + Unpin>(
         &self,
         input: R,
@@ -147,9 +151,10 @@ where
                 len: section.len,
                 ttl_ms: section.ttl_ms,
                 hash: false,
+                pieces: None,
             })
         };
-        let staged = transfer::stage(view.exec, &mut reader, place).await?;
+        let staged = transfer::stage(view.exec, &mut reader, mode, place).await?;
         let result = self.swap_parts(&staged, mode).await;
         if result.is_err() {
             transfer::drop_staged(view.exec, &staged).await;

@@ -6,12 +6,14 @@
 use crate::bitfield::{self, Fold};
 use crate::error::{Error, Result};
 use crate::geometry::Geometry;
+use crate::hash::ItemHash;
 use crate::info::{CountingInfo, FilterInfo, KeyTtl};
 use crate::io::bits::{Bits, Ctx, Removal, MAX_OFFSETS_PER_COMMAND};
 use crate::io::exec::{self, Exec};
 use crate::io::guard::Guard;
 use crate::io::tx::{Slot, Tx};
 use crate::layout::Layout;
+use crate::near::{self, Near, NearCache, NearCacheStats};
 use crate::options::Options;
 use crate::retry::Clock;
 use crate::scripts::script;
@@ -88,6 +90,20 @@ struct Counting<C> {
     /// Per part: held through a dense batch's read and swap, so that this handle's own
     /// batches in flight do not make each other's swaps fail.
     swaps: Vec<tokio::sync::Mutex<()>>,
+    /// The copy that answers checks, when the builder asked for one.
+    near: Option<Near<Copy>>,
+}
+
+/// A counting filter's copy in the process: each shard's counters.
+#[derive(Debug)]
+struct Copy {
+    parts: Vec<Vec<u8>>,
+}
+
+impl near::Copy for Copy {
+    fn bytes(&self) -> u64 {
+        self.parts.iter().map(|part| part.len() as u64).sum()
+    }
 }
 
 /// One key of counters.
@@ -197,7 +213,37 @@ impl<C> CountingBloom<C> {
             guard,
             swaps: (0..shards).map(|_| tokio::sync::Mutex::new(())).collect(),
             parts: Shards::new(parts),
+            near: None,
         })))
+    }
+
+    /// Gives a filter just made its near cache ([`Builder::near_cache`](crate::Builder::near_cache)).
+    pub(crate) fn attach_near(&mut self, config: NearCache) -> Result<()> {
+        let counting = Arc::get_mut(&mut self.0).expect("a filter just made has one handle");
+        let bytes = counting
+            .parts
+            .parts()
+            .iter()
+            .map(|p| p.geometry.bits.div_ceil(2))
+            .sum();
+        let keys = counting
+            .parts
+            .parts()
+            .iter()
+            .map(|p| p.key.clone())
+            .collect();
+        counting.near = Some(Near::new(
+            &counting.key,
+            config,
+            bytes,
+            near::prefixes(keys),
+        )?);
+        Ok(())
+    }
+
+    /// What the near cache has done (`None`: the filter has none).
+    pub fn near_cache_stats(&self) -> Option<NearCacheStats> {
+        self.0.near.as_ref().map(Near::stats)
     }
 
     /// The filter's key in Redis (for a sharded filter, the name its shards' keys derive from).
@@ -257,6 +303,8 @@ where
     /// or kind (nothing is written); [`Error::WrongType`]; network faults as for
     /// [`RedisBloom::add`](crate::RedisBloom::add). Not idempotent: a retried add after a lost
     /// reply may count twice.
+    #[tracing::instrument(target = "redbloom", level = "debug", skip_all, err(level = "debug"),
+        fields(op = "add", kind = "counting", key = self.key(), items = 1, attempts))]
     pub async fn add(&self, item: impl AsRef<[u8]>) -> Result<bool> {
         self.one(item.as_ref(), Op::Add).await
     }
@@ -268,6 +316,8 @@ where
     ///
     /// # Errors
     /// As for [`add`](CountingBloom::add).
+    #[tracing::instrument(target = "redbloom", level = "debug", skip_all, err(level = "debug"),
+        fields(op = "add_if_absent", kind = "counting", key = self.key(), items = 1, attempts))]
     pub async fn add_if_absent(&self, item: impl AsRef<[u8]>) -> Result<bool> {
         self.one(item.as_ref(), Op::AddIfAbsent).await
     }
@@ -276,8 +326,17 @@ where
     ///
     /// # Errors
     /// As for [`add`](CountingBloom::add).
+    #[tracing::instrument(target = "redbloom", level = "debug", skip_all, err(level = "debug"),
+        fields(op = "exists", kind = "counting", key = self.key(), items = 1, attempts))]
     pub async fn exists(&self, item: impl AsRef<[u8]>) -> Result<bool> {
-        self.one(item.as_ref(), Op::Exists).await
+        let item = item.as_ref();
+        if let Some(near) = &self.0.near {
+            if let Some(found) = near.answer_now(item, |copy, item| self.0.in_copy(copy, item)) {
+                return Ok(found);
+            }
+        }
+        // Boxed: a call answered from the copy does not carry the way to Redis.
+        Box::pin(self.one(item, Op::Exists)).await
     }
 
     /// Removes `item` once: in one atomic step, nothing unless every counter of the item is
@@ -290,6 +349,8 @@ where
     /// # Errors
     /// As for [`add`](CountingBloom::add). Not idempotent: a retried remove after a lost reply
     /// may remove twice.
+    #[tracing::instrument(target = "redbloom", level = "debug", skip_all, err(level = "debug"),
+        fields(op = "remove", kind = "counting", key = self.key(), items = 1, attempts))]
     pub async fn remove(&self, item: impl AsRef<[u8]>) -> Result<bool> {
         self.one(item.as_ref(), Op::Remove).await
     }
@@ -300,6 +361,8 @@ where
     ///
     /// # Errors
     /// As for [`add`](CountingBloom::add).
+    #[tracing::instrument(target = "redbloom", level = "debug", skip_all, err(level = "debug"),
+        fields(op = "add_many", kind = "counting", key = self.key(), items = items.len(), attempts))]
     pub async fn add_many<T: AsRef<[u8]>>(&self, items: &[T]) -> Result<Vec<bool>> {
         self.0.many(items, Op::Add).await
     }
@@ -308,6 +371,8 @@ where
     ///
     /// # Errors
     /// As for [`add`](CountingBloom::add).
+    #[tracing::instrument(target = "redbloom", level = "debug", skip_all, err(level = "debug"),
+        fields(op = "add_many_if_absent", kind = "counting", key = self.key(), items = items.len(), attempts))]
     pub async fn add_many_if_absent<T: AsRef<[u8]>>(&self, items: &[T]) -> Result<Vec<bool>> {
         self.0.many(items, Op::AddIfAbsent).await
     }
@@ -316,6 +381,8 @@ where
     ///
     /// # Errors
     /// As for [`add`](CountingBloom::add).
+    #[tracing::instrument(target = "redbloom", level = "debug", skip_all, err(level = "debug"),
+        fields(op = "exists_many", kind = "counting", key = self.key(), items = items.len(), attempts))]
     pub async fn exists_many<T: AsRef<[u8]>>(&self, items: &[T]) -> Result<Vec<bool>> {
         self.0.many(items, Op::Exists).await
     }
@@ -325,6 +392,8 @@ where
     ///
     /// # Errors
     /// As for [`add`](CountingBloom::add).
+    #[tracing::instrument(target = "redbloom", level = "debug", skip_all, err(level = "debug"),
+        fields(op = "remove_many", kind = "counting", key = self.key(), items = items.len(), attempts))]
     pub async fn remove_many<T: AsRef<[u8]>>(&self, items: &[T]) -> Result<Vec<bool>> {
         self.0.many(items, Op::Remove).await
     }
@@ -334,6 +403,8 @@ where
     ///
     /// # Errors
     /// As for [`add`](CountingBloom::add).
+    #[tracing::instrument(target = "redbloom", level = "debug", skip_all, err(level = "debug"),
+        fields(op = "info", kind = "counting", key = self.key(), attempts))]
     pub async fn info(&self) -> Result<CountingInfo> {
         self.0.info().await
     }
@@ -343,9 +414,14 @@ where
     ///
     /// # Errors
     /// As for [`add`](CountingBloom::add).
+    #[tracing::instrument(target = "redbloom", level = "debug", skip_all, err(level = "debug"),
+        fields(op = "clear", kind = "counting", key = self.key(), attempts))]
     pub async fn clear(&self) -> Result<bool> {
         let done = self.0.remove_keys(Removal::Delete).await;
         self.0.guard.reset();
+        if let Some(near) = &self.0.near {
+            near.cleared();
+        }
         done
     }
 
@@ -355,6 +431,8 @@ where
     /// # Errors
     /// [`Error::InvalidConfig`] for a TTL below 1 ms or too long for Redis; otherwise as for
     /// [`clear`](CountingBloom::clear).
+    #[tracing::instrument(target = "redbloom", level = "debug", skip_all, err(level = "debug"),
+        fields(op = "expire", kind = "counting", key = self.key(), attempts))]
     pub async fn expire(&self, ttl: Duration) -> Result<bool> {
         self.0.remove_keys(Removal::expire(ttl)?).await
     }
@@ -368,20 +446,95 @@ impl<C> Counting<C>
 where
     C: ConnectionLike + Clone + Send + Sync,
 {
-    /// A batch: the parameters checked (once per filter, stored by writes), each part's items
-    /// at once, the answers in input order.
+    /// A batch, through the near cache when there is one: checks from its copy, writes
+    /// told to it.
     async fn many<T: AsRef<[u8]>>(&self, items: &[T], op: Op) -> Result<Vec<bool>> {
+        let Some(near) = &self.near else {
+            return self.direct(items, op).await;
+        };
         if items.is_empty() {
             return Ok(Vec::new());
         }
+        if op == Op::Exists {
+            return self.check_near(near, items).await;
+        }
+        let answers = self.direct(items, op).await;
+        match op {
+            Op::Add | Op::AddIfAbsent if answers.is_ok() => near.added(items),
+            _ => near.changed(),
+        }
+        answers
+    }
+
+    /// Whether `item` is in the near cache's copy (all its counters above zero).
+    fn in_copy(&self, copy: &Copy, item: &[u8]) -> bool {
+        let parts = self.parts.parts();
+        let i = match parts.len() {
+            1 => 0,
+            n => crate::hash::shard_of(item, n as u32),
+        };
+        let counters = &copy.parts[i];
+        parts[i]
+            .geometry
+            .all(&ItemHash::of(item, Layout::Native), |cell| {
+                swap::counter(counters, cell) > 0
+            })
+    }
+
+    /// Checks `items` from the near cache's copy while it is fresh, else from Redis.
+    async fn check_near<T: AsRef<[u8]>>(
+        &self,
+        near: &Near<Copy>,
+        items: &[T],
+    ) -> Result<Vec<bool>> {
         let clock = self.exec.clock();
+        let parts = self.parts.parts();
+        let answer = |copy: &Copy, item: &[u8]| self.in_copy(copy, item);
+        let read = || async {
+            self.exec
+                .retried(&clock, || self.guard.ensure(&self.exec, false))
+                .await?;
+            let mut copy = Copy {
+                parts: Vec::with_capacity(parts.len()),
+            };
+            for part in parts {
+                let max = part.geometry.bits.div_ceil(2);
+                let bytes = self
+                    .exec
+                    .retried(&clock, || near::read_key(&self.exec, &part.key, max))
+                    .await?;
+                copy.parts.push(bytes);
+            }
+            Ok(copy)
+        };
+        let remote = || self.direct_on(&clock, items, Op::Exists);
+        near.check(items, answer, read, remote).await
+    }
+
+    /// A batch: the parameters checked (once per filter, stored by writes), each part's items
+    /// at once, the answers in input order.
+    async fn direct<T: AsRef<[u8]>>(&self, items: &[T], op: Op) -> Result<Vec<bool>> {
+        self.direct_on(&self.exec.clock(), items, op).await
+    }
+
+    /// [`direct`](Counting::direct) on a call's clock (one deadline and one count of
+    /// attempts for the whole call).
+    async fn direct_on<T: AsRef<[u8]>>(
+        &self,
+        clock: &Clock,
+        items: &[T],
+        op: Op,
+    ) -> Result<Vec<bool>> {
+        if items.is_empty() {
+            return Ok(Vec::new());
+        }
         if self.parts.count() == 1 {
             let write = op != Op::Exists;
             self.exec
-                .retried(&clock, || self.guard.ensure(&self.exec, write))
+                .retried(clock, || self.guard.ensure(&self.exec, write))
                 .await?;
             let items: Vec<&[u8]> = items.iter().map(AsRef::as_ref).collect();
-            return self.part_call(&clock, 0, &items, op).await;
+            return self.part_call(clock, 0, &items, op).await;
         }
         let check = match op {
             // A remove cannot be undone and takes other items with it: a sharded filter's
@@ -391,7 +544,6 @@ where
             Op::Add | Op::AddIfAbsent => sharded::Check::Write,
             Op::Exists => sharded::Check::Read,
         };
-        let clock = &clock;
         self.parts
             .fan_out(
                 &self.exec,
@@ -451,11 +603,26 @@ where
             let cells = part.geometry.offsets(items)?;
             match self.swap(clock, index, &cells, op, one_key).await {
                 Ok(Some(answers)) => return Ok(answers),
-                Ok(None) => {}
+                Ok(None) => tracing::debug!(
+                    target: "redbloom",
+                    key = %part.key,
+                    from = "dense swap",
+                    to = "BITFIELD",
+                    cause = "other writers changed the counters during every swap",
+                    "fallback"
+                ),
                 // A user granted the counters but not the scratch keys or the swap's
                 // commands: the same batch by BITFIELD.
                 Err(Error::NoPermission(_)) => {
                     self.exec.caps().no_merge.store(true, Ordering::Relaxed);
+                    tracing::info!(
+                        target: "redbloom",
+                        key = %part.key,
+                        from = "dense swap",
+                        to = "BITFIELD",
+                        cause = "the ACL refused the swap (its scratch keys or commands)",
+                        "fallback"
+                    );
                 }
                 Err(err) => return Err(err),
             }
@@ -532,6 +699,14 @@ where
                 {
                     Err(Error::Redis(err)) if read_only && exec::is_unknown_command(&err) => {
                         caps.no_bitfield_ro.store(true, Ordering::Relaxed);
+                        tracing::info!(
+                            target: "redbloom",
+                            key = %part.key,
+                            from = "BITFIELD_RO",
+                            to = "BITFIELD",
+                            cause = "unknown command (Redis < 6.2)",
+                            "fallback"
+                        );
                         self.exec
                             .query(&part.key, &bitfield::get_counters(&part.key, cells, false))
                             .await?
@@ -736,9 +911,10 @@ where
             engine: Engine::Fast,
             guard: one_key.then_some(&self.guard),
         };
+        let clock = &clock;
         let all = self.parts.parts().iter().map(|part| {
             let bits = part.as_bits();
-            async move { self.exec.retried(&clock, || bits.remove(ctx, how)).await }
+            async move { self.exec.retried(clock, || bits.remove(ctx, how)).await }
         });
         let any = join_all(all)
             .await
@@ -746,7 +922,7 @@ where
             .collect::<Result<Vec<_>>>()?
             .contains(&true);
         if !one_key {
-            self.guard.remove_stored(&self.exec, &clock, how).await?;
+            self.guard.remove_stored(&self.exec, clock, how).await?;
         }
         Ok(any)
     }

@@ -34,6 +34,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+mod near;
 mod shape;
 use shape::Level;
 
@@ -124,6 +125,8 @@ struct Growing<C> {
     fpr: f64,
     /// This client has seen its parameters stored (a filter of one key): checks leave them out.
     verified: AtomicBool,
+    /// The copy that answers checks, when the builder asked for one.
+    near: Option<crate::near::Near<near::Copy>>,
 }
 
 /// One slot group's levels.
@@ -271,7 +274,19 @@ impl<C> GrowingBloom<C> {
             tightening,
             fpr,
             verified: AtomicBool::new(false),
+            near: None,
         })))
+    }
+
+    /// Gives a filter just made its near cache ([`Builder::near_cache`](crate::Builder::near_cache)).
+    pub(crate) fn attach_near(&mut self, config: crate::NearCache) -> Result<()> {
+        let growing = Arc::get_mut(&mut self.0).expect("a filter just made has one handle");
+        near::attach(growing, config)
+    }
+
+    /// What the near cache has done (`None`: the filter has none).
+    pub fn near_cache_stats(&self) -> Option<crate::NearCacheStats> {
+        self.0.near.as_ref().map(crate::near::Near::stats)
     }
 
     /// The filter's key in Redis: the name its levels' keys derive from.
@@ -394,16 +409,30 @@ where
     /// [`Error::ParamsMismatch`] when the filter was created with other parameters (nothing
     /// written); [`Error::WrongType`]; network faults as for
     /// [`RedisBloom::add`](crate::RedisBloom::add).
+    #[tracing::instrument(target = "redbloom", level = "debug", skip_all, err(level = "debug"),
+        fields(op = "add", kind = "growing", key = self.key(), items = 1, attempts))]
     pub async fn add(&self, item: impl AsRef<[u8]>) -> Result<bool> {
-        Ok(self.0.per_part(&[item.as_ref()], true).await?[0])
+        let item = [item.as_ref()];
+        let new = self.0.per_part(&item, true).await?;
+        if let Some(near) = &self.0.near {
+            near.added(&item);
+        }
+        Ok(new[0])
     }
 
     /// Whether `item` may be in the filter (in any level).
     ///
     /// # Errors
     /// As for [`add`](GrowingBloom::add).
+    #[tracing::instrument(target = "redbloom", level = "debug", skip_all, err(level = "debug"),
+        fields(op = "exists", kind = "growing", key = self.key(), items = 1, attempts))]
     pub async fn exists(&self, item: impl AsRef<[u8]>) -> Result<bool> {
-        Ok(self.0.per_part(&[item.as_ref()], false).await?[0])
+        let item = item.as_ref();
+        if let Some(found) = self.0.answer_now(item) {
+            return Ok(found);
+        }
+        // Boxed: a call answered from the copy does not carry the way to Redis.
+        Ok(Box::pin(self.0.check(&[item])).await?[0])
     }
 
     /// Adds every item, in order; answers in input order, each as [`add`](GrowingBloom::add)'s.
@@ -412,28 +441,38 @@ where
     /// # Errors
     /// As for [`add`](GrowingBloom::add); on error, the items before the failing one may have
     /// been added.
+    #[tracing::instrument(target = "redbloom", level = "debug", skip_all, err(level = "debug"),
+        fields(op = "add_many", kind = "growing", key = self.key(), items = items.len(), attempts))]
     pub async fn add_many<T: AsRef<[u8]>>(&self, items: &[T]) -> Result<Vec<bool>> {
         if items.is_empty() {
             return Ok(Vec::new());
         }
-        self.0.per_part(items, true).await
+        let new = self.0.per_part(items, true).await?;
+        if let Some(near) = &self.0.near {
+            near.added(items);
+        }
+        Ok(new)
     }
 
     /// Checks every item; answers in input order.
     ///
     /// # Errors
     /// As for [`add`](GrowingBloom::add).
+    #[tracing::instrument(target = "redbloom", level = "debug", skip_all, err(level = "debug"),
+        fields(op = "exists_many", kind = "growing", key = self.key(), items = items.len(), attempts))]
     pub async fn exists_many<T: AsRef<[u8]>>(&self, items: &[T]) -> Result<Vec<bool>> {
         if items.is_empty() {
             return Ok(Vec::new());
         }
-        self.0.per_part(items, false).await
+        self.0.check(items).await
     }
 
     /// The levels, their capacity and the new items they took, with the usual totals.
     ///
     /// # Errors
     /// As for [`add`](GrowingBloom::add).
+    #[tracing::instrument(target = "redbloom", level = "debug", skip_all, err(level = "debug"),
+        fields(op = "info", kind = "growing", key = self.key(), attempts))]
     pub async fn info(&self) -> Result<GrowingInfo> {
         self.0.info().await
     }
@@ -443,6 +482,8 @@ where
     ///
     /// # Errors
     /// As for [`add`](GrowingBloom::add); a mismatch leaves every key as it was.
+    #[tracing::instrument(target = "redbloom", level = "debug", skip_all, err(level = "debug"),
+        fields(op = "clear", kind = "growing", key = self.key(), attempts))]
     pub async fn clear(&self) -> Result<bool> {
         let done = self.0.drop_keys(Removal::Delete).await;
         if let Some(guard) = &self.0.guard {
@@ -451,6 +492,9 @@ where
         self.0.verified.store(false, Ordering::Relaxed);
         for part in self.0.parts.parts() {
             part.known.store(0, Ordering::Relaxed);
+        }
+        if let Some(near) = &self.0.near {
+            near.cleared();
         }
         done
     }
@@ -461,6 +505,8 @@ where
     /// # Errors
     /// [`Error::InvalidConfig`] for a TTL below 1 ms or too long for Redis; otherwise as for
     /// [`clear`](GrowingBloom::clear).
+    #[tracing::instrument(target = "redbloom", level = "debug", skip_all, err(level = "debug"),
+        fields(op = "expire", kind = "growing", key = self.key(), attempts))]
     pub async fn expire(&self, ttl: Duration) -> Result<bool> {
         self.0.drop_keys(Removal::expire(ttl)?).await
     }
@@ -512,11 +558,26 @@ where
                         false => Ok(answers),
                     };
                 }
-                Ok(None) => {}
+                Ok(None) => tracing::debug!(
+                    target: "redbloom",
+                    key = %self.key,
+                    from = "dense merge",
+                    to = "per-item script",
+                    cause = "other clients changed the levels during every merge",
+                    "fallback"
+                ),
                 // A user granted the levels but not the scratch keys or the merge's commands:
                 // the same batch by the per-item script.
                 Err(Error::NoPermission(_)) => {
                     self.exec.caps().no_merge.store(true, Ordering::Relaxed);
+                    tracing::info!(
+                        target: "redbloom",
+                        key = %self.key,
+                        from = "dense merge",
+                        to = "per-item script",
+                        cause = "the ACL refused the merge (its scratch keys or commands)",
+                        "fallback"
+                    );
                 }
                 Err(err) => return Err(err),
             }
@@ -954,6 +1015,14 @@ where
                             if read_only && crate::io::exec::is_unknown_command(&err) =>
                         {
                             caps.no_bitfield_ro.store(true, Ordering::Relaxed);
+                            tracing::info!(
+                                target: "redbloom",
+                                key = %self.key,
+                                from = "BITFIELD_RO",
+                                to = "BITFIELD",
+                                cause = "unknown command (Redis < 6.2)",
+                                "fallback"
+                            );
                             return Ok(None);
                         }
                         replies => replies?,
@@ -1071,6 +1140,14 @@ where
                     .caps()
                     .no_bitfield_ro
                     .store(true, Ordering::Relaxed);
+                tracing::info!(
+                    target: "redbloom",
+                    key = %self.key,
+                    from = "BITFIELD_RO",
+                    to = "BITFIELD",
+                    cause = "unknown command in the add script (Redis < 6.2)",
+                    "fallback"
+                );
                 return Box::pin(self.script(part, levels, offsets)).await;
             }
             reply => reply?,

@@ -82,6 +82,14 @@ where
                     // same add by the per-item script.
                     Err(Error::NoPermission(_)) => {
                         caps.no_merge.store(true, Ordering::Relaxed);
+                        tracing::info!(
+                            target: "redbloom",
+                            key = %self.key,
+                            from = "dense merge",
+                            to = "per-item script",
+                            cause = "the ACL refused the merge (its scratch key or BITOP)",
+                            "fallback"
+                        );
                         return Ok(None);
                     }
                     done => done?,
@@ -156,6 +164,14 @@ where
             let mut replies = match self.exec.run(&keys[1], &tx).await {
                 Err(Error::Redis(err)) if exec::is_unknown_command(&err) && by == "EVAL_RO" => {
                     self.exec.caps().no_eval_ro.store(true, Ordering::Relaxed);
+                    tracing::info!(
+                        target: "redbloom",
+                        key = %self.key,
+                        from = "EVAL_RO",
+                        to = "EVAL",
+                        cause = "unknown command (Redis < 7)",
+                        "fallback"
+                    );
                     continue;
                 }
                 replies => replies?,

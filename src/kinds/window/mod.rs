@@ -13,6 +13,7 @@
 //! off by more than a generation).
 
 mod dense;
+mod near;
 
 use crate::error::{Error, Result};
 use crate::geometry::Geometry;
@@ -141,6 +142,8 @@ struct Window<C> {
     /// This client has seen its parameters stored (a filter of one key): checks leave them
     /// out (writes, info, clear and expire never do). Forgotten by a clear.
     verified: AtomicBool,
+    /// The copy that answers checks, when the builder asked for one.
+    near: Option<crate::near::Near<near::Copy>>,
 }
 
 /// One slot group's generations.
@@ -326,7 +329,19 @@ impl<C> WindowBloom<C> {
             parts: Shards::new(parts),
             server: ServerClock::default(),
             verified: AtomicBool::new(false),
+            near: None,
         })))
+    }
+
+    /// Gives a filter just made its near cache ([`Builder::near_cache`](crate::Builder::near_cache)).
+    pub(crate) fn attach_near(&mut self, config: crate::NearCache) -> Result<()> {
+        let window = Arc::get_mut(&mut self.0).expect("a filter just made has one handle");
+        near::attach(window, config)
+    }
+
+    /// What the near cache has done (`None`: the filter has none).
+    pub fn near_cache_stats(&self) -> Option<crate::NearCacheStats> {
+        self.0.near.as_ref().map(crate::near::Near::stats)
     }
 
     /// The filter's key in Redis: the name its generations' keys derive from.
@@ -385,9 +400,16 @@ where
     /// generations, size, shard count or kind (nothing is written); [`Error::WrongType`] when
     /// one of its keys holds a non-string; network faults as for
     /// [`RedisBloom::add`](crate::RedisBloom::add).
+    #[tracing::instrument(target = "redbloom", level = "debug", skip_all, err(level = "debug"),
+        fields(op = "add", kind = "window", key = self.key(), items = 1, attempts))]
     pub async fn add(&self, item: impl AsRef<[u8]>) -> Result<bool> {
         let clock = self.0.exec.clock();
-        Ok(self.0.per_part(&clock, &[item.as_ref()], true).await?[0])
+        let item = [item.as_ref()];
+        let new = self.0.per_part(&clock, &item, true).await?;
+        if let Some(near) = &self.0.near {
+            near.added(&item);
+        }
+        Ok(new[0])
     }
 
     /// Whether `item` was added within the window: `false` means not added in the last
@@ -395,9 +417,15 @@ where
     ///
     /// # Errors
     /// As for [`add`](WindowBloom::add).
+    #[tracing::instrument(target = "redbloom", level = "debug", skip_all, err(level = "debug"),
+        fields(op = "exists", kind = "window", key = self.key(), items = 1, attempts))]
     pub async fn exists(&self, item: impl AsRef<[u8]>) -> Result<bool> {
-        let clock = self.0.exec.clock();
-        Ok(self.0.per_part(&clock, &[item.as_ref()], false).await?[0])
+        let item = item.as_ref();
+        if let Some(found) = self.0.answer_now(item) {
+            return Ok(found);
+        }
+        // Boxed: a call answered from the copy does not carry the way to Redis.
+        Ok(Box::pin(self.0.check(&[item])).await?[0])
     }
 
     /// Adds every item; each result, in input order, means what [`add`](WindowBloom::add)'s
@@ -407,11 +435,17 @@ where
     ///
     /// # Errors
     /// As for [`add`](WindowBloom::add); on error, some of the items may have been added.
+    #[tracing::instrument(target = "redbloom", level = "debug", skip_all, err(level = "debug"),
+        fields(op = "add_many", kind = "window", key = self.key(), items = items.len(), attempts))]
     pub async fn add_many<T: AsRef<[u8]>>(&self, items: &[T]) -> Result<Vec<bool>> {
         if items.is_empty() {
             return Ok(Vec::new());
         }
-        self.0.per_part(&self.0.exec.clock(), items, true).await
+        let new = self.0.per_part(&self.0.exec.clock(), items, true).await?;
+        if let Some(near) = &self.0.near {
+            near.added(items);
+        }
+        Ok(new)
     }
 
     /// Checks every item; each result, in input order, means what
@@ -419,11 +453,13 @@ where
     ///
     /// # Errors
     /// As for [`add`](WindowBloom::add).
+    #[tracing::instrument(target = "redbloom", level = "debug", skip_all, err(level = "debug"),
+        fields(op = "exists_many", kind = "window", key = self.key(), items = items.len(), attempts))]
     pub async fn exists_many<T: AsRef<[u8]>>(&self, items: &[T]) -> Result<Vec<bool>> {
         if items.is_empty() {
             return Ok(Vec::new());
         }
-        self.0.per_part(&self.0.exec.clock(), items, false).await
+        self.0.check(items).await
     }
 
     /// The live generations (their start by the server's clock, bits set and TTL) and the
@@ -431,6 +467,8 @@ where
     ///
     /// # Errors
     /// As for [`add`](WindowBloom::add).
+    #[tracing::instrument(target = "redbloom", level = "debug", skip_all, err(level = "debug"),
+        fields(op = "info", kind = "window", key = self.key(), attempts))]
     pub async fn info(&self) -> Result<WindowInfo> {
         self.0.info().await
     }
@@ -440,12 +478,17 @@ where
     ///
     /// # Errors
     /// As for [`add`](WindowBloom::add); a mismatch leaves every key as it was.
+    #[tracing::instrument(target = "redbloom", level = "debug", skip_all, err(level = "debug"),
+        fields(op = "clear", kind = "window", key = self.key(), attempts))]
     pub async fn clear(&self) -> Result<bool> {
         let done = self.0.remove(Removal::Delete).await;
         if let Some(guard) = &self.0.guard {
             guard.reset();
         }
         self.0.verified.store(false, Ordering::Relaxed);
+        if let Some(near) = &self.0.near {
+            near.cleared();
+        }
         done
     }
 
@@ -457,6 +500,8 @@ where
     /// # Errors
     /// [`Error::InvalidConfig`] for a TTL below 1 ms or too long for Redis; otherwise as for
     /// [`clear`](WindowBloom::clear).
+    #[tracing::instrument(target = "redbloom", level = "debug", skip_all, err(level = "debug"),
+        fields(op = "expire", kind = "window", key = self.key(), attempts))]
     pub async fn expire(&self, ttl: Duration) -> Result<bool> {
         self.0.remove(Removal::expire(ttl)?).await
     }
@@ -607,6 +652,14 @@ where
                         .caps()
                         .no_bitfield_ro
                         .store(true, Ordering::Relaxed);
+                    tracing::info!(
+                        target: "redbloom",
+                        key = %self.key,
+                        from = "BITFIELD_RO",
+                        to = "BITFIELD",
+                        cause = "unknown command in the window scripts (Redis < 6.2)",
+                        "fallback"
+                    );
                     continue;
                 }
                 reply => reply?,

@@ -1,0 +1,757 @@
+//! The near cache (SPEC.md §6): a copy of a filter's keys in the process, so that `exists`
+//! answers with no round trip.
+//!
+//! - **Staleness.** A copy is read (every key of the filter, in bounded pieces) and stamped
+//!   with the moment its read began: it holds every change acknowledged before. With tracking
+//!   ([`NearCache::tracking`]: `CLIENT TRACKING ON BCAST PREFIX …` on a connection of its own),
+//!   the copy answers until an invalidation of one of the filter's keys has been known for the
+//!   refresh interval (and at most [`NearCache::floor`] after its read); without, until the
+//!   interval has passed since its read. Past that the call goes to Redis, as without a near
+//!   cache, and a new copy is read. So an answer from the copy never misses a change
+//!   acknowledged more than the interval ago (plus the time an invalidation takes to arrive):
+//!   both ways, adds as removes and clears.
+//! - **Reads.** A new copy is read by the call that finds the old one due (one call at a time;
+//!   the others keep answering from the old copy while it is fresh), never more often than
+//!   once per interval: the next read may start early by the time the last one took, so that
+//!   the new copy is in place when the old one's interval ends.
+//! - **Redis down.** A copy past its interval keeps answering when Redis cannot be reached
+//!   (the call's own request failed, or the last read did): [`NearCacheStats::stale`] says so,
+//!   and a new read is tried once per interval until one succeeds.
+//! - **Memory.** A copy takes the filter's bytes; over [`NearCache::budget`], building the
+//!   filter fails with [`Error::NearCacheBudget`] (a growing filter, whose size grows, turns its
+//!   copy off at the first read over the budget and answers from Redis).
+//! - **This handle's writes** reach its copy at once: items added are kept beside the copy
+//!   until a copy read after them is in place (at most 65,536; past that the copy is
+//!   treated as invalidated); a clear drops the copy; a counting filter's remove counts as an
+//!   invalidation.
+
+mod tracking;
+
+use crate::error::{Error, Result};
+use arc_swap::ArcSwapOption;
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+pub(crate) use tracking::prefixes;
+
+/// The budget of a copy when none is given: 256 MiB.
+pub(crate) const DEFAULT_BUDGET: u64 = 256 << 20;
+
+/// How often a tracked copy is read again when no invalidation came, unless
+/// [`NearCache::floor`] says otherwise (or the refresh interval is longer).
+pub(crate) const DEFAULT_FLOOR: Duration = Duration::from_secs(60);
+
+/// Items added through a handle kept beside its copy until the next copy is read.
+pub(crate) const OVERLAY_ITEMS: usize = 65_536;
+
+/// A filter's near cache: its copy's refresh interval (the most a cached answer may lag
+/// behind Redis), memory budget and, optionally, the client that opens its invalidation
+/// connection. Given to [`Builder::near_cache`](crate::Builder::near_cache).
+///
+/// ```
+/// use std::time::Duration;
+/// let cache = redbloom::NearCache::new(Duration::from_secs(1)).budget(64 << 20);
+/// assert_eq!(cache.refresh(), Duration::from_secs(1));
+/// assert_eq!(cache.budget_bytes(), 64 << 20);
+/// ```
+#[derive(Debug, Clone)]
+#[must_use]
+pub struct NearCache {
+    refresh: Duration,
+    budget: u64,
+    floor: Duration,
+    tracking: Option<redis::Client>,
+}
+
+impl NearCache {
+    /// A near cache whose answers lag at most `refresh` behind Redis, with the default
+    /// budget (256 MiB) and no tracking: the copy is read again every `refresh`.
+    pub fn new(refresh: Duration) -> Self {
+        NearCache {
+            refresh,
+            budget: DEFAULT_BUDGET,
+            floor: DEFAULT_FLOOR,
+            tracking: None,
+        }
+    }
+
+    /// The most bytes the copy may take.
+    pub fn budget(mut self, bytes: u64) -> Self {
+        self.budget = bytes;
+        self
+    }
+
+    /// Learn of changes from Redis's invalidation messages (`CLIENT TRACKING` in broadcast
+    /// mode, over a RESP3 connection of its own that `client` opens, with its address,
+    /// credentials and TLS): the copy is read again only after a change, instead of every
+    /// interval. Needs Redis 6 or later and, under an ACL, `CLIENT TRACKING` and `HELLO`.
+    /// Without them, or while that connection is down, the copy is read every interval.
+    /// For a single server (or a primary and its replicas): on a Redis Cluster one node sees
+    /// only its own keys, so the filter refuses tracking there and reads every interval.
+    pub fn tracking(mut self, client: redis::Client) -> Self {
+        self.tracking = Some(client);
+        self
+    }
+
+    /// With tracking, read the copy again at least this often even when no invalidation
+    /// came (a floor against messages lost on a connection that died without a word).
+    /// One minute unless given; never more often than the refresh interval.
+    pub fn floor(mut self, every: Duration) -> Self {
+        self.floor = every;
+        self
+    }
+
+    /// The refresh interval: the most a cached answer lags behind Redis.
+    pub fn refresh(&self) -> Duration {
+        self.refresh
+    }
+
+    /// The most bytes the copy may take.
+    pub fn budget_bytes(&self) -> u64 {
+        self.budget
+    }
+
+    pub(crate) fn validate(&self) -> Result<()> {
+        if self.refresh.is_zero() {
+            return Err(Error::InvalidConfig(
+                "the near cache's refresh interval must be longer than zero".into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// What a near cache has done, from
+/// [`RedisBloom::near_cache_stats`](crate::RedisBloom::near_cache_stats) and its peers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub struct NearCacheStats {
+    /// Items answered from a fresh copy, with no round trip.
+    pub hits: u64,
+    /// Items answered from a copy past its interval, because Redis could not be reached.
+    pub stale_hits: u64,
+    /// Items answered by Redis: no copy yet, or the copy past its interval.
+    pub misses: u64,
+    /// Copies read.
+    pub refreshes: u64,
+    /// Reads of a copy that failed.
+    pub failed_refreshes: u64,
+    /// Invalidation messages received for the filter's keys.
+    pub invalidations: u64,
+    /// Since the current copy's read began (`None`: no copy).
+    pub age: Option<Duration>,
+    /// The copy may miss changes older than the interval: Redis could not be reached when the
+    /// copy was due.
+    pub stale: bool,
+    /// Invalidations are being received (tracking on and its connection up).
+    pub tracking: bool,
+    /// The copy's bytes.
+    pub bytes: u64,
+    /// The copy was turned off: the filter outgrew the budget (a growing filter).
+    pub over_budget: bool,
+}
+
+/// A copy of a filter's keys, as a kind reads it.
+pub(crate) trait Copy: Send + Sync + 'static {
+    /// The bytes it holds.
+    fn bytes(&self) -> u64;
+}
+
+/// A copy and when its read began.
+#[derive(Debug)]
+struct Held<S> {
+    state: S,
+    /// Nanoseconds since the cache's base (see [`Near::now`]) when the read began.
+    read_at: u64,
+    /// Tracking was up when the read began: invalidations cover every change since.
+    tracked: bool,
+}
+
+/// Invalidations heard, shared with the tracking connection's push sender.
+#[derive(Debug)]
+pub(crate) struct Signal {
+    base: Instant,
+    /// The earliest invalidation the current copy has not seen (`u64::MAX`: none).
+    dirty_since: AtomicU64,
+    /// The latest invalidation heard (0: none).
+    last: AtomicU64,
+    /// Tracking is on and its connection up.
+    up: AtomicBool,
+    invalidations: AtomicU64,
+}
+
+impl Signal {
+    fn now(&self) -> u64 {
+        u64::try_from(self.base.elapsed().as_nanos())
+            .unwrap_or(u64::MAX - 1)
+            .saturating_add(1)
+    }
+
+    /// A change the copy may lack happened now.
+    pub(crate) fn invalidate(&self) {
+        let now = self.now();
+        self.last.fetch_max(now, Ordering::SeqCst);
+        self.dirty_since.fetch_min(now, Ordering::SeqCst);
+    }
+}
+
+/// A filter's near cache: its copy (`S`, as the kind reads it), what decides when it is read
+/// again, and its statistics.
+#[derive(Debug)]
+pub(crate) struct Near<S> {
+    key: String,
+    config: NearCache,
+    signal: Arc<Signal>,
+    tracker: Option<tracking::Tracker>,
+    copy: ArcSwapOption<Held<S>>,
+    /// A call is reading a new copy.
+    refreshing: AtomicBool,
+    /// When the last read began (0: never), and how long the last good one took.
+    last_attempt: AtomicU64,
+    last_took: AtomicU64,
+    /// The last read, or a call's own request, could not reach Redis.
+    failing: AtomicBool,
+    over_budget: AtomicBool,
+    overlay: Overlay,
+    hits: Striped,
+    stale_hits: AtomicU64,
+    misses: AtomicU64,
+    refreshes: AtomicU64,
+    failed: AtomicU64,
+}
+
+impl<S: Copy> Near<S> {
+    /// A near cache for the filter `key`, whose copy takes `bytes` (checked against the
+    /// budget) and whose keys all start with one of `prefixes` (for tracking). `cluster`:
+    /// the filter's connection is a cluster's, where tracking is refused.
+    pub(crate) fn new(
+        key: &str,
+        config: NearCache,
+        bytes: u64,
+        prefixes: Vec<String>,
+    ) -> Result<Self> {
+        config.validate()?;
+        if bytes > config.budget {
+            return Err(Error::NearCacheBudget {
+                key: key.to_owned(),
+                bytes,
+                budget: config.budget,
+            });
+        }
+        let signal = Arc::new(Signal {
+            base: Instant::now(),
+            dirty_since: AtomicU64::new(u64::MAX),
+            last: AtomicU64::new(0),
+            up: AtomicBool::new(false),
+            invalidations: AtomicU64::new(0),
+        });
+        let tracker = config
+            .tracking
+            .as_ref()
+            .map(|client| tracking::Tracker::new(client, prefixes, Arc::clone(&signal)));
+        Ok(Near {
+            key: key.to_owned(),
+            config,
+            signal,
+            tracker,
+            copy: ArcSwapOption::empty(),
+            refreshing: AtomicBool::new(false),
+            last_attempt: AtomicU64::new(0),
+            last_took: AtomicU64::new(0),
+            failing: AtomicBool::new(false),
+            over_budget: AtomicBool::new(false),
+            overlay: Overlay::default(),
+            hits: Striped::default(),
+            stale_hits: AtomicU64::new(0),
+            misses: AtomicU64::new(0),
+            refreshes: AtomicU64::new(0),
+            failed: AtomicU64::new(0),
+        })
+    }
+
+    /// The most bytes a copy may take.
+    pub(crate) fn budget(&self) -> u64 {
+        self.config.budget
+    }
+
+    fn now(&self) -> u64 {
+        self.signal.now()
+    }
+
+    fn interval(&self) -> u64 {
+        nanos(self.config.refresh)
+    }
+
+    fn current(&self) -> Option<Arc<Held<S>>> {
+        self.copy.load_full()
+    }
+
+    /// Whether `held` may answer at `now`: no change it lacks is older than the interval.
+    fn fresh(&self, held: &Held<S>, now: u64) -> bool {
+        let interval = self.interval();
+        if held.tracked && self.signal.up.load(Ordering::SeqCst) {
+            let floor = nanos(self.config.floor.max(self.config.refresh));
+            let dirty = self.signal.dirty_since.load(Ordering::SeqCst);
+            now < held.read_at.saturating_add(floor)
+                && (dirty == u64::MAX || now < dirty.saturating_add(interval))
+        } else {
+            now < held.read_at.saturating_add(interval)
+        }
+    }
+
+    /// Whether a new copy should be read at `now`.
+    fn due(&self, held: Option<&Held<S>>, now: u64) -> bool {
+        if self.over_budget.load(Ordering::Relaxed) || self.refreshing.load(Ordering::Relaxed) {
+            return false;
+        }
+        let interval = self.interval();
+        let last = self.last_attempt.load(Ordering::Relaxed);
+        if self.failing.load(Ordering::Relaxed) && last != 0 && now < last + interval {
+            return false;
+        }
+        let Some(held) = held else {
+            return true;
+        };
+        // Early by the time a read takes, so that the new copy is in place in time.
+        let lead = self.last_took.load(Ordering::Relaxed).min(interval / 2);
+        if now < held.read_at + interval - lead {
+            return false;
+        }
+        if held.tracked && self.signal.up.load(Ordering::SeqCst) {
+            let floor = nanos(self.config.floor.max(self.config.refresh));
+            let dirty = self.signal.dirty_since.load(Ordering::SeqCst);
+            dirty != u64::MAX || now + lead >= held.read_at.saturating_add(floor)
+        } else {
+            true
+        }
+    }
+
+    /// The answer for `item` from the copy, when the copy may give it now and no read is
+    /// due: the fast path, with no await and no allocation. `None`: take [`check`](Near::check).
+    pub(crate) fn answer_now(
+        &self,
+        item: &[u8],
+        answer: impl Fn(&S, &[u8]) -> bool,
+    ) -> Option<bool> {
+        let guard = self.copy.load();
+        let held = guard.as_deref()?;
+        let now = self.now();
+        if self.due(Some(held), now) || !self.fresh(held, now) {
+            return None;
+        }
+        self.hits.add(1);
+        Some(answer(&held.state, item) || self.overlay.contains(item))
+    }
+
+    /// Answers `items`: from the copy while it is fresh (`answer(copy, item)`), else by
+    /// `remote()`, the filter's own check; reads a new copy with `read()` when one is due.
+    /// While Redis cannot be reached, the copy answers past its interval.
+    pub(crate) async fn check<T, A, R, RF, Q, QF>(
+        &self,
+        items: &[T],
+        answer: A,
+        read: R,
+        remote: Q,
+    ) -> Result<Vec<bool>>
+    where
+        T: AsRef<[u8]>,
+        A: Fn(&S, &[u8]) -> bool,
+        R: FnOnce() -> RF,
+        RF: Future<Output = Result<S>>,
+        Q: FnOnce() -> QF,
+        QF: Future<Output = Result<Vec<bool>>>,
+    {
+        let mut held = self.current();
+        let mut now = self.now();
+        if self.due(held.as_deref(), now) {
+            if let Some(_turn) = Turn::take(&self.refreshing) {
+                // Boxed: the future of a call answered from the copy stays small.
+                let refreshed = Box::pin(self.refresh(read)).await;
+                now = self.now();
+                match refreshed {
+                    Ok(()) => held = self.current(),
+                    Err(Error::NearCacheBudget { .. }) => held = None,
+                    Err(err) if err.is_transient() => {}
+                    Err(err) => return Err(err),
+                }
+            }
+        }
+        let count = items.len() as u64;
+        let from_copy = |held: &Held<S>| -> Vec<bool> {
+            items
+                .iter()
+                .map(|item| {
+                    let item = item.as_ref();
+                    answer(&held.state, item) || self.overlay.contains(item)
+                })
+                .collect()
+        };
+        if let Some(held) = &held {
+            if self.fresh(held, now) {
+                self.hits.add(count);
+                return Ok(from_copy(held));
+            }
+            if self.failing.load(Ordering::Relaxed) {
+                self.stale_hits.fetch_add(count, Ordering::Relaxed);
+                return Ok(from_copy(held));
+            }
+        }
+        match Box::pin(remote()).await {
+            Ok(answers) => {
+                self.misses.fetch_add(count, Ordering::Relaxed);
+                Ok(answers)
+            }
+            Err(err) if err.is_transient() && held.is_some() => {
+                self.failing.store(true, Ordering::Relaxed);
+                tracing::warn!(target: "redbloom", key = %self.key, error = %err, "near cache: Redis unreachable, answering from the copy");
+                self.stale_hits.fetch_add(count, Ordering::Relaxed);
+                Ok(from_copy(held.as_deref().expect("checked")))
+            }
+            Err(err) => Err(err),
+        }
+    }
+
+    /// Reads a new copy (tracking turned on first, so that no change between the two goes
+    /// unheard) and puts it in place.
+    async fn refresh<R, RF>(&self, read: R) -> Result<()>
+    where
+        R: FnOnce() -> RF,
+        RF: Future<Output = Result<S>>,
+    {
+        if let Some(tracker) = &self.tracker {
+            tracker.ensure(self.config.refresh).await;
+        }
+        let tracked = self.signal.up.load(Ordering::SeqCst);
+        let began = self.now();
+        self.last_attempt.store(began, Ordering::Relaxed);
+        let read = read().await;
+        let took = self.now().saturating_sub(began);
+        match read {
+            Ok(state) => {
+                let bytes = state.bytes();
+                self.install(state, began, tracked);
+                self.last_took.store(took, Ordering::Relaxed);
+                self.failing.store(false, Ordering::Relaxed);
+                self.refreshes.fetch_add(1, Ordering::Relaxed);
+                tracing::debug!(
+                    target: "redbloom",
+                    key = %self.key,
+                    bytes,
+                    tracked,
+                    micros = took / 1_000,
+                    "near cache: copy read"
+                );
+                Ok(())
+            }
+            Err(err @ Error::NearCacheBudget { .. }) => {
+                self.over_budget.store(true, Ordering::Relaxed);
+                self.copy.store(None);
+                tracing::warn!(target: "redbloom", key = %self.key, error = %err, "near cache: turned off");
+                Err(err)
+            }
+            Err(err) => {
+                self.failed.fetch_add(1, Ordering::Relaxed);
+                if err.is_transient() {
+                    self.failing.store(true, Ordering::Relaxed);
+                }
+                tracing::warn!(target: "redbloom", key = %self.key, error = %err, "near cache: reading the copy failed");
+                Err(err)
+            }
+        }
+    }
+
+    /// Puts a copy read from `began` in place: the invalidations heard since stay pending.
+    fn install(&self, state: S, began: u64, tracked: bool) {
+        let held = Arc::new(Held {
+            state,
+            read_at: began,
+            tracked,
+        });
+        self.copy.store(Some(held));
+        self.signal.dirty_since.store(u64::MAX, Ordering::SeqCst);
+        let last = self.signal.last.load(Ordering::SeqCst);
+        if last >= began {
+            self.signal.dirty_since.fetch_min(last, Ordering::SeqCst);
+        }
+        self.overlay.prune(began);
+    }
+
+    /// This handle added `items` (acknowledged by Redis).
+    pub(crate) fn added<T: AsRef<[u8]>>(&self, items: &[T]) {
+        if !self.overlay.add(items, self.now()) {
+            // Too many to keep: the copy is out of date from now on.
+            self.signal.invalidate();
+        }
+    }
+
+    /// This handle changed the filter in a way the copy cannot follow (a removal).
+    pub(crate) fn changed(&self) {
+        self.signal.invalidate();
+    }
+
+    /// This handle cleared (or replaced) the filter: the copy is dropped.
+    pub(crate) fn cleared(&self) {
+        self.copy.store(None);
+        self.overlay.clear();
+        self.signal.invalidate();
+    }
+
+    pub(crate) fn stats(&self) -> NearCacheStats {
+        let held = self.current();
+        let now = self.now();
+        let stale = match &held {
+            Some(held) => !self.fresh(held, now) && self.failing.load(Ordering::Relaxed),
+            None => self.failing.load(Ordering::Relaxed),
+        };
+        NearCacheStats {
+            hits: self.hits.sum(),
+            stale_hits: self.stale_hits.load(Ordering::Relaxed),
+            misses: self.misses.load(Ordering::Relaxed),
+            refreshes: self.refreshes.load(Ordering::Relaxed),
+            failed_refreshes: self.failed.load(Ordering::Relaxed),
+            invalidations: self.signal.invalidations.load(Ordering::Relaxed),
+            age: held
+                .as_ref()
+                .map(|held| Duration::from_nanos(now.saturating_sub(held.read_at))),
+            stale,
+            tracking: self.signal.up.load(Ordering::SeqCst),
+            bytes: held.as_ref().map_or(0, |held| held.state.bytes()),
+            over_budget: self.over_budget.load(Ordering::Relaxed),
+        }
+    }
+}
+
+fn nanos(duration: Duration) -> u64 {
+    u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX / 4)
+}
+
+/// A counter added to by many threads at once, each on a cache line of its own (one shared
+/// counter costs the fast path more than its lookup on a busy machine).
+#[derive(Debug, Default)]
+struct Striped([Padded; STRIPES]);
+
+const STRIPES: usize = 8;
+
+#[derive(Debug, Default)]
+#[repr(align(128))]
+struct Padded(AtomicU64);
+
+impl Striped {
+    fn add(&self, n: u64) {
+        thread_local! {
+            static STRIPE: usize = {
+                static NEXT: AtomicUsize = AtomicUsize::new(0);
+                NEXT.fetch_add(1, Ordering::Relaxed) % STRIPES
+            };
+        }
+        let stripe = STRIPE.with(|s| *s);
+        self.0[stripe].0.fetch_add(n, Ordering::Relaxed);
+    }
+
+    fn sum(&self) -> u64 {
+        self.0.iter().map(|p| p.0.load(Ordering::Relaxed)).sum()
+    }
+}
+
+/// The right to read a new copy, held by one call at a time; given back when dropped (also
+/// when the call is cancelled).
+struct Turn<'a>(&'a AtomicBool);
+
+impl<'a> Turn<'a> {
+    fn take(flag: &'a AtomicBool) -> Option<Self> {
+        flag.compare_exchange(false, true, Ordering::AcqRel, Ordering::Relaxed)
+            .ok()
+            .map(|_| Turn(flag))
+    }
+}
+
+impl Drop for Turn<'_> {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::Release);
+    }
+}
+
+/// Items this handle added since the copy was read: their 128-bit hashes, each with when it
+/// was added.
+#[derive(Debug, Default)]
+struct Overlay {
+    len: AtomicUsize,
+    items: Mutex<HashMap<(u64, u64), u64>>,
+}
+
+impl Overlay {
+    /// Keeps `items`; `false` when there is no room for them.
+    fn add<T: AsRef<[u8]>>(&self, items: &[T], now: u64) -> bool {
+        let mut kept = self.items.lock().unwrap_or_else(PoisonError::into_inner);
+        if kept.len() + items.len() > OVERLAY_ITEMS {
+            return false;
+        }
+        for item in items {
+            kept.insert(crate::hash::murmur3_x64_128(item.as_ref()), now);
+        }
+        self.len.store(kept.len(), Ordering::Release);
+        true
+    }
+
+    fn contains(&self, item: &[u8]) -> bool {
+        if self.len.load(Ordering::Acquire) == 0 {
+            return false;
+        }
+        let hash = crate::hash::murmur3_x64_128(item);
+        self.items
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .contains_key(&hash)
+    }
+
+    /// Forgets the items added before `began` (a copy read since holds them).
+    fn prune(&self, began: u64) {
+        if self.len.load(Ordering::Acquire) == 0 {
+            return;
+        }
+        let mut kept = self.items.lock().unwrap_or_else(PoisonError::into_inner);
+        kept.retain(|_, at| *at >= began);
+        self.len.store(kept.len(), Ordering::Release);
+    }
+
+    fn clear(&self) {
+        let mut kept = self.items.lock().unwrap_or_else(PoisonError::into_inner);
+        kept.clear();
+        self.len.store(0, Ordering::Release);
+    }
+}
+
+/// Reads `key` whole (a string of at most `max_bytes`; empty when missing) in pieces of at most
+/// 1 MiB, so that no command holds the server longer than one piece's copy.
+pub(crate) async fn read_key<C>(
+    exec: &crate::io::exec::Exec<C>,
+    key: &str,
+    max_bytes: u64,
+) -> Result<Vec<u8>>
+where
+    C: redis::aio::ConnectionLike + Clone + Send + Sync,
+{
+    const PIECE: u64 = 1 << 20;
+    if max_bytes <= PIECE {
+        let bytes: Option<Vec<u8>> = exec.query(key, redis::cmd("GET").arg(key)).await?;
+        return Ok(bytes.unwrap_or_default());
+    }
+    let len: u64 = exec.query(key, redis::cmd("STRLEN").arg(key)).await?;
+    let len = len.min(max_bytes);
+    let mut bytes = Vec::with_capacity(len as usize);
+    let mut at = 0;
+    while at < len {
+        let end = (at + PIECE).min(len);
+        let cmd = redis::cmd("GETRANGE")
+            .arg(key)
+            .arg(at)
+            .arg(end - 1)
+            .to_owned();
+        let piece: Vec<u8> = exec.query(key, &cmd).await?;
+        let short = piece.len() < (end - at) as usize;
+        bytes.extend_from_slice(&piece);
+        if short {
+            // Shortened meanwhile (a clear): what is left reads as zeros.
+            break;
+        }
+        at = end;
+    }
+    Ok(bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug)]
+    struct Bytes(u64);
+
+    impl Copy for Bytes {
+        fn bytes(&self) -> u64 {
+            self.0
+        }
+    }
+
+    fn near(refresh: Duration) -> Near<Bytes> {
+        Near::new("k", NearCache::new(refresh), 10, vec!["k".into()]).unwrap()
+    }
+
+    #[test]
+    fn a_copy_over_the_budget_is_refused_naming_both() {
+        let err = Near::<Bytes>::new(
+            "k",
+            NearCache::new(Duration::from_secs(1)).budget(9),
+            10,
+            vec![],
+        )
+        .unwrap_err();
+        assert!(
+            err.to_string().contains("10 bytes") && err.to_string().contains("budget of 9"),
+            "{err}"
+        );
+        assert!(Near::<Bytes>::new("k", NearCache::new(Duration::ZERO), 1, vec![]).is_err());
+    }
+
+    #[test]
+    fn an_untracked_copy_is_fresh_for_the_interval_from_its_read() {
+        let near = near(Duration::from_millis(100));
+        let t0 = near.now();
+        near.install(Bytes(1), t0, false);
+        let held = near.current().unwrap();
+        assert!(near.fresh(&held, t0 + nanos(Duration::from_millis(99))));
+        assert!(!near.fresh(&held, t0 + nanos(Duration::from_millis(100))));
+        assert!(!near.due(Some(&held), t0 + nanos(Duration::from_millis(50))));
+        assert!(near.due(Some(&held), t0 + nanos(Duration::from_millis(100))));
+    }
+
+    #[test]
+    fn a_tracked_copy_is_fresh_until_an_invalidation_is_an_interval_old() {
+        let near = near(Duration::from_millis(100));
+        near.signal.up.store(true, Ordering::SeqCst);
+        let t0 = near.now();
+        near.install(Bytes(1), t0, true);
+        let held = near.current().unwrap();
+        let ms = |m: u64| t0 + nanos(Duration::from_millis(m));
+        assert!(near.fresh(&held, ms(10_000)), "no invalidation: fresh");
+        assert!(!near.due(Some(&held), ms(10_000)));
+        near.signal.invalidate();
+        let dirty = near.signal.dirty_since.load(Ordering::SeqCst);
+        assert!(near.fresh(&held, dirty + nanos(Duration::from_millis(99))));
+        assert!(!near.fresh(&held, dirty + nanos(Duration::from_millis(100))));
+        // A new read is due, no sooner than an interval after the last.
+        assert!(near.due(Some(&held), ms(100).max(dirty)));
+        // An invalidation heard while a read ran stays pending after it.
+        let began = near.now();
+        near.signal.invalidate();
+        near.install(Bytes(1), began, true);
+        assert_ne!(near.signal.dirty_since.load(Ordering::SeqCst), u64::MAX);
+        // One heard before the read began does not.
+        let began = near.now() + 1;
+        near.install(Bytes(1), began, true);
+        assert_eq!(near.signal.dirty_since.load(Ordering::SeqCst), u64::MAX);
+        // The floor: read again after it even without invalidations.
+        assert!(!near.fresh(&near.current().unwrap(), began + nanos(DEFAULT_FLOOR)));
+    }
+
+    #[test]
+    fn the_overlay_keeps_added_items_until_a_later_read() {
+        let near = near(Duration::from_secs(1));
+        near.added(&["a", "b"]);
+        assert!(near.overlay.contains(b"a") && !near.overlay.contains(b"c"));
+        near.install(Bytes(1), 0, false);
+        assert!(
+            near.overlay.contains(b"a"),
+            "a read begun before the add lacks it"
+        );
+        near.install(Bytes(1), near.now(), false);
+        assert!(!near.overlay.contains(b"a"));
+        // Too many: the copy counts as invalidated instead.
+        let many: Vec<String> = (0..=OVERLAY_ITEMS).map(|i| i.to_string()).collect();
+        near.added(&many);
+        assert!(!near.overlay.contains(b"0"));
+        assert_ne!(near.signal.dirty_since.load(Ordering::SeqCst), u64::MAX);
+    }
+}
