@@ -42,6 +42,14 @@ impl<P> Shards<P> {
         &self.parts
     }
 
+    /// The part that holds `item` (a filter of one part hashes nothing).
+    pub(crate) fn part_of(&self, item: &[u8]) -> usize {
+        match self.parts.len() {
+            1 => 0,
+            n => hash::shard_of(item, n as u32),
+        }
+    }
+
     /// How many parts.
     pub(crate) fn count(&self) -> u32 {
         self.parts.len() as u32
@@ -52,7 +60,7 @@ impl<P> Shards<P> {
     /// its part: nothing is allocated per part.
     pub(crate) fn split<T: AsRef<[u8]>>(&self, items: &[T]) -> Vec<(usize, Vec<usize>)> {
         if let [item] = items {
-            return vec![(hash::shard_of(item.as_ref(), self.count()), vec![0])];
+            return vec![(self.part_of(item.as_ref()), vec![0])];
         }
         let mut groups: Vec<Vec<usize>> = vec![Vec::new(); self.parts.len()];
         for (i, item) in items.iter().enumerate() {

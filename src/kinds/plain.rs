@@ -70,17 +70,8 @@ struct Plain<C> {
     near: Option<Near<Copy>>,
 }
 
-/// A plain filter's copy in the process: each shard's bytes.
-#[derive(Debug)]
-struct Copy {
-    parts: Vec<Vec<u8>>,
-}
-
-impl near::Copy for Copy {
-    fn bytes(&self) -> u64 {
-        self.parts.iter().map(|part| part.len() as u64).sum()
-    }
-}
+/// The copy of its near cache: each shard's bytes.
+type Copy = near::Strings;
 
 impl<C> RedisBloom<C> {
     /// A filter of `bits` bits at `key`, in go-zero's layout (k = 14), with the default
@@ -477,12 +468,9 @@ where
     /// Whether `item` is in the near cache's copy.
     fn in_copy(&self, copy: &Copy, item: &[u8]) -> bool {
         let parts = self.shards.parts();
-        let i = match parts.len() {
-            1 => 0,
-            n => crate::hash::shard_of(item, n as u32),
-        };
+        let i = self.shards.part_of(item);
         let geometry = &parts[i].geometry;
-        let bytes = &copy.parts[i];
+        let bytes = &copy.0[i];
         geometry.all(&ItemHash::of(item, geometry.layout), |offset| {
             dense::test(bytes, offset)
         })
@@ -501,16 +489,14 @@ where
             self.exec
                 .retried(&clock, || self.guard.ensure(&self.exec, false))
                 .await?;
-            let mut copy = Copy {
-                parts: Vec::with_capacity(parts.len()),
-            };
+            let mut copy = near::Strings(Vec::with_capacity(parts.len()));
             for part in parts {
                 let max = part.geometry.max_bytes();
                 let bytes = self
                     .exec
                     .retried(&clock, || near::read_key(&self.exec, &part.key, max))
                     .await?;
-                copy.parts.push(bytes);
+                copy.0.push(bytes);
             }
             Ok(copy)
         };

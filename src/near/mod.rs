@@ -160,6 +160,17 @@ pub(crate) trait Copy: Send + Sync + 'static {
     fn bytes(&self) -> u64;
 }
 
+/// The copy of a filter that is one string per part (plain bits, counting counters): each
+/// part's bytes, in part order.
+#[derive(Debug)]
+pub(crate) struct Strings(pub(crate) Vec<Vec<u8>>);
+
+impl Copy for Strings {
+    fn bytes(&self) -> u64 {
+        self.0.iter().map(|part| part.len() as u64).sum()
+    }
+}
+
 /// A copy and when its read began.
 #[derive(Debug)]
 struct Held<S> {

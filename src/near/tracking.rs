@@ -28,7 +28,7 @@ pub(crate) fn prefixes(mut keys: Vec<String>) -> Vec<String> {
 
 /// The tracking connection and what it needs to open again.
 pub(crate) struct Tracker {
-    client: redis::Client,
+    client: Option<redis::Client>,
     prefixes: Vec<String>,
     signal: Arc<Signal>,
     /// The open connection (kept so that its task lives).
@@ -55,8 +55,8 @@ impl Tracker {
             .redis_settings()
             .clone()
             .set_protocol(ProtocolVersion::RESP3);
-        let client =
-            redis::Client::open(info.set_redis_settings(redis)).unwrap_or_else(|_| client.clone());
+        // Without RESP3 no push would arrive: no client then, and tracking refused.
+        let client = redis::Client::open(info.set_redis_settings(redis)).ok();
         Tracker {
             client,
             prefixes,
@@ -73,6 +73,10 @@ impl Tracker {
         if self.signal.up.load(Ordering::SeqCst) || self.refused.load(Ordering::Relaxed) {
             return;
         }
+        let Some(client) = &self.client else {
+            self.refuse("the client could not be opened with RESP3");
+            return;
+        };
         let mut conn = self.conn.lock().await;
         if self.signal.up.load(Ordering::SeqCst) {
             return;
@@ -88,8 +92,7 @@ impl Tracker {
             .set_push_sender(sender)
             .set_connection_timeout(Some(patience))
             .set_response_timeout(Some(patience));
-        let opened = self
-            .client
+        let opened = client
             .get_multiplexed_async_connection_with_config(&config)
             .await;
         let mut opened = match opened {

@@ -94,17 +94,8 @@ struct Counting<C> {
     near: Option<Near<Copy>>,
 }
 
-/// A counting filter's copy in the process: each shard's counters.
-#[derive(Debug)]
-struct Copy {
-    parts: Vec<Vec<u8>>,
-}
-
-impl near::Copy for Copy {
-    fn bytes(&self) -> u64 {
-        self.parts.iter().map(|part| part.len() as u64).sum()
-    }
-}
+/// The copy of its near cache: each shard's bytes.
+type Copy = near::Strings;
 
 /// One key of counters.
 #[derive(Debug, Clone)]
@@ -469,11 +460,8 @@ where
     /// Whether `item` is in the near cache's copy (all its counters above zero).
     fn in_copy(&self, copy: &Copy, item: &[u8]) -> bool {
         let parts = self.parts.parts();
-        let i = match parts.len() {
-            1 => 0,
-            n => crate::hash::shard_of(item, n as u32),
-        };
-        let counters = &copy.parts[i];
+        let i = self.parts.part_of(item);
+        let counters = &copy.0[i];
         parts[i]
             .geometry
             .all(&ItemHash::of(item, Layout::Native), |cell| {
@@ -494,16 +482,14 @@ where
             self.exec
                 .retried(&clock, || self.guard.ensure(&self.exec, false))
                 .await?;
-            let mut copy = Copy {
-                parts: Vec::with_capacity(parts.len()),
-            };
+            let mut copy = near::Strings(Vec::with_capacity(parts.len()));
             for part in parts {
                 let max = part.geometry.bits.div_ceil(2);
                 let bytes = self
                     .exec
                     .retried(&clock, || near::read_key(&self.exec, &part.key, max))
                     .await?;
-                copy.parts.push(bytes);
+                copy.0.push(bytes);
             }
             Ok(copy)
         };

@@ -58,11 +58,7 @@ where
 
     /// Whether `item` is in some level of the copy.
     fn in_copy(&self, copy: &Copy, item: &[u8]) -> bool {
-        let parts = self.parts.parts();
-        let i = match parts.len() {
-            1 => 0,
-            n => crate::hash::shard_of(item, n as u32),
-        };
+        let i = self.parts.part_of(item);
         let (levels, segments) = &copy.parts[i];
         let hash = ItemHash::of(item, Layout::Native);
         (0..*levels)

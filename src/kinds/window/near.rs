@@ -64,10 +64,7 @@ where
     /// Whether `item` is in a generation of the copy that is live now.
     fn in_copy(&self, copy: &Copy, item: &[u8]) -> bool {
         let parts = self.parts.parts();
-        let i = match parts.len() {
-            1 => 0,
-            n => crate::hash::shard_of(item, n as u32),
-        };
+        let i = self.parts.part_of(item);
         let now = copy
             .server_ms
             .saturating_add(u64::try_from(copy.heard.elapsed().as_millis()).unwrap_or(0));
