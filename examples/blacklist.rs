@@ -88,7 +88,7 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use redbloom::redis;
 use redbloom::redis::aio::MultiplexedConnection;
-use redbloom::{CountingBloom, NearCache, RedisBloom};
+use redbloom::{CountingBloom, NearCache};
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
 use tower::ServiceExt; // for `oneshot`
@@ -122,7 +122,7 @@ async fn blacklist(
     let conn = support::connect(url).await?;
     // 100,000 entries at 1e-6: about 2.9 million 4-bit counters, 1.4 MiB in Redis. A low rate
     // matters doubly here: a false positive that is unblocked lifts other blocks (module docs).
-    let mut builder = RedisBloom::builder(key)
+    let mut builder = CountingBloom::builder(key)
         .expected_items(100_000)
         .false_positive_rate(1e-6);
     if let Some(refresh) = near_cache {
@@ -130,7 +130,7 @@ async fn blacklist(
         let client = redis::Client::open(url)?;
         builder = builder.near_cache(NearCache::new(refresh).tracking(client));
     }
-    Ok(builder.build_counting(conn)?)
+    Ok(builder.build(conn)?)
 }
 
 /// GET /check/{item}: whether the item is blocked (`false` is certain).

@@ -7,7 +7,7 @@
 //! cargo run --example crawler -- --capacity 1000 urls.txt  # a smaller first level (default 10,000)
 //! ```
 //!
-//! The filter (a growing one, `build_growing`) starts with a first level for `--capacity`
+//! The filter (a growing one, `GrowingBloom`) starts with a first level for `--capacity`
 //! URLs; when a level has taken that many new URLs, the next add makes a level twice as large
 //! at a tighter false-positive rate, so that the whole filter stays at or below the rate asked
 //! for however many URLs arrive. It remembers every URL in a number of bits that does not
@@ -18,7 +18,7 @@
 
 mod support;
 
-use redbloom::{Error, RedisBloom};
+use redbloom::{Error, GrowingBloom};
 use std::collections::HashSet;
 use std::time::Instant;
 
@@ -46,11 +46,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // The first level for `capacity` URLs; the whole filter at 1 false positive in 10,000
     // checks of a new URL, however far it grows.
     let fpr = 1e-4;
-    let seen = RedisBloom::builder(KEY)
+    let seen = GrowingBloom::builder(KEY)
         .expected_items(capacity)
         .false_positive_rate(fpr)
         .growth(GROWTH)
-        .build_growing(conn)?;
+        .build(conn)?;
     // Start empty, even if an earlier run was interrupted.
     match seen.clear().await {
         Ok(_) => {}

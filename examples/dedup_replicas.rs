@@ -30,7 +30,7 @@
 mod support;
 
 use redbloom::redis::aio::MultiplexedConnection;
-use redbloom::{RedisBloom, WindowBloom};
+use redbloom::WindowBloom;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -55,12 +55,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let (url, _server) = support::redis_url()?;
 
     // Every replica configures the same key, window and size, as separate processes would.
-    let config = RedisBloom::builder(KEY)
-        .window(WINDOW)
+    let config = WindowBloom::builder(KEY, WINDOW)
         .generations(GENERATIONS)
         .expected_items(u64::from(EVENTS)) // the most events in any one window
         .false_positive_rate(FALSE_POSITIVE_RATE);
-    let setup = config.clone().build_window(support::connect(&url).await?)?;
+    let setup = config.clone().build(support::connect(&url).await?)?;
     setup.clear().await?; // start empty, even if an earlier run was interrupted
     let forgotten_by = WINDOW * GENERATIONS / (GENERATIONS - 1);
     println!(
@@ -72,7 +71,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut replicas = Vec::new();
     for _ in 0..REPLICAS {
         // Its own client and connection, like a separate process.
-        replicas.push(config.clone().build_window(support::connect(&url).await?)?);
+        replicas.push(config.clone().build(support::connect(&url).await?)?);
     }
 
     // 1. Every event delivered 3 times, its copies close together: all within the window.

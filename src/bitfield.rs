@@ -6,6 +6,12 @@
 
 use redis::{Cmd, Value};
 
+/// The most bit offsets one command carries (1,170 items of the go-zero layout): a batch
+/// larger than that goes as several commands, so that no command holds the server for long,
+/// nor its memory (one command of 60k items took 133 MiB of a server's memory), nor outlasts
+/// a response timeout (`tests/large_batches.rs`). Every kind's commands are bounded by it.
+pub const MAX_OFFSETS_PER_COMMAND: usize = 1 << 14;
+
 /// `BITFIELD key SET u1 o 1` for every offset.
 pub(crate) fn set(key: &str, offsets: &[u64]) -> Cmd {
     let mut cmd = with_capacity(key, offsets.len(), 4);

@@ -5,7 +5,7 @@
 #![warn(missing_docs, unreachable_pub, missing_debug_implementations)]
 
 mod bitfield;
-mod builder;
+mod core;
 mod dense;
 mod engine;
 mod error;
@@ -16,26 +16,24 @@ mod io;
 mod keys;
 mod kinds;
 mod layout;
+mod metrics;
 mod near;
 mod options;
 mod retry;
 mod scripts;
-mod sharded;
 mod sizing;
 mod snapshot;
 
 pub use self::{
-    builder::Builder,
+    bitfield::MAX_OFFSETS_PER_COMMAND,
+    core::{builder::Builder, Bloom},
     engine::Engine,
     error::{Error, Result},
     hash::{gozero_locations, murmur3_x64_128, sum64, GOZERO_HASHES},
     info::{
         CountingInfo, FilterInfo, GenerationInfo, GrowingInfo, GrowingLevel, KeyTtl, WindowInfo,
     },
-    io::bits::MAX_OFFSETS_PER_COMMAND,
-    kinds::{
-        counting::CountingBloom, growing::GrowingBloom, plain::RedisBloom, window::WindowBloom,
-    },
+    kinds::plain::{OfflineBloom, RedisBloom},
     layout::{native_locations, Layout},
     near::{NearCache, NearCacheStats},
     retry::Retry,
@@ -44,10 +42,17 @@ pub use self::{
         optimal_bits, optimal_hashes, window_generation_fpr, MAX_BITS,
     },
     snapshot::{
-        ImportMode, OfflineBloom, SectionHeader, SnapshotError, SnapshotHeader, SnapshotReader,
-        SnapshotWriter, Transferred,
+        ImportMode, SectionHeader, SnapshotError, SnapshotHeader, SnapshotReader, SnapshotWriter,
+        Transferred,
     },
 };
+
+/// The kinds of filter: the `K` of [`Bloom<C, K>`] and [`Builder<K>`].
+pub mod kind {
+    pub use crate::core::builder::SizedInBits;
+    pub use crate::core::kind::Kind;
+    pub use crate::kinds::plain::Plain;
+}
 
 /// The redis-rs version this crate is built on, so you never align versions by hand.
 pub use redis;

@@ -85,15 +85,18 @@ pub(crate) struct Clock {
     started: Instant,
     timeout: Option<Duration>,
     retries: AtomicU32,
+    /// The filter's kind, for the retries' metrics.
+    kind: &'static str,
 }
 
 impl Clock {
-    /// A call starting now, with `timeout` for all of it.
-    pub(crate) fn start(timeout: Option<Duration>) -> Self {
+    /// A call of a filter of `kind` starting now, with `timeout` for all of it.
+    pub(crate) fn start(timeout: Option<Duration>, kind: &'static str) -> Self {
         Clock {
             started: Instant::now(),
             timeout,
             retries: AtomicU32::new(0),
+            kind,
         }
     }
 
@@ -173,6 +176,7 @@ where
             "retrying after a passing fault"
         );
         clock.retries.fetch_add(1, Ordering::Relaxed);
+        crate::metrics::retry(clock.kind);
         retried = true;
         tokio::time::sleep_until(retry_at).await;
         delay = (delay * 2).min(policy.max_delay);
@@ -193,7 +197,7 @@ mod tests {
     async fn retries_passing_faults_within_the_budget() {
         let tries = AtomicU32::new(0);
         let policy = Retry::for_duration(Duration::from_secs(5));
-        let result = run(policy, &Clock::start(None), || async {
+        let result = run(policy, &Clock::start(None, "test"), || async {
             match tries.fetch_add(1, Ordering::Relaxed) {
                 0..=2 => Err(lost()),
                 _ => Ok(7),
@@ -206,7 +210,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn the_clock_counts_the_tries_of_every_step_of_a_call() {
-        let clock = Clock::start(None);
+        let clock = Clock::start(None, "test");
         let policy = Retry::for_duration(Duration::from_secs(5));
         let tries = AtomicU32::new(0);
         // Two steps of one call: the first retried twice, the second not at all; a later step
@@ -228,7 +232,7 @@ mod tests {
         let tries = AtomicU32::new(0);
         let started = Instant::now();
         let policy = Retry::for_duration(Duration::from_secs(3));
-        let result: Result<()> = run(policy, &Clock::start(None), || async {
+        let result: Result<()> = run(policy, &Clock::start(None, "test"), || async {
             tries.fetch_add(1, Ordering::Relaxed);
             Err(lost())
         })
@@ -243,13 +247,13 @@ mod tests {
     async fn never_retries_lasting_errors_or_without_a_policy() {
         let tries = AtomicU32::new(0);
         let policy = Retry::for_duration(Duration::from_secs(5));
-        let result: Result<()> = run(policy, &Clock::start(None), || async {
+        let result: Result<()> = run(policy, &Clock::start(None, "test"), || async {
             tries.fetch_add(1, Ordering::Relaxed);
             Err(Error::InvalidConfig("no".into()))
         })
         .await;
         assert!(matches!(result, Err(Error::InvalidConfig(_))));
-        let result: Result<()> = run(Retry::none(), &Clock::start(None), || async {
+        let result: Result<()> = run(Retry::none(), &Clock::start(None, "test"), || async {
             tries.fetch_add(1, Ordering::Relaxed);
             Err(lost())
         })
@@ -264,7 +268,7 @@ mod tests {
         let policy = Retry::for_duration(Duration::from_secs(60));
         let result: Result<()> = run(
             policy,
-            &Clock::start(Some(Duration::from_secs(2))),
+            &Clock::start(Some(Duration::from_secs(2)), "test"),
             || async {
                 tokio::time::sleep(Duration::from_millis(700)).await;
                 Err(lost())
@@ -279,7 +283,7 @@ mod tests {
         );
         let hung: Result<()> = run(
             Retry::none(),
-            &Clock::start(Some(Duration::from_secs(1))),
+            &Clock::start(Some(Duration::from_secs(1)), "test"),
             || async { std::future::pending().await },
         )
         .await;

@@ -133,6 +133,76 @@ pub fn current_fpr(bits: u64, hashes: u32, bits_set: u64) -> f64 {
     (bits_set.min(bits) as f64 / bits as f64).powf(f64::from(hashes))
 }
 
+/// A filter's size in bits (all shards together) and bits per item, from what a builder was
+/// given: `bits` (and `hashes` where the layout's k is not fixed), or `items` and `fpr` sized at
+/// the rate `rate(fpr)` (a window's generation is sized at about half the rate given).
+///
+/// # Errors
+/// [`Error::InvalidConfig`] when neither or both sizes are given, or they are invalid, or
+/// they need more than `shards` keys of 2^32 bits.
+pub(crate) fn for_builder(
+    bits: Option<u64>,
+    items: Option<u64>,
+    fpr: Option<f64>,
+    hashes: Option<u32>,
+    shards: u32,
+    layout: crate::layout::Layout,
+    rate: impl Fn(f64) -> f64,
+) -> Result<(u64, u32)> {
+    let shards = shards.max(1);
+    let fixed = layout.fixed_hashes();
+    let (bits, hashes) = match (bits, items, fpr) {
+        (Some(bits), None, None) => match hashes.or(fixed) {
+            Some(k) => (bits, k),
+            None => {
+                return Err(Error::InvalidConfig(
+                    "the native layout sized in bits needs the number of hashes too".into(),
+                ))
+            }
+        },
+        (None, Some(items), Some(fpr)) => {
+            let fpr = match fpr > 0.0 && fpr < 1.0 {
+                true => rate(fpr),
+                false => fpr,
+            };
+            let bits = match fixed {
+                Some(k) => bits_for_fixed_k(items, fpr, k)?,
+                None => optimal_bits(items, fpr)?,
+            };
+            if bits.div_ceil(u64::from(shards)) > MAX_BITS {
+                return Err(Error::InvalidConfig(format!(
+                    "{items} items at a false-positive rate of {fpr} need {bits} bits, more \
+                     than {shards} key(s) of 2^32 bits hold; use more shards"
+                )));
+            }
+            let k = hashes.or(fixed);
+            (bits, k.unwrap_or_else(|| optimal_hashes(bits, items)))
+        }
+        (None, None, None) => {
+            return Err(Error::InvalidConfig(
+                "give the size in bits, or the expected items and a false-positive rate".into(),
+            ))
+        }
+        (None, Some(_), None) | (None, None, Some(_)) => {
+            return Err(Error::InvalidConfig(
+                "expected items and a false-positive rate go together".into(),
+            ))
+        }
+        (Some(_), _, _) => {
+            return Err(Error::InvalidConfig(
+                "give the size in bits or the expected items with a rate, not both".into(),
+            ))
+        }
+    };
+    let bits_per_shard = bits.div_ceil(u64::from(shards));
+    if shards > 1 && !(1..=MAX_BITS).contains(&bits_per_shard) {
+        return Err(Error::InvalidConfig(format!(
+            "{bits} bits over {shards} shards is more than 2^32 bits per shard"
+        )));
+    }
+    Ok((bits, hashes))
+}
+
 fn check_items_and_rate(items: u64, fpr: f64) -> Result<()> {
     if items == 0 {
         return Err(Error::InvalidConfig(

@@ -11,10 +11,10 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 fn counting(conn: MultiplexedConnection, key: &str) -> CountingBloom<MultiplexedConnection> {
-    RedisBloom::builder(key)
+    CountingBloom::builder(key)
         .expected_items(1_000)
         .false_positive_rate(0.001)
-        .build_counting(conn)
+        .build(conn)
         .unwrap()
 }
 
@@ -168,10 +168,10 @@ proptest! {
             let redis = common::redis().await;
             let key = common::unique_key("counting-model");
             // Small enough that the items' counters overlap.
-            let blocked = RedisBloom::builder(&key)
+            let blocked = CountingBloom::builder(&key)
                 .bits(200)
                 .hashes(4)
-                .build_counting(redis.connection().await)
+                .build(redis.connection().await)
                 .unwrap();
             let mut model: HashMap<u8, u32> = HashMap::new();
             for chunk in steps.chunks(5) {
@@ -279,10 +279,10 @@ async fn mismatches_and_shards() {
     let blocked = counting(conn.clone(), &key);
     blocked.add("a").await.unwrap();
     let before = bytes(&mut conn, &key).await;
-    let bigger = RedisBloom::builder(&key)
+    let bigger = CountingBloom::builder(&key)
         .expected_items(2_000)
         .false_positive_rate(0.001)
-        .build_counting(conn.clone())
+        .build(conn.clone())
         .unwrap();
     for result in [
         bigger.add("b").await,
@@ -307,11 +307,11 @@ async fn mismatches_and_shards() {
     assert_eq!(bytes(&mut conn, &key).await, before);
     blocked.clear().await.unwrap();
 
-    let sharded = RedisBloom::builder(&key)
+    let sharded = CountingBloom::builder(&key)
         .expected_items(10_000)
         .false_positive_rate(0.01)
         .shards(4)
-        .build_counting(conn.clone())
+        .build(conn.clone())
         .unwrap();
     let items: Vec<String> = (0..1_000).map(|i| format!("s{i}")).collect();
     assert!(
@@ -473,10 +473,10 @@ async fn dense_batches_match_items_one_at_a_time() {
 
     // Another size at the key: refused, nothing written.
     let before = bytes(&mut conn, &dense_key).await;
-    let other = RedisBloom::builder(&dense_key)
+    let other = CountingBloom::builder(&dense_key)
         .expected_items(2_000)
         .false_positive_rate(0.001)
-        .build_counting(conn.clone())
+        .build(conn.clone())
         .unwrap();
     let batch: Vec<String> = (0..3_000).map(|i| format!("x{i}")).collect();
     for result in [
@@ -503,10 +503,10 @@ async fn concurrent_dense_batches_lose_no_increment() {
     let key = common::unique_key("counting-dense-race");
     let mut conn = redis.connection().await;
     let build = |conn| {
-        RedisBloom::builder(&key)
+        CountingBloom::builder(&key)
             .expected_items(30_000)
             .false_positive_rate(0.01)
-            .build_counting(conn)
+            .build(conn)
             .unwrap()
     };
     let k = u64::from(build(conn.clone()).hashes());

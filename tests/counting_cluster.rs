@@ -9,7 +9,7 @@
 mod common;
 
 use common::cluster::{calls, cli, reset_stats, RedisCluster};
-use redbloom::{CountingBloom, KeyTtl, RedisBloom, MAX_OFFSETS_PER_COMMAND};
+use redbloom::{CountingBloom, KeyTtl, MAX_OFFSETS_PER_COMMAND};
 use redis::cluster_async::ClusterConnection;
 use redis::cluster_read_routing::RandomReplicaStrategy;
 use std::time::Duration;
@@ -21,12 +21,15 @@ const BIG: usize = 20_000;
 /// A capacity for which the big batch goes by `BITFIELD` commands: its counters outweigh it.
 const LARGE: u64 = 400_000;
 
-fn counting<C>(conn: C, key: &str, shards: u32, capacity: u64) -> CountingBloom<C> {
-    RedisBloom::builder(key)
+fn counting<C>(conn: C, key: &str, shards: u32, capacity: u64) -> CountingBloom<C>
+where
+    C: redis::aio::ConnectionLike + Clone + Send + Sync,
+{
+    CountingBloom::builder(key)
         .expected_items(capacity)
         .false_positive_rate(0.01)
         .shards(shards)
-        .build_counting(conn)
+        .build(conn)
         .unwrap()
 }
 
@@ -334,12 +337,12 @@ async fn every_operation(cluster: &RedisCluster, key: &str, shards: u32, capacit
     assert_eq!(count(&blocked.exists_many(&small).await.unwrap()), 40);
 
     // Writes that wait for a replica: WAIT goes to the key's master, whose replica confirms.
-    let durable = RedisBloom::builder(key)
+    let durable = CountingBloom::builder(key)
         .expected_items(capacity)
         .false_positive_rate(0.01)
         .shards(shards)
         .wait_for_replicas(1, Duration::from_secs(5))
-        .build_counting(conn.clone())
+        .build(conn.clone())
         .unwrap();
     reset_stats(cluster);
     assert!(durable.add("d").await.unwrap(), "{key}");
@@ -432,11 +435,11 @@ async fn remove_after_remade(shards: u32) -> (String, String, String, usize, usi
     let key = common::unique_key(&format!("counting-remade-{shards}"));
     let conn = redis.connection().await;
     let sized = |items: u64| {
-        RedisBloom::builder(&key)
+        CountingBloom::builder(&key)
             .expected_items(items * u64::from(shards))
             .false_positive_rate(0.01)
             .shards(shards)
-            .build_counting(conn.clone())
+            .build(conn.clone())
             .unwrap()
     };
     let (a, c, b) = (sized(500), sized(500), sized(1_000));

@@ -14,7 +14,7 @@
 mod common;
 
 use common::server::RedisServer;
-use redbloom::{Error, GrowingBloom, KeyTtl, RedisBloom};
+use redbloom::{Error, GrowingBloom, KeyTtl, RedisBloom, WindowBloom};
 use redis::aio::MultiplexedConnection;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -25,11 +25,11 @@ use tokio::sync::Barrier;
 type Conn = MultiplexedConnection;
 
 fn growing(conn: Conn, key: &str, first: u64, fpr: f64, growth: u32) -> GrowingBloom<Conn> {
-    RedisBloom::builder(key)
+    GrowingBloom::builder(key)
         .expected_items(first)
         .false_positive_rate(fpr)
         .growth(growth)
-        .build_growing(conn)
+        .build(conn)
         .unwrap()
 }
 
@@ -666,31 +666,28 @@ async fn mismatch_wrong_type_clear_expire_info_and_full() {
         "params, counts, one string for both levels: {before:?}"
     );
     let builder = || {
-        RedisBloom::builder(&key)
+        GrowingBloom::builder(&key)
             .expected_items(100)
             .false_positive_rate(0.01)
     };
     let others: Vec<(&str, GrowingBloom<Conn>)> = vec![
-        (
-            "growth 3",
-            builder().growth(3).build_growing(conn.clone()).unwrap(),
-        ),
+        ("growth 3", builder().growth(3).build(conn.clone()).unwrap()),
         (
             "capacity 200",
-            RedisBloom::builder(&key)
+            GrowingBloom::builder(&key)
                 .expected_items(200)
                 .false_positive_rate(0.01)
                 .growth(2)
-                .build_growing(conn.clone())
+                .build(conn.clone())
                 .unwrap(),
         ),
         (
             "fpr 0.02",
-            RedisBloom::builder(&key)
+            GrowingBloom::builder(&key)
                 .expected_items(100)
                 .false_positive_rate(0.02)
                 .growth(2)
-                .build_growing(conn.clone())
+                .build(conn.clone())
                 .unwrap(),
         ),
         (
@@ -698,7 +695,7 @@ async fn mismatch_wrong_type_clear_expire_info_and_full() {
             builder()
                 .growth(2)
                 .tightening(0.9)
-                .build_growing(conn.clone())
+                .build(conn.clone())
                 .unwrap(),
         ),
         (
@@ -706,16 +703,12 @@ async fn mismatch_wrong_type_clear_expire_info_and_full() {
             builder()
                 .growth(2)
                 .max_levels(5)
-                .build_growing(conn.clone())
+                .build(conn.clone())
                 .unwrap(),
         ),
         (
             "2 shards",
-            builder()
-                .growth(2)
-                .shards(2)
-                .build_growing(conn.clone())
-                .unwrap(),
+            builder().growth(2).shards(2).build(conn.clone()).unwrap(),
         ),
     ];
     for (what, other) in &others {
@@ -745,11 +738,10 @@ async fn mismatch_wrong_type_clear_expire_info_and_full() {
         .build(conn.clone())
         .unwrap();
     assert_mismatch("a plain native filter", &key, plain.add("x").await);
-    let window = RedisBloom::builder(&key)
-        .window(Duration::from_secs(60))
+    let window = WindowBloom::builder(&key, Duration::from_secs(60))
         .expected_items(100)
         .false_positive_rate(0.01)
-        .build_window(conn.clone())
+        .build(conn.clone())
         .unwrap();
     assert_mismatch("a window filter", &key, window.add("x").await);
     assert_eq!(
@@ -911,12 +903,12 @@ async fn mismatch_wrong_type_clear_expire_info_and_full() {
     // Full: two levels, of 10 and 20 new items.
     let full_key = common::unique_key("grow-full");
     let full_pattern = format!("*{full_key}*");
-    let full = RedisBloom::builder(&full_key)
+    let full = GrowingBloom::builder(&full_key)
         .expected_items(10)
         .false_positive_rate(0.01)
         .growth(2)
         .max_levels(2)
-        .build_growing(conn.clone())
+        .build(conn.clone())
         .unwrap();
     assert_eq!((full.max_levels(), full.max_capacity()), (2, 30));
     let mut added = Vec::new();
@@ -1170,12 +1162,12 @@ async fn sharded_growing_filters() {
     let redis = common::redis().await;
     let key = common::unique_key("grow-sharded");
     let mut conn = redis.connection().await;
-    let bloom = RedisBloom::builder(&key)
+    let bloom = GrowingBloom::builder(&key)
         .expected_items(1_000)
         .false_positive_rate(P)
         .growth(2)
         .shards(SHARDS)
-        .build_growing(conn.clone())
+        .build(conn.clone())
         .unwrap();
     assert_eq!(bloom.shards(), SHARDS);
     assert_eq!(
@@ -1327,12 +1319,12 @@ async fn sharded_growing_filters() {
     // they are (the first boundary is at 250 items a shard).
     let key = common::unique_key("grow-sharded-uneven");
     let shard_pattern = format!("*:{key}:shard:*");
-    let bloom = RedisBloom::builder(&key)
+    let bloom = GrowingBloom::builder(&key)
         .expected_items(1_000)
         .false_positive_rate(P)
         .growth(2)
         .shards(SHARDS)
-        .build_growing(conn.clone())
+        .build(conn.clone())
         .unwrap();
     let mut added = 0;
     let uneven = loop {

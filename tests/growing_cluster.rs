@@ -10,7 +10,7 @@ mod common;
 
 use common::cluster::{calls, cli, reset_stats, RedisCluster};
 use futures_util::future::join_all;
-use redbloom::{GrowingBloom, KeyTtl, RedisBloom};
+use redbloom::{GrowingBloom, KeyTtl};
 use redis::cluster_async::ClusterConnection;
 use redis::cluster_read_routing::RandomReplicaStrategy;
 use std::collections::BTreeMap;
@@ -26,13 +26,16 @@ const BIG: usize = 20_000;
 /// different clients.
 const CHUNK: usize = 250;
 
-fn growing<C>(conn: C, key: &str, shards: u32) -> GrowingBloom<C> {
-    RedisBloom::builder(key)
+fn growing<C>(conn: C, key: &str, shards: u32) -> GrowingBloom<C>
+where
+    C: redis::aio::ConnectionLike + Clone + Send + Sync,
+{
+    GrowingBloom::builder(key)
         .expected_items(FIRST)
         .false_positive_rate(0.01)
         .growth(GROWTH as u32)
         .shards(shards)
-        .build_growing(conn)
+        .build(conn)
         .unwrap()
 }
 
@@ -356,13 +359,13 @@ async fn every_operation(cluster: &RedisCluster, key: &str, shards: u32) {
     );
 
     // Writes that wait for a replica: WAIT goes to the key's master, whose replica confirms.
-    let durable = RedisBloom::builder(key)
+    let durable = GrowingBloom::builder(key)
         .expected_items(FIRST)
         .false_positive_rate(0.01)
         .growth(GROWTH as u32)
         .shards(shards)
         .wait_for_replicas(1, Duration::from_secs(5))
-        .build_growing(conn.clone())
+        .build(conn.clone())
         .unwrap();
     reset_stats(cluster);
     // (Items that are no false positive of the filter as loaded: a fixed outcome.)

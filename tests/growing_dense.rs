@@ -6,7 +6,7 @@
 
 mod common;
 
-use redbloom::{GrowingBloom, RedisBloom};
+use redbloom::GrowingBloom;
 use redis::aio::MultiplexedConnection;
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -16,11 +16,11 @@ fn growing(
     key: &str,
     capacity: u64,
 ) -> GrowingBloom<MultiplexedConnection> {
-    RedisBloom::builder(key)
+    GrowingBloom::builder(key)
         .expected_items(capacity)
         .false_positive_rate(0.01)
         .growth(2)
-        .build_growing(conn)
+        .build(conn)
         .unwrap()
 }
 
@@ -238,11 +238,11 @@ async fn new_segments_made_after_an_expire_keep_its_ttl() {
     let mut conn = redis.connection().await;
     for (path, batch) in [("the per-item script", 1usize), ("a dense merge", 1_000)] {
         let key = common::unique_key("grow-segment-ttl");
-        let filter = RedisBloom::builder(&key)
+        let filter = GrowingBloom::builder(&key)
             .expected_items(350_000)
             .false_positive_rate(1e-6)
             .growth(2)
-            .build_growing(conn.clone())
+            .build(conn.clone())
             .unwrap();
         let levels = filter.levels();
         assert_eq!((levels[0].segment, levels[1].segment), (0, 1), "{levels:?}");

@@ -30,13 +30,16 @@ fn assert_connection_error<T: std::fmt::Debug>(what: &str, result: redbloom::Res
 
 #[test]
 fn bad_sizes_are_rejected_without_any_connection() {
-    // The connection is `()`: construction cannot do I/O at all, and it is not async.
+    // No connection at all: checking cannot do I/O, and it is not async.
     assert_eq!(MAX_BITS, 1 << 32);
     for bits in [0, TOO_BIG, u64::MAX] {
-        assert_invalid(&format!("new, {bits} bits"), RedisBloom::new((), "k", bits));
+        assert_invalid(
+            &format!("new, {bits} bits"),
+            RedisBloom::builder("k").bits(bits).validate(),
+        );
         assert_invalid(
             &format!("builder, {bits} bits"),
-            RedisBloom::builder("k").bits(bits).build(()),
+            RedisBloom::builder("k").bits(bits).validate(),
         );
     }
     // Items and a rate needing more than 2^32 bits.
@@ -45,15 +48,29 @@ fn bad_sizes_are_rejected_without_any_connection() {
         RedisBloom::builder("k")
             .expected_items(1_000_000_000)
             .false_positive_rate(1e-9)
-            .build(()),
+            .validate(),
     );
     // The edges just inside are fine.
-    assert_eq!(RedisBloom::new((), "k", 1).unwrap().bits(), 1);
-    assert_eq!(RedisBloom::new((), "k", MAX_BITS).unwrap().bits(), MAX_BITS);
+    assert_eq!(
+        RedisBloom::builder("k")
+            .bits(1)
+            .build_offline()
+            .unwrap()
+            .bits(),
+        1
+    );
     assert_eq!(
         RedisBloom::builder("k")
             .bits(MAX_BITS)
-            .build(())
+            .build_offline()
+            .unwrap()
+            .bits(),
+        MAX_BITS
+    );
+    assert_eq!(
+        RedisBloom::builder("k")
+            .bits(MAX_BITS)
+            .build_offline()
             .unwrap()
             .bits(),
         MAX_BITS

@@ -15,7 +15,7 @@ fn params_key(key: &str) -> String {
     format!("{{{key}}}:redbloom:params")
 }
 
-fn native(key: &str, bits: u64, hashes: u32) -> redbloom::Builder {
+fn native(key: &str, bits: u64, hashes: u32) -> redbloom::Builder<redbloom::kind::Plain> {
     RedisBloom::builder(key)
         .layout(Layout::Native)
         .bits(bits)

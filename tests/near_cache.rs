@@ -7,6 +7,7 @@
 mod common;
 
 use common::cluster::{cli, RedisCluster};
+use redbloom::kind::{Counting, Growing, Plain, Window};
 use redbloom::redis;
 use redbloom::redis::aio::{ConnectionLike, MultiplexedConnection};
 use redbloom::{Builder, CountingBloom, Error, GrowingBloom, NearCache, RedisBloom, WindowBloom};
@@ -29,28 +30,66 @@ fn items(prefix: &str, n: usize) -> Vec<String> {
     (0..n).map(|i| format!("{prefix}{i}")).collect()
 }
 
+/// A builder of any kind.
+#[derive(Clone)]
+enum AnyBuilder {
+    Plain(Builder<Plain>),
+    Counting(Builder<Counting>),
+    Window(Builder<Window>),
+    Growing(Builder<Growing>),
+}
+
+impl AnyBuilder {
+    fn near_cache(self, cache: NearCache) -> Self {
+        match self {
+            AnyBuilder::Plain(b) => AnyBuilder::Plain(b.near_cache(cache)),
+            AnyBuilder::Counting(b) => AnyBuilder::Counting(b.near_cache(cache)),
+            AnyBuilder::Window(b) => AnyBuilder::Window(b.near_cache(cache)),
+            AnyBuilder::Growing(b) => AnyBuilder::Growing(b.near_cache(cache)),
+        }
+    }
+}
+
 /// Every kind, with and without shards, as a (name, builder) pair.
-fn kinds(key: &str) -> Vec<(&'static str, Builder)> {
-    let sized = || {
-        Builder::new(key)
+fn kinds(key: &str) -> Vec<(&'static str, AnyBuilder)> {
+    let plain = || {
+        RedisBloom::builder(key)
+            .expected_items(10_000)
+            .false_positive_rate(0.001)
+    };
+    let counting = || {
+        CountingBloom::builder(key)
+            .expected_items(10_000)
+            .false_positive_rate(0.001)
+    };
+    let window = || {
+        WindowBloom::builder(key, Duration::from_secs(3600))
+            .expected_items(10_000)
+            .false_positive_rate(0.001)
+    };
+    let growing = || {
+        GrowingBloom::builder(key)
             .expected_items(10_000)
             .false_positive_rate(0.001)
     };
     vec![
-        ("plain go-zero", sized()),
+        ("plain go-zero", AnyBuilder::Plain(plain())),
         (
             "plain native, 3 shards",
-            sized().layout(redbloom::Layout::Native).shards(3),
+            AnyBuilder::Plain(plain().layout(redbloom::Layout::Native).shards(3)),
         ),
-        ("counting", sized()),
-        ("counting, 2 shards", sized().shards(2)),
-        ("window", sized().window(Duration::from_secs(3600))),
+        ("counting", AnyBuilder::Counting(counting())),
         (
-            "window, 2 shards",
-            sized().window(Duration::from_secs(3600)).shards(2),
+            "counting, 2 shards",
+            AnyBuilder::Counting(counting().shards(2)),
         ),
-        ("growing", sized().growth(2)),
-        ("growing, 2 shards", sized().growth(2).shards(2)),
+        ("window", AnyBuilder::Window(window())),
+        ("window, 2 shards", AnyBuilder::Window(window().shards(2))),
+        ("growing", AnyBuilder::Growing(growing().growth(2))),
+        (
+            "growing, 2 shards",
+            AnyBuilder::Growing(growing().growth(2).shards(2)),
+        ),
     ]
 }
 
@@ -63,13 +102,12 @@ enum Any<C> {
 }
 
 impl<C: ConnectionLike + Clone + Send + Sync> Any<C> {
-    fn build(name: &str, builder: Builder, conn: C) -> redbloom::Result<Self> {
-        Ok(match name.split(',').next().unwrap() {
-            n if n.starts_with("plain") => Any::Plain(builder.build(conn)?),
-            "counting" => Any::Counting(builder.build_counting(conn)?),
-            "window" => Any::Window(builder.build_window(conn)?),
-            "growing" => Any::Growing(builder.build_growing(conn)?),
-            other => panic!("no kind {other}"),
+    fn build(builder: AnyBuilder, conn: C) -> redbloom::Result<Self> {
+        Ok(match builder {
+            AnyBuilder::Plain(b) => Any::Plain(b.build(conn)?),
+            AnyBuilder::Counting(b) => Any::Counting(b.build(conn)?),
+            AnyBuilder::Window(b) => Any::Window(b.build(conn)?),
+            AnyBuilder::Growing(b) => Any::Growing(b.build(conn)?),
         })
     }
 
@@ -130,12 +168,12 @@ async fn cached_lookups_send_no_command_to_redis() {
     let redis = common::redis().await;
     let mut probe = redis.connection().await;
     for (name, builder) in kinds(&common::unique_key("near:quiet")) {
-        let writer = Any::build(name, builder.clone(), redis.connection().await).unwrap();
+        let writer = Any::build(builder.clone(), redis.connection().await).unwrap();
         let added = items("in-", 500);
         let absent = items("out-", 500);
         writer.add_many(&added).await;
         let cache = NearCache::new(Duration::from_secs(30)).tracking(client(redis.url()));
-        let reader = Any::build(name, builder.near_cache(cache), redis.connection().await).unwrap();
+        let reader = Any::build(builder.near_cache(cache), redis.connection().await).unwrap();
         // The first lookup reads the copy.
         assert!(reader.exists(&added[0]).await.unwrap(), "{name}");
         assert_eq!(reader.stats().refreshes, 1, "{name}");
@@ -196,14 +234,13 @@ async fn a_change_by_another_client_reaches_the_copy_within_the_interval() {
     let bound = interval + Duration::from_millis(150);
     for tracked in [true, false] {
         for (name, builder) in kinds(&common::unique_key("near:fresh")) {
-            let writer = Any::build(name, builder.clone(), redis.connection().await).unwrap();
+            let writer = Any::build(builder.clone(), redis.connection().await).unwrap();
             writer.add_many(&items("base-", 100)).await;
             let mut cache = NearCache::new(interval);
             if tracked {
                 cache = cache.tracking(client(redis.url()));
             }
-            let reader =
-                Any::build(name, builder.near_cache(cache), redis.connection().await).unwrap();
+            let reader = Any::build(builder.near_cache(cache), redis.connection().await).unwrap();
             let mut worst = Duration::ZERO;
             for trial in 0..6 {
                 let item = format!("new-{trial}");
@@ -242,20 +279,17 @@ async fn a_remove_by_another_client_reaches_the_copy_within_the_interval() {
     let bound = interval + Duration::from_millis(150);
     for tracked in [true, false] {
         let key = common::unique_key("near:remove");
-        let builder = Builder::new(&key)
+        let builder = CountingBloom::builder(&key)
             .expected_items(10_000)
             .false_positive_rate(0.001);
-        let writer = builder
-            .clone()
-            .build_counting(redis.connection().await)
-            .unwrap();
+        let writer = builder.clone().build(redis.connection().await).unwrap();
         let mut cache = NearCache::new(interval);
         if tracked {
             cache = cache.tracking(client(redis.url()));
         }
         let reader = builder
             .near_cache(cache)
-            .build_counting(redis.connection().await)
+            .build(redis.connection().await)
             .unwrap();
         let blocked = items("blocked-", 8);
         writer.add_many(&blocked).await.unwrap();
@@ -354,7 +388,7 @@ async fn a_copy_over_the_budget_is_refused() {
     let redis = common::redis().await;
     for (name, builder) in kinds("near:budget") {
         let cache = NearCache::new(Duration::from_secs(1)).budget(1_000);
-        let err = Any::build(name, builder.near_cache(cache), redis.connection().await)
+        let err = Any::build(builder.near_cache(cache), redis.connection().await)
             .err()
             .unwrap_or_else(|| panic!("{name}: built over budget"));
         match &err {
@@ -371,17 +405,14 @@ async fn a_copy_over_the_budget_is_refused() {
 async fn a_growing_filter_that_outgrows_the_budget_answers_from_redis() {
     let redis = common::redis().await;
     let key = common::unique_key("near:outgrown");
-    let builder = Builder::new(&key)
+    let builder = GrowingBloom::builder(&key)
         .expected_items(1_000)
         .false_positive_rate(0.01)
         .growth(2);
-    let writer = builder
-        .clone()
-        .build_growing(redis.connection().await)
-        .unwrap();
+    let writer = builder.clone().build(redis.connection().await).unwrap();
     let reader = builder
         .near_cache(NearCache::new(Duration::from_millis(50)).budget(4_000))
-        .build_growing(redis.connection().await)
+        .build(redis.connection().await)
         .unwrap();
     assert!(!reader.exists("x").await.unwrap());
     assert_eq!(reader.near_cache_stats().unwrap().refreshes, 1);
@@ -401,18 +432,14 @@ async fn a_window_copy_forgets_by_itself() {
     let key = common::unique_key("near:window");
     // Two generations of 2 s: an item is found for 2 s at least and forgotten by 4 s.
     let window = Duration::from_secs(2);
-    let builder = Builder::new(&key)
+    let builder = WindowBloom::builder(&key, window)
         .expected_items(1_000)
         .false_positive_rate(0.001)
-        .window(window)
         .generations(2);
-    let writer = builder
-        .clone()
-        .build_window(redis.connection().await)
-        .unwrap();
+    let writer = builder.clone().build(redis.connection().await).unwrap();
     let reader = builder
         .near_cache(NearCache::new(Duration::from_secs(60)))
-        .build_window(redis.connection().await)
+        .build(redis.connection().await)
         .unwrap();
     writer.add("w").await.unwrap();
     let added = Instant::now();
@@ -437,7 +464,7 @@ async fn this_handles_adds_are_in_its_copy_at_once() {
     let redis = common::redis().await;
     for (name, builder) in kinds(&common::unique_key("near:own")) {
         let cache = NearCache::new(Duration::from_secs(60));
-        let filter = Any::build(name, builder.near_cache(cache), redis.connection().await).unwrap();
+        let filter = Any::build(builder.near_cache(cache), redis.connection().await).unwrap();
         assert!(!filter.exists("mine").await.unwrap(), "{name}");
         filter.add_many(&["mine".to_owned()]).await;
         assert!(filter.exists("mine").await.unwrap(), "{name}: at once");
@@ -468,13 +495,12 @@ async fn on_a_cluster_the_copy_is_read_every_interval_and_answers_alone() {
     let interval = Duration::from_millis(300);
     let bound = interval + Duration::from_millis(150);
     for (name, builder) in kinds(&common::unique_key("near:cluster")) {
-        let writer = Any::build(name, builder.clone(), cluster.connection().await).unwrap();
+        let writer = Any::build(builder.clone(), cluster.connection().await).unwrap();
         let added = items("in-", 200);
         writer.add_many(&added).await;
         // A tracking client given a cluster node: refused there (one node sees its own keys).
         let cache = NearCache::new(interval).tracking(client(&cluster.urls()[0]));
-        let reader =
-            Any::build(name, builder.near_cache(cache), cluster.connection().await).unwrap();
+        let reader = Any::build(builder.near_cache(cache), cluster.connection().await).unwrap();
         assert!(reader.exists(&added[0]).await.unwrap(), "{name}");
         assert!(!reader.stats().tracking, "{name}: no tracking on a cluster");
         let idle = {

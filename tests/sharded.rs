@@ -115,20 +115,20 @@ async fn a_sharded_filter_behaves_as_one() {
 async fn shards_go_beyond_one_keys_2_pow_32_bits() {
     let too_big = RedisBloom::builder("k")
         .bits(1 << 33)
-        .build(())
+        .validate()
         .unwrap_err();
     assert!(matches!(too_big, Error::InvalidConfig(_)), "{too_big}");
     let two = RedisBloom::builder("k")
         .bits(1 << 33)
         .shards(2)
-        .build(())
+        .build_offline()
         .unwrap();
     assert_eq!(two.bits(), 1 << 33);
     let sized = RedisBloom::builder("k")
         .expected_items(1_000_000_000)
         .false_positive_rate(1e-6)
         .shards(8)
-        .build(())
+        .build_offline()
         .unwrap();
     // 30,015,541,496 bits (3.75 GB): eight keys of at most 2^32 bits each.
     assert!(
@@ -139,12 +139,12 @@ async fn shards_go_beyond_one_keys_2_pow_32_bits() {
     assert!(RedisBloom::builder("k")
         .bits(64)
         .shards(0)
-        .build(())
+        .validate()
         .is_err());
     assert!(RedisBloom::builder("k")
         .bits(64)
         .shards(1025)
-        .build(())
+        .validate()
         .is_err());
 }
 

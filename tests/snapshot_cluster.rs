@@ -7,7 +7,7 @@
 mod common;
 
 use common::cluster::RedisCluster;
-use redbloom::{ImportMode, RedisBloom};
+use redbloom::{CountingBloom, GrowingBloom, ImportMode, RedisBloom, WindowBloom};
 use redis::aio::ConnectionLike;
 
 fn items(prefix: &str, n: usize) -> Vec<String> {
@@ -16,7 +16,10 @@ fn items(prefix: &str, n: usize) -> Vec<String> {
 
 const SHARDS: u32 = 4;
 
-fn plain<C>(conn: C, key: &str) -> RedisBloom<C> {
+fn plain<C>(conn: C, key: &str) -> RedisBloom<C>
+where
+    C: redis::aio::ConnectionLike + Clone + Send + Sync,
+{
     RedisBloom::builder(key)
         .expected_items(50_000)
         .false_positive_rate(0.01)
@@ -112,26 +115,38 @@ async fn a_sharded_filter_moves_from_a_cluster_to_a_server_and_back() {
     assert_eq!(returned.exists_many(&absent).await.unwrap(), want_absent);
 
     // Counting, growing and window: the same answers.
-    let builder = |key: &str| {
-        RedisBloom::builder(key)
+    let counting_builder = |key: &str| {
+        CountingBloom::builder(key)
             .expected_items(50_000)
             .false_positive_rate(0.01)
             .shards(SHARDS)
     };
-    let counting = builder("snap:cluster:counting")
-        .build_counting(cconn.clone())
+    let growing_builder = |key: &str| {
+        GrowingBloom::builder(key)
+            .expected_items(50_000)
+            .false_positive_rate(0.01)
+            .shards(SHARDS)
+    };
+    let window_builder = |key: &str| {
+        WindowBloom::builder(key, std::time::Duration::from_secs(3_600))
+            .expected_items(50_000)
+            .false_positive_rate(0.01)
+            .shards(SHARDS)
+    };
+    let counting = counting_builder("snap:cluster:counting")
+        .build(cconn.clone())
         .unwrap();
     counting.add_many(&added).await.unwrap();
     let mut file = Vec::new();
     counting.export(&mut file).await.unwrap();
-    let copy = builder(&common::unique_key("snap-counting"))
-        .build_counting(single.clone())
+    let copy = counting_builder(&common::unique_key("snap-counting"))
+        .build(single.clone())
         .unwrap();
     copy.import(&file[..], ImportMode::Replace).await.unwrap();
     let mut back = Vec::new();
     copy.export(&mut back).await.unwrap();
-    let home = builder("snap:cluster:counting-back")
-        .build_counting(cconn.clone())
+    let home = counting_builder("snap:cluster:counting-back")
+        .build(cconn.clone())
         .unwrap();
     home.import(&back[..], ImportMode::Replace).await.unwrap();
     assert!(home.exists_many(&added).await.unwrap().iter().all(|&f| f));
@@ -140,18 +155,18 @@ async fn a_sharded_filter_moves_from_a_cluster_to_a_server_and_back() {
         counting.exists_many(&absent).await.unwrap()
     );
 
-    let growing = builder("snap:cluster:growing")
+    let growing = growing_builder("snap:cluster:growing")
         .expected_items(2_000)
         .growth(2)
-        .build_growing(cconn.clone())
+        .build(cconn.clone())
         .unwrap();
     growing.add_many(&added).await.unwrap();
     let mut file = Vec::new();
     growing.export(&mut file).await.unwrap();
-    let copy = builder(&common::unique_key("snap-growing"))
+    let copy = growing_builder(&common::unique_key("snap-growing"))
         .expected_items(2_000)
         .growth(2)
-        .build_growing(single.clone())
+        .build(single.clone())
         .unwrap();
     copy.import(&file[..], ImportMode::Replace).await.unwrap();
     assert_eq!(
@@ -160,10 +175,10 @@ async fn a_sharded_filter_moves_from_a_cluster_to_a_server_and_back() {
     );
     let mut back = Vec::new();
     copy.export(&mut back).await.unwrap();
-    let home = builder("snap:cluster:growing-back")
+    let home = growing_builder("snap:cluster:growing-back")
         .expected_items(2_000)
         .growth(2)
-        .build_growing(cconn.clone())
+        .build(cconn.clone())
         .unwrap();
     home.import(&back[..], ImportMode::Replace).await.unwrap();
     assert!(home.exists_many(&added).await.unwrap().iter().all(|&f| f));
@@ -172,23 +187,20 @@ async fn a_sharded_filter_moves_from_a_cluster_to_a_server_and_back() {
         growing.exists_many(&absent).await.unwrap()
     );
 
-    let window = builder("snap:cluster:window")
-        .window(std::time::Duration::from_secs(3_600))
-        .build_window(cconn.clone())
+    let window = window_builder("snap:cluster:window")
+        .build(cconn.clone())
         .unwrap();
     window.add_many(&added).await.unwrap();
     let mut file = Vec::new();
     window.export(&mut file).await.unwrap();
-    let copy = builder(&common::unique_key("snap-window"))
-        .window(std::time::Duration::from_secs(3_600))
-        .build_window(single.clone())
+    let copy = window_builder(&common::unique_key("snap-window"))
+        .build(single.clone())
         .unwrap();
     copy.import(&file[..], ImportMode::Replace).await.unwrap();
     let mut back = Vec::new();
     copy.export(&mut back).await.unwrap();
-    let home = builder("snap:cluster:window-back")
-        .window(std::time::Duration::from_secs(3_600))
-        .build_window(cconn.clone())
+    let home = window_builder("snap:cluster:window-back")
+        .build(cconn.clone())
         .unwrap();
     home.import(&back[..], ImportMode::Replace).await.unwrap();
     assert!(home.exists_many(&added).await.unwrap().iter().all(|&f| f));

@@ -7,7 +7,7 @@
 
 mod common;
 
-use redbloom::{Builder, Error, ImportMode, RedisBloom};
+use redbloom::{CountingBloom, Error, GrowingBloom, ImportMode, RedisBloom, WindowBloom};
 use redis::aio::MultiplexedConnection;
 use std::time::Duration;
 
@@ -45,18 +45,6 @@ enum Kind {
     Window,
 }
 
-fn builder(kind: Kind, key: &str, shards: u32) -> Builder {
-    let b = RedisBloom::builder(key)
-        .expected_items(20_000)
-        .false_positive_rate(0.01)
-        .shards(shards);
-    match kind {
-        Kind::Counting => b,
-        Kind::Growing => b.expected_items(2_000).growth(2),
-        Kind::Window => b.window(Duration::from_secs(3_600)),
-    }
-}
-
 /// One filter of any of the kinds, behind the verbs the test needs.
 enum Any {
     Counting(redbloom::CountingBloom<Conn>),
@@ -66,11 +54,32 @@ enum Any {
 
 impl Any {
     fn new(kind: Kind, key: &str, shards: u32, conn: Conn) -> Self {
-        let b = builder(kind, key, shards);
         match kind {
-            Kind::Counting => Any::Counting(b.build_counting(conn).unwrap()),
-            Kind::Growing => Any::Growing(b.build_growing(conn).unwrap()),
-            Kind::Window => Any::Window(b.build_window(conn).unwrap()),
+            Kind::Counting => Any::Counting(
+                CountingBloom::builder(key)
+                    .expected_items(20_000)
+                    .false_positive_rate(0.01)
+                    .shards(shards)
+                    .build(conn)
+                    .unwrap(),
+            ),
+            Kind::Growing => Any::Growing(
+                GrowingBloom::builder(key)
+                    .expected_items(2_000)
+                    .false_positive_rate(0.01)
+                    .shards(shards)
+                    .growth(2)
+                    .build(conn)
+                    .unwrap(),
+            ),
+            Kind::Window => Any::Window(
+                WindowBloom::builder(key, Duration::from_secs(3_600))
+                    .expected_items(20_000)
+                    .false_positive_rate(0.01)
+                    .shards(shards)
+                    .build(conn)
+                    .unwrap(),
+            ),
         }
     }
 

@@ -10,11 +10,12 @@
 mod common;
 
 use common::server::RedisServer;
+use redbloom::kind::Plain;
 use redbloom::redis::aio::{ConnectionLike, MultiplexedConnection};
 use redbloom::redis::{self, Cmd, Pipeline, RedisError, RedisFuture, Value};
 use redbloom::{
     Builder, Error, ImportMode, Layout, RedisBloom, SectionHeader, SnapshotHeader, SnapshotReader,
-    SnapshotWriter,
+    SnapshotWriter, WindowBloom,
 };
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
@@ -60,7 +61,7 @@ const NATIVE_4: Shape = Shape {
     hashes: 5,
 };
 
-fn builder(key: &str, shape: Shape) -> Builder {
+fn builder(key: &str, shape: Shape) -> Builder<Plain> {
     let builder = RedisBloom::builder(key)
         .bits(shape.bits)
         .layout(shape.layout)
@@ -71,7 +72,10 @@ fn builder(key: &str, shape: Shape) -> Builder {
     }
 }
 
-fn filter<C>(key: &str, shape: Shape, conn: C) -> RedisBloom<C> {
+fn filter<C>(key: &str, shape: Shape, conn: C) -> RedisBloom<C>
+where
+    C: ConnectionLike + Clone + Send + Sync,
+{
     builder(key, shape).build(conn).unwrap()
 }
 
@@ -592,12 +596,11 @@ async fn a_window_merge_by_ranges_leaves_the_bytes_of_one_bitop_or() {
     let mut conn = common::connect(&redis.url()).await;
     let plain = conn.clone();
     let window = move |key: &str| {
-        RedisBloom::builder(key)
+        WindowBloom::builder(key, Duration::from_secs(3_600))
             .expected_items(20_000)
             .false_positive_rate(0.01)
-            .window(Duration::from_secs(3_600))
             .merge_chunk_bytes(1 << 10)
-            .build_window(plain.clone())
+            .build(plain.clone())
             .unwrap()
     };
     let (ka, kb) = (

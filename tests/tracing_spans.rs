@@ -6,7 +6,7 @@
 
 mod common;
 
-use redbloom::{Error, RedisBloom, Retry};
+use redbloom::{CountingBloom, Error, GrowingBloom, RedisBloom, Retry, WindowBloom};
 use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -380,26 +380,25 @@ fn every_kind_has_one_span_per_public_call() {
     capture.run(async move {
         let redis = common::redis().await;
         let conn = redis.connection().await;
-        let w = RedisBloom::builder(&window)
-            .window(Duration::from_secs(60))
+        let w = WindowBloom::builder(&window, Duration::from_secs(60))
             .expected_items(1_000)
             .false_positive_rate(0.01)
-            .build_window(conn.clone())
+            .build(conn.clone())
             .unwrap();
         assert!(w.add("a").await.unwrap());
         assert_eq!(w.exists_many(&["a", "b"]).await.unwrap(), [true, false]);
-        let g = RedisBloom::builder(&growing)
+        let g = GrowingBloom::builder(&growing)
             .expected_items(1_000)
             .false_positive_rate(0.01)
             .growth(2)
-            .build_growing(conn.clone())
+            .build(conn.clone())
             .unwrap();
         assert_eq!(g.add_many(&["a", "b"]).await.unwrap(), [true, true]);
         assert!(g.info().await.unwrap().levels >= 1);
-        let c = RedisBloom::builder(&counting)
+        let c = CountingBloom::builder(&counting)
             .expected_items(1_000)
             .false_positive_rate(0.01)
-            .build_counting(conn.clone())
+            .build(conn.clone())
             .unwrap();
         assert!(c.add_if_absent("a").await.unwrap());
         assert!(c.remove("a").await.unwrap());

@@ -18,12 +18,11 @@ fn window(
     key: &str,
     items: u64,
 ) -> WindowBloom<MultiplexedConnection> {
-    RedisBloom::builder(key)
-        .window(W)
+    WindowBloom::builder(key, W)
         .generations(G)
         .expected_items(items)
         .false_positive_rate(0.01)
-        .build_window(conn)
+        .build(conn)
         .unwrap()
 }
 
@@ -230,12 +229,11 @@ async fn false_positive_rate_under_steady_traffic() {
     let key = common::unique_key("window-fpr");
     let n = 4_000u64;
     let p = 0.01;
-    let recent = RedisBloom::builder(&key)
-        .window(W)
+    let recent = WindowBloom::builder(&key, W)
         .generations(G)
         .expected_items(n)
         .false_positive_rate(p)
-        .build_window(redis.connection().await)
+        .build(redis.connection().await)
         .unwrap();
     // n items per W: batches of n/20 every W/20, for three windows.
     let start = tokio::time::Instant::now();
@@ -280,11 +278,10 @@ async fn restart_keeps_generations_and_mismatches_write_nothing() {
     };
     let mut conn = connect().await;
     let key = "window-restart";
-    let recent = RedisBloom::builder(key)
-        .window(Duration::from_secs(600))
+    let recent = WindowBloom::builder(key, Duration::from_secs(600))
         .expected_items(1000)
         .false_positive_rate(0.01)
-        .build_window(conn.clone())
+        .build(conn.clone())
         .unwrap();
     let items: Vec<String> = (0..50).map(|i| format!("item-{i}")).collect();
     recent.add_many(&items).await.unwrap();
@@ -306,11 +303,10 @@ async fn restart_keeps_generations_and_mismatches_write_nothing() {
         .await
         .unwrap();
     assert_eq!(after, expire_at, "the absolute expiry survives the restart");
-    let recent = RedisBloom::builder(key)
-        .window(Duration::from_secs(600))
+    let recent = WindowBloom::builder(key, Duration::from_secs(600))
         .expected_items(1000)
         .false_positive_rate(0.01)
-        .build_window(conn.clone())
+        .build(conn.clone())
         .unwrap();
     assert!(recent.exists_many(&items).await.unwrap().iter().all(|&f| f));
 
@@ -329,19 +325,15 @@ async fn restart_keeps_generations_and_mismatches_write_nothing() {
     };
     let before = dump(conn.clone()).await;
     let others = [
-        RedisBloom::builder(key).window(Duration::from_secs(300)),
-        RedisBloom::builder(key)
-            .window(Duration::from_secs(600))
-            .generations(5),
-        RedisBloom::builder(key)
-            .window(Duration::from_secs(600))
-            .shards(2),
+        WindowBloom::builder(key, Duration::from_secs(300)),
+        WindowBloom::builder(key, Duration::from_secs(600)).generations(5),
+        WindowBloom::builder(key, Duration::from_secs(600)).shards(2),
     ];
     for other in others {
         let other = other
             .expected_items(1000)
             .false_positive_rate(0.01)
-            .build_window(conn.clone())
+            .build(conn.clone())
             .unwrap();
         assert!(matches!(
             other.add("x").await,
@@ -356,11 +348,10 @@ async fn restart_keeps_generations_and_mismatches_write_nothing() {
             Err(Error::ParamsMismatch { .. })
         ));
     }
-    let capacity = RedisBloom::builder(key)
-        .window(Duration::from_secs(600))
+    let capacity = WindowBloom::builder(key, Duration::from_secs(600))
         .expected_items(2000)
         .false_positive_rate(0.01)
-        .build_window(conn.clone())
+        .build(conn.clone())
         .unwrap();
     assert!(matches!(
         capacity.add_many(&["x", "y"]).await,
@@ -391,11 +382,10 @@ async fn restart_keeps_generations_and_mismatches_write_nothing() {
     let gozero = RedisBloom::new(conn.clone(), "plain-gozero", 1000).unwrap();
     gozero.add("x").await.unwrap();
     let bytes = common::key_hex(&mut conn, "plain-gozero").await;
-    let over = RedisBloom::builder("plain-gozero")
-        .window(Duration::from_secs(60))
+    let over = WindowBloom::builder("plain-gozero", Duration::from_secs(60))
         .expected_items(10)
         .false_positive_rate(0.01)
-        .build_window(conn.clone())
+        .build(conn.clone())
         .unwrap();
     assert!(matches!(
         over.add("y").await,
@@ -418,12 +408,11 @@ async fn sharded_windows() {
     let redis = common::redis().await;
     let key = common::unique_key("window-sharded");
     let mut conn = redis.connection().await;
-    let recent = RedisBloom::builder(&key)
-        .window(Duration::from_secs(60))
+    let recent = WindowBloom::builder(&key, Duration::from_secs(60))
         .expected_items(10_000)
         .false_positive_rate(0.01)
         .shards(4)
-        .build_window(conn.clone())
+        .build(conn.clone())
         .unwrap();
     let items: Vec<String> = (0..2000).map(|i| format!("s-{i}")).collect();
     assert!(recent.add_many(&items).await.unwrap().iter().all(|&n| n));
@@ -454,11 +443,10 @@ async fn dense_batches_match_small_batches() {
     // Generations of 20 minutes: both filters load within one, unless a boundary falls inside
     // the round, which the round detects and then runs again.
     let build = |key: &str| {
-        RedisBloom::builder(key)
-            .window(Duration::from_secs(3600))
+        WindowBloom::builder(key, Duration::from_secs(3600))
             .expected_items(10_000)
             .false_positive_rate(0.01)
-            .build_window(conn.clone())
+            .build(conn.clone())
             .unwrap()
     };
     let (dense, small) = (build(&dense_key), build(&small_key));

@@ -7,7 +7,7 @@
 mod common;
 
 use common::cluster::{calls, cli, reset_stats, RedisCluster};
-use redbloom::{KeyTtl, RedisBloom, WindowBloom};
+use redbloom::{KeyTtl, WindowBloom};
 use redis::cluster_async::ClusterConnection;
 use redis::cluster_read_routing::RandomReplicaStrategy;
 use std::time::Duration;
@@ -19,14 +19,16 @@ const G: u32 = 4;
 const CAPACITY: u64 = 10_000;
 const BIG: usize = 20_000;
 
-fn window<C>(conn: C, key: &str, shards: u32) -> WindowBloom<C> {
-    RedisBloom::builder(key)
-        .window(W)
+fn window<C>(conn: C, key: &str, shards: u32) -> WindowBloom<C>
+where
+    C: redis::aio::ConnectionLike + Clone + Send + Sync,
+{
+    WindowBloom::builder(key, W)
         .generations(G)
         .expected_items(CAPACITY)
         .false_positive_rate(0.01)
         .shards(shards)
-        .build_window(conn)
+        .build(conn)
         .unwrap()
 }
 

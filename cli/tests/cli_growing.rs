@@ -160,11 +160,11 @@ async fn load_grows_the_levels_the_capacities_need() {
         "{info}"
     );
     let most = info["max_levels"].as_u64().unwrap();
-    let library = redbloom::RedisBloom::builder(&key)
+    let library = redbloom::GrowingBloom::builder(&key)
         .expected_items(FIRST)
         .false_positive_rate(0.01)
         .growth(GROWTH as u32)
-        .build_growing(())
+        .build(conn.clone())
         .unwrap();
     assert_eq!(most, u64::from(library.max_levels()), "{info}");
     assert!((10..=32).contains(&most), "{info}");

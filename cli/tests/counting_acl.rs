@@ -12,7 +12,7 @@ mod common;
 
 use common::cli::{redbloom, run};
 use common::server::RedisServer;
-use redbloom::{CountingBloom, Error, KeyTtl, RedisBloom};
+use redbloom::{CountingBloom, Error, KeyTtl};
 use redis::aio::{ConnectionManager, ConnectionManagerConfig, MultiplexedConnection};
 use serde_json::json;
 use std::io::Write;
@@ -156,15 +156,18 @@ fn count(flags: &[bool]) -> usize {
 }
 
 /// A counting filter for 20,000 items, of `shards` shards.
-fn counting(key: &str, shards: u32) -> redbloom::Builder {
-    RedisBloom::builder(key)
+fn counting(key: &str, shards: u32) -> redbloom::Builder<redbloom::kind::Counting> {
+    CountingBloom::builder(key)
         .expected_items(20_000)
         .false_positive_rate(0.01)
         .shards(shards)
 }
 
-fn build<C>(conn: C, key: &str, shards: u32) -> redbloom::Result<CountingBloom<C>> {
-    counting(key, shards).build_counting(conn)
+fn build<C>(conn: C, key: &str, shards: u32) -> redbloom::Result<CountingBloom<C>>
+where
+    C: redis::aio::ConnectionLike + Clone + Send + Sync,
+{
+    counting(key, shards).build(conn)
 }
 
 /// Every operation of a counting filter of one key and of 4 shards, on new keys, through
@@ -209,7 +212,7 @@ async fn exercise_key(url: &str, key: &str) -> redbloom::Result<()> {
     for shards in [1, 4] {
         let waiting = counting(key, shards)
             .wait_for_replicas(0, Duration::from_millis(100))
-            .build_counting(conn.clone())?;
+            .build(conn.clone())?;
         assert!(waiting.add("x").await?);
         assert!(waiting.add_if_absent("y").await?);
         assert!(waiting.remove("x").await?);
@@ -392,7 +395,7 @@ async fn a_user_without_access_to_the_keys_gets_no_permission_and_writes_nothing
         let what = format!("{shards} shard(s)");
         let blocked = counting("bf:x", shards)
             .retry(redbloom::Retry::for_duration(Duration::from_secs(30)))
-            .build_counting(conn.clone())
+            .build(conn.clone())
             .unwrap();
         let started = std::time::Instant::now();
         let noperm = |op: &str, result: redbloom::Result<Vec<bool>>| {

@@ -10,7 +10,7 @@ mod common;
 
 use common::cli::{redbloom, run};
 use common::server::RedisServer;
-use redbloom::{CountingBloom, Error, RedisBloom};
+use redbloom::{CountingBloom, Error};
 use redis::aio::MultiplexedConnection;
 use std::time::{Duration, Instant};
 
@@ -38,7 +38,7 @@ fn counting(
     (shards, capacity): (u32, u64),
     wait: Option<Duration>,
 ) -> CountingBloom<MultiplexedConnection> {
-    let builder = RedisBloom::builder(key)
+    let builder = CountingBloom::builder(key)
         .expected_items(capacity)
         .false_positive_rate(0.01)
         .shards(shards);
@@ -46,7 +46,7 @@ fn counting(
         Some(timeout) => builder.wait_for_replicas(1, timeout),
         None => builder,
     }
-    .build_counting(conn)
+    .build(conn)
     .unwrap()
 }
 

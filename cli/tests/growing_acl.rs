@@ -13,7 +13,7 @@ mod common;
 
 use common::cli::{redbloom, run};
 use common::server::RedisServer;
-use redbloom::{Error, GrowingBloom, KeyTtl, RedisBloom};
+use redbloom::{Error, GrowingBloom, KeyTtl};
 use redis::aio::{ConnectionManager, ConnectionManagerConfig, MultiplexedConnection};
 use serde_json::json;
 use std::io::Write;
@@ -191,16 +191,19 @@ fn count(flags: &[bool]) -> usize {
 
 /// A growing filter whose first level holds 1,000 items (all shards together), of `shards`
 /// shards.
-fn growing(key: &str, shards: u32) -> redbloom::Builder {
-    RedisBloom::builder(key)
+fn growing(key: &str, shards: u32) -> redbloom::Builder<redbloom::kind::Growing> {
+    GrowingBloom::builder(key)
         .expected_items(1_000)
         .false_positive_rate(0.01)
         .growth(2)
         .shards(shards)
 }
 
-fn build<C>(conn: C, key: &str, shards: u32) -> redbloom::Result<GrowingBloom<C>> {
-    growing(key, shards).build_growing(conn)
+fn build<C>(conn: C, key: &str, shards: u32) -> redbloom::Result<GrowingBloom<C>>
+where
+    C: redis::aio::ConnectionLike + Clone + Send + Sync,
+{
+    growing(key, shards).build(conn)
 }
 
 /// Every operation of a growing filter of one key and of 4 shards, on a new key, through
@@ -250,7 +253,7 @@ async fn exercise_key(url: &str, key: &str) -> redbloom::Result<()> {
     for shards in [1, 4] {
         let waiting = growing(key, shards)
             .wait_for_replicas(0, Duration::from_millis(100))
-            .build_growing(conn.clone())?;
+            .build(conn.clone())?;
         assert!(waiting.add("x").await?);
         assert!(count(&waiting.add_many(&big).await?) > 19_700);
         assert!(waiting.clear().await?);
@@ -447,7 +450,7 @@ async fn a_user_without_access_to_the_keys_gets_no_permission_and_writes_nothing
         let what = format!("{shards} shard(s)");
         let frontier = growing("gr:x", shards)
             .retry(redbloom::Retry::for_duration(Duration::from_secs(30)))
-            .build_growing(conn.clone())
+            .build(conn.clone())
             .unwrap();
         let started = std::time::Instant::now();
         let noperm = |op: &str, result: redbloom::Result<Vec<bool>>| {

@@ -10,7 +10,7 @@ mod common;
 
 use common::cli::{redbloom, run};
 use common::server::RedisServer;
-use redbloom::{Error, GrowingBloom, RedisBloom};
+use redbloom::{Error, GrowingBloom};
 use redis::aio::MultiplexedConnection;
 use std::time::{Duration, Instant};
 
@@ -35,7 +35,7 @@ fn growing(
     shards: u32,
     wait: Option<Duration>,
 ) -> GrowingBloom<MultiplexedConnection> {
-    let builder = RedisBloom::builder(key)
+    let builder = GrowingBloom::builder(key)
         .expected_items(FIRST)
         .false_positive_rate(0.01)
         .growth(2)
@@ -44,7 +44,7 @@ fn growing(
         Some(timeout) => builder.wait_for_replicas(1, timeout),
         None => builder,
     }
-    .build_growing(conn)
+    .build(conn)
     .unwrap()
 }
 

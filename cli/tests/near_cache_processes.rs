@@ -7,7 +7,7 @@
 mod common;
 
 use common::cli::redbloom;
-use redbloom::{Builder, NearCache};
+use redbloom::{Builder, CountingBloom, NearCache};
 use std::time::{Duration, Instant};
 
 const INTERVAL: Duration = Duration::from_millis(300);
@@ -84,11 +84,11 @@ async fn removes_of_another_process_reach_the_copy_within_the_interval() {
     for tracked in [true, false] {
         let key = common::unique_key("near:procs:counting");
         let flags = ["--counting", "--capacity", "10000", "--fpr", "0.001"];
-        let reader = Builder::new(&key)
+        let reader = CountingBloom::builder(&key)
             .expected_items(10_000)
             .false_positive_rate(0.001)
             .near_cache(cache(url, tracked))
-            .build_counting(redis.connection().await)
+            .build(redis.connection().await)
             .unwrap();
         let mut worst = Duration::ZERO;
         for trial in 0..8u64 {

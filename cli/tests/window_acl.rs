@@ -11,7 +11,7 @@ mod common;
 
 use common::cli::{redbloom, run};
 use common::server::RedisServer;
-use redbloom::{Error, KeyTtl, RedisBloom, WindowBloom};
+use redbloom::{Error, KeyTtl, WindowBloom};
 use redis::aio::{ConnectionManager, ConnectionManagerConfig, MultiplexedConnection};
 use serde_json::json;
 use std::io::Write;
@@ -170,16 +170,27 @@ fn items(prefix: &str, n: usize) -> Vec<String> {
 }
 
 /// A window of 60 s for 10,000 items per window, of `shards` shards.
-fn window(key: &str, shards: u32) -> redbloom::Builder {
-    RedisBloom::builder(key)
-        .window(Duration::from_secs(60))
+fn window(key: &str, shards: u32) -> redbloom::Builder<redbloom::kind::Window> {
+    window_of(key, Duration::from_secs(60), shards)
+}
+
+/// A window of `window` for 10,000 items per window, of `shards` shards.
+fn window_of(
+    key: &str,
+    window: Duration,
+    shards: u32,
+) -> redbloom::Builder<redbloom::kind::Window> {
+    WindowBloom::builder(key, window)
         .expected_items(10_000)
         .false_positive_rate(0.01)
         .shards(shards)
 }
 
-fn build<C>(conn: C, key: &str, shards: u32) -> redbloom::Result<WindowBloom<C>> {
-    window(key, shards).build_window(conn)
+fn build<C>(conn: C, key: &str, shards: u32) -> redbloom::Result<WindowBloom<C>>
+where
+    C: redis::aio::ConnectionLike + Clone + Send + Sync,
+{
+    window(key, shards).build(conn)
 }
 
 /// Every operation of a window filter of one key and of 4 shards, on new keys, through `url`:
@@ -229,7 +240,7 @@ async fn exercise_key(url: &str, key: &str) -> redbloom::Result<()> {
     for shards in [1, 4] {
         let waiting = window(key, shards)
             .wait_for_replicas(0, Duration::from_millis(100))
-            .build_window(conn.clone())?;
+            .build(conn.clone())?;
         assert!(waiting.add("x").await?);
         let new = waiting.add_many(&big).await?;
         assert!(new.iter().filter(|&&n| n).count() > 19_000);
@@ -412,7 +423,7 @@ async fn a_user_without_access_to_the_keys_gets_no_permission_and_writes_nothing
         let what = format!("{shards} shard(s)");
         let recent = window("bf:x", shards)
             .retry(redbloom::Retry::for_duration(Duration::from_secs(30)))
-            .build_window(conn.clone())
+            .build(conn.clone())
             .unwrap();
         let started = std::time::Instant::now();
         assert_noperm(&format!("{what} add"), recent.add("a").await, OTHER_PW);
@@ -502,9 +513,8 @@ async fn a_merge_refused_after_its_bitop_is_not_taken_for_one_refused_before() {
         for shards in [1, 4] {
             let key = fresh_key(&format!("no-{missing}"));
             // Generations of 20 minutes: the batch and its retry land in one.
-            let recent = window(&key, shards)
-                .window(Duration::from_secs(3600))
-                .build_window(manager(&url).await)
+            let recent = window_of(&key, Duration::from_secs(3600), shards)
+                .build(manager(&url).await)
                 .unwrap();
             let big = items("first", 20_000);
             let result = recent.add_many(&big).await;

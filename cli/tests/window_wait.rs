@@ -10,7 +10,7 @@ mod common;
 
 use common::cli::{redbloom, run};
 use common::server::RedisServer;
-use redbloom::{Error, RedisBloom, WindowBloom};
+use redbloom::{Error, WindowBloom};
 use redis::aio::MultiplexedConnection;
 use std::time::{Duration, Instant};
 
@@ -35,8 +35,7 @@ fn window(
     shards: u32,
     wait: Option<Duration>,
 ) -> WindowBloom<MultiplexedConnection> {
-    let builder = RedisBloom::builder(key)
-        .window(W)
+    let builder = WindowBloom::builder(key, W)
         .expected_items(CAPACITY)
         .false_positive_rate(0.01)
         .shards(shards);
@@ -44,7 +43,7 @@ fn window(
         Some(timeout) => builder.wait_for_replicas(1, timeout),
         None => builder,
     }
-    .build_window(conn)
+    .build(conn)
     .unwrap()
 }
 
@@ -316,14 +315,13 @@ async fn a_sharded_window_write_without_a_replica_fails_as_not_replicated() {
         .get_multiplexed_async_connection_with_config(&config)
         .await
         .unwrap();
-    let recent = RedisBloom::builder(common::unique_key("window-sharded-wait"))
-        .window(W)
+    let recent = WindowBloom::builder(common::unique_key("window-sharded-wait"), W)
         .expected_items(CAPACITY)
         .false_positive_rate(0.01)
         .shards(4)
         .wait_for_replicas(1, wait)
         .retry(redbloom::Retry::for_duration(Duration::from_secs(10)))
-        .build_window(conn)
+        .build(conn)
         .unwrap();
     let started = Instant::now();
     let result = recent.add_many(&items("spread", 100)).await;

@@ -1,6 +1,7 @@
 //! The one place commands go out: retries under one deadline per public call, errors sorted
-//! into [`Error`], a cluster's `MOVED` inside a batch, scripts loaded again on `NOSCRIPT`, and
-//! `WAIT` for replicas.
+//! into [`Error`], a cluster's `MOVED` inside a batch, scripts loaded again on `NOSCRIPT`,
+//! `WAIT` for replicas, and what a filter learns the server (or its ACL) lacks ([`Cap`]):
+//! decided, recorded and reported here, once per filter.
 
 use super::tx::{Replies, Tx};
 use crate::engine::Engine;
@@ -19,6 +20,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 pub(crate) struct Exec<C> {
     conn: C,
     options: Options,
+    /// The filter's kind, for its calls' clocks and metrics.
+    kind: &'static str,
     caps: Caps,
     /// One `WAIT` at a time: it blocks the connection that sends it, so concurrent ones (a
     /// sharded write's, one per part) would queue behind each other on the server while each
@@ -27,23 +30,70 @@ pub(crate) struct Exec<C> {
     wait_turn: tokio::sync::Mutex<()>,
 }
 
-/// What a filter learns about the server (and its ACL) as it goes.
+/// What a server (or its ACL) may lack, each with what a filter does instead.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Cap {
+    /// `BITFIELD_RO` (Redis < 6.2): reads go by `BITFIELD`.
+    BitfieldRo,
+    /// `EVALSHA_RO` and `EVAL_RO` (Redis < 7): read-only scripts go as `EVALSHA`/`EVAL`.
+    EvalRo,
+    /// A dense path refused by the ACL (its scratch keys or commands): batches go `to` the
+    /// per-item commands.
+    Merge {
+        from: &'static str,
+        to: &'static str,
+    },
+}
+
+impl Cap {
+    fn flag(self, caps: &Caps) -> &AtomicBool {
+        match self {
+            Cap::BitfieldRo => &caps.no_bitfield_ro,
+            Cap::EvalRo => &caps.no_eval_ro,
+            Cap::Merge { .. } => &caps.no_merge,
+        }
+    }
+
+    /// Whether `err` says the server (or its ACL) lacks this.
+    fn lacking(self, err: &Error) -> bool {
+        match (self, err) {
+            (Cap::BitfieldRo, Error::Redis(err)) => {
+                is_unknown_command(err) || lacks_bitfield_ro(err)
+            }
+            (Cap::EvalRo, Error::Redis(err)) => is_unknown_command(err),
+            (Cap::Merge { .. }, Error::NoPermission(_)) => true,
+            _ => false,
+        }
+    }
+
+    /// What is given up, what is used instead, and why.
+    fn describe(self) -> (&'static str, &'static str, &'static str) {
+        match self {
+            Cap::BitfieldRo => ("BITFIELD_RO", "BITFIELD", "unknown command (Redis < 6.2)"),
+            Cap::EvalRo => ("EVAL_RO", "EVAL", "unknown command (Redis < 7)"),
+            Cap::Merge { from, to } => (
+                from,
+                to,
+                "the ACL refused it (its scratch keys or its commands)",
+            ),
+        }
+    }
+}
+
+/// What a filter has learned its server (and its ACL) lacks: shared by all its parts.
 #[derive(Debug, Default)]
-pub(crate) struct Caps {
-    /// The server has answered that it has no `BITFIELD_RO` (Redis < 6.2).
-    pub(crate) no_bitfield_ro: AtomicBool,
-    /// The ACL has refused the dense merge (its scratch key or its commands): adds go by
-    /// `BITFIELD` only.
-    pub(crate) no_merge: AtomicBool,
-    /// The server has answered that it has no `EVALSHA_RO` (Redis < 7).
-    pub(crate) no_eval_ro: AtomicBool,
+struct Caps {
+    no_bitfield_ro: AtomicBool,
+    no_merge: AtomicBool,
+    no_eval_ro: AtomicBool,
 }
 
 impl<C> Exec<C> {
-    pub(crate) fn new(conn: C, options: Options) -> Self {
+    pub(crate) fn new(conn: C, options: Options, kind: &'static str) -> Self {
         Exec {
             conn,
             options,
+            kind,
             caps: Caps::default(),
             wait_turn: tokio::sync::Mutex::new(()),
         }
@@ -51,19 +101,35 @@ impl<C> Exec<C> {
 
     /// The clock of a public call starting now.
     pub(crate) fn clock(&self) -> Clock {
-        Clock::start(self.options.timeout)
+        Clock::start(self.options.timeout, self.kind)
     }
 
     pub(crate) fn conn(&self) -> &C {
         &self.conn
     }
 
-    pub(crate) fn caps(&self) -> &Caps {
-        &self.caps
-    }
-
     pub(crate) fn options(&self) -> Options {
         self.options
+    }
+
+    /// Whether the server (and its ACL) may have `cap`: not yet found lacking.
+    pub(crate) fn has(&self, cap: Cap) -> bool {
+        !cap.flag(&self.caps).load(Ordering::Relaxed)
+    }
+
+    /// Whether `err` shows the server (or its ACL) lacks `cap`; if so the filter learns it,
+    /// once (an INFO event `fallback` naming `key`, and a metric), and the caller goes the
+    /// other way, as it will from now on.
+    pub(crate) fn lacks(&self, cap: Cap, key: &str, err: &Error) -> bool {
+        if !cap.lacking(err) {
+            return false;
+        }
+        if !cap.flag(&self.caps).swap(true, Ordering::Relaxed) {
+            let (from, to, cause) = cap.describe();
+            tracing::info!(target: "redbloom", key, from, to, cause, "fallback");
+            crate::metrics::fallback(self.kind, from, to);
+        }
+        true
     }
 }
 
@@ -153,18 +219,13 @@ where
         keys: &[&str],
         args: &[&dyn Arg],
     ) -> Result<Value> {
-        if !self.caps.no_eval_ro.load(Ordering::Relaxed) {
+        if self.has(Cap::EvalRo) {
             match script.invoke_ro(&mut self.conn.clone(), keys, args).await {
-                Err(err) if is_unknown_command(&err) => {
-                    self.caps.no_eval_ro.store(true, Ordering::Relaxed);
-                    tracing::info!(
-                        target: "redbloom",
-                        key,
-                        from = "EVALSHA_RO",
-                        to = "EVALSHA",
-                        cause = "unknown command (Redis < 7)",
-                        "fallback"
-                    );
+                Err(err) => {
+                    let err = Error::from_redis(err, key);
+                    if !self.lacks(Cap::EvalRo, key, &err) {
+                        return Err(err);
+                    }
                 }
                 reply => return reply.map_err(|e| Error::from_redis(e, key)),
             }
@@ -208,9 +269,35 @@ where
     }
 }
 
+/// Commands of one batch in flight at once on the connection.
+pub(crate) const COMMANDS_IN_FLIGHT: usize = 4;
+
+/// A batch's commands, [`COMMANDS_IN_FLIGHT`] at a time, in order on the connection; every
+/// command's answers, in order. Boxed: the compiler cannot yet prove a future held in a stream
+/// `Send` for every lifetime it borrows (rust-lang/rust#110338), so the kinds' steps box each
+/// command of a batch of several (one allocation per command, not per item).
+pub(crate) async fn in_order<T>(
+    commands: Vec<futures_util::future::BoxFuture<'_, Result<Vec<T>>>>,
+) -> Result<Vec<T>> {
+    use futures_util::StreamExt;
+    let mut answers = Vec::new();
+    let mut all = futures_util::stream::iter(commands).buffered(COMMANDS_IN_FLIGHT);
+    while let Some(part) = all.next().await {
+        answers.extend(part?);
+    }
+    Ok(answers)
+}
+
+/// A script's error for a server without `BITFIELD_RO` (before Redis 6.2).
+fn lacks_bitfield_ro(err: &redis::RedisError) -> bool {
+    let text = err.to_string().to_ascii_lowercase();
+    text.contains("unknown") && text.contains("command") && text.contains("bitfield_ro")
+        || text.contains("unknown redis command called from")
+}
+
 /// A server that does not know a command (`BITFIELD_RO` before Redis 6.2, `EVALSHA_RO` before
 /// Redis 7).
-pub(crate) fn is_unknown_command(err: &redis::RedisError) -> bool {
+fn is_unknown_command(err: &redis::RedisError) -> bool {
     err.code() == Some("ERR")
         && err
             .detail()

@@ -4,6 +4,7 @@
 //! wrong answers.
 
 use super::exec::Exec;
+use super::removal::Removal;
 use super::tx::{Slot, Tx};
 use crate::error::{Error, Result};
 use crate::layout::Layout;
@@ -74,6 +75,37 @@ impl Guard {
     /// Forget the check (after a clear: the next call checks and stores again).
     pub(crate) fn reset(&self) {
         self.checked.store(false, Ordering::Release);
+    }
+
+    /// Whether this client has seen its parameters stored (kinds whose scripts check them
+    /// leave them out of reads from then on).
+    pub(crate) fn is_checked(&self) -> bool {
+        self.checked.load(Ordering::Acquire)
+    }
+
+    /// This client has seen its parameters stored.
+    pub(crate) fn mark_checked(&self) {
+        self.checked.store(true, Ordering::Release);
+    }
+
+    /// The key whose existence tells bits without parameters from a new filter.
+    pub(crate) fn bits_key(&self) -> &str {
+        &self.bits_key
+    }
+
+    /// What an import's swap checks and stores: for a filter of one key (`inline`), its
+    /// parameters beside its bits (none for go-zero's layout, which stores none); for a
+    /// sharded one, its parameters in their own slot.
+    pub(crate) fn swap_params(&self, inline: bool) -> Option<crate::snapshot::Params<'_>> {
+        let key = self.key.as_deref()?;
+        if inline && self.layout == Layout::GoZero {
+            return None;
+        }
+        Some(crate::snapshot::Params {
+            key,
+            bare: &self.bits_key,
+            fingerprint: &self.fingerprint,
+        })
     }
 
     /// A copy that has checked nothing yet.
@@ -233,12 +265,11 @@ impl Guard {
         &self,
         exec: &Exec<C>,
         clock: &Clock,
-        how: super::bits::Removal,
+        how: Removal,
     ) -> Result<()>
     where
         C: ConnectionLike + Clone + Send + Sync,
     {
-        use super::bits::Removal;
         let Some(key) = self.key() else {
             return Ok(());
         };

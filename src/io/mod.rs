@@ -1,8 +1,9 @@
-//! Everything that talks to Redis: the executor, transactions with typed replies, the
-//! parameters guard, the steps on a key of bits, and large batches on large keys by ranges.
+//! Everything that talks to Redis and no kind owns: the executor, transactions with typed
+//! replies, the parameters guard, what `clear` and `expire` do, and the steps on a filter kept
+//! in one string per part (the checked delete, the whole read).
 
-pub(crate) mod bits;
 pub(crate) mod exec;
 pub(crate) mod guard;
-pub(crate) mod ranges;
+pub(crate) mod removal;
+pub(crate) mod strings;
 pub(crate) mod tx;

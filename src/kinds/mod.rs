@@ -1,7 +1,5 @@
-//! The kinds of filter (SPEC.md §4): each a small module over the shared parts (`io`,
-//! `sharded`, `geometry`). A new kind is a file here plus its Lua in `lua/`.
+//! The kinds of filter (SPEC.md §4), one folder each: its public type and its own methods, its
+//! builder options, what it does inside one slot group (the core's `Seam`), its Lua, its near
+//! cache's copy and its snapshot sections.
 
-pub(crate) mod counting;
-pub(crate) mod growing;
 pub(crate) mod plain;
-pub(crate) mod window;

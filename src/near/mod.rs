@@ -18,16 +18,19 @@
 //!   (the call's own request failed, or the last read did): [`NearCacheStats::stale`] says so,
 //!   and a new read is tried once per interval until one succeeds.
 //! - **Memory.** A copy takes the filter's bytes; over [`NearCache::budget`], building the
-//!   filter fails with [`Error::NearCacheBudget`] (a growing filter, whose size grows, turns its
-//!   copy off at the first read over the budget and answers from Redis).
+//!   filter fails with [`Error::NearCacheBudget`] (a filter whose size grows turns its copy off
+//!   at the first read over the budget and answers from Redis).
 //! - **This handle's writes** reach its copy at once: items added are kept beside the copy
 //!   until a copy read after them is in place (at most 65,536; past that the copy is
-//!   treated as invalidated); a clear drops the copy; a counting filter's remove counts as an
+//!   treated as invalidated); a clear drops the copy; any other write (a removal) counts as an
 //!   invalidation.
+//!
+//! Nothing here knows a kind: a kind gives its copy's type and reads it (`core/kind.rs`).
 
 mod tracking;
 
 use crate::error::{Error, Result};
+use crate::metrics::{self, NearEvent};
 use arc_swap::ArcSwapOption;
 use std::collections::HashMap;
 use std::future::Future;
@@ -150,20 +153,20 @@ pub struct NearCacheStats {
     pub tracking: bool,
     /// The copy's bytes.
     pub bytes: u64,
-    /// The copy was turned off: the filter outgrew the budget (a growing filter).
+    /// The copy was turned off: the filter outgrew the budget (a filter that grows).
     pub over_budget: bool,
 }
 
 /// A copy of a filter's keys, as a kind reads it.
-pub(crate) trait Copy: Send + Sync + 'static {
+#[allow(unreachable_pub)]
+pub trait Copy: Send + Sync {
     /// The bytes it holds.
     fn bytes(&self) -> u64;
 }
 
-/// The copy of a filter that is one string per part (plain bits, counting counters): each
-/// part's bytes, in part order.
+/// The copy of a filter that is one string per part: each part's bytes, in part order.
 #[derive(Debug)]
-pub(crate) struct Strings(pub(crate) Vec<Vec<u8>>);
+pub struct Strings(pub(crate) Vec<Vec<u8>>);
 
 impl Copy for Strings {
     fn bytes(&self) -> u64 {
@@ -192,6 +195,8 @@ pub(crate) struct Signal {
     /// Tracking is on and its connection up.
     up: AtomicBool,
     invalidations: AtomicU64,
+    /// The filter's kind, for the metrics.
+    kind: &'static str,
 }
 
 impl Signal {
@@ -214,6 +219,8 @@ impl Signal {
 #[derive(Debug)]
 pub(crate) struct Near<S> {
     key: String,
+    /// The filter's kind, for the metrics.
+    kind: &'static str,
     config: NearCache,
     signal: Arc<Signal>,
     tracker: Option<tracking::Tracker>,
@@ -235,29 +242,23 @@ pub(crate) struct Near<S> {
 }
 
 impl<S: Copy> Near<S> {
-    /// A near cache for the filter `key`, whose copy takes `bytes` (checked against the
-    /// budget) and whose keys all start with one of `prefixes` (for tracking). `cluster`:
-    /// the filter's connection is a cluster's, where tracking is refused.
+    /// A near cache for the filter `key` of `kind`, whose copy takes `bytes` (checked against
+    /// the budget) and whose keys all start with one of `prefixes` (for tracking).
     pub(crate) fn new(
         key: &str,
+        kind: &'static str,
         config: NearCache,
         bytes: u64,
         prefixes: Vec<String>,
     ) -> Result<Self> {
-        config.validate()?;
-        if bytes > config.budget {
-            return Err(Error::NearCacheBudget {
-                key: key.to_owned(),
-                bytes,
-                budget: config.budget,
-            });
-        }
+        check_budget(key, &config, bytes)?;
         let signal = Arc::new(Signal {
             base: Instant::now(),
             dirty_since: AtomicU64::new(u64::MAX),
             last: AtomicU64::new(0),
             up: AtomicBool::new(false),
             invalidations: AtomicU64::new(0),
+            kind,
         });
         let tracker = config
             .tracking
@@ -265,6 +266,7 @@ impl<S: Copy> Near<S> {
             .map(|client| tracking::Tracker::new(client, prefixes, Arc::clone(&signal)));
         Ok(Near {
             key: key.to_owned(),
+            kind,
             config,
             signal,
             tracker,
@@ -354,6 +356,7 @@ impl<S: Copy> Near<S> {
             return None;
         }
         self.hits.add(1);
+        metrics::near(self.kind, NearEvent::Hit, 1);
         Some(answer(&held.state, item) || self.overlay.contains(item))
     }
 
@@ -403,22 +406,26 @@ impl<S: Copy> Near<S> {
         if let Some(held) = &held {
             if self.fresh(held, now) {
                 self.hits.add(count);
+                metrics::near(self.kind, NearEvent::Hit, count);
                 return Ok(from_copy(held));
             }
             if self.failing.load(Ordering::Relaxed) {
                 self.stale_hits.fetch_add(count, Ordering::Relaxed);
+                metrics::near(self.kind, NearEvent::StaleHit, count);
                 return Ok(from_copy(held));
             }
         }
         match Box::pin(remote()).await {
             Ok(answers) => {
                 self.misses.fetch_add(count, Ordering::Relaxed);
+                metrics::near(self.kind, NearEvent::Miss, count);
                 Ok(answers)
             }
             Err(err) if err.is_transient() && held.is_some() => {
                 self.failing.store(true, Ordering::Relaxed);
                 tracing::warn!(target: "redbloom", key = %self.key, error = %err, "near cache: Redis unreachable, answering from the copy");
                 self.stale_hits.fetch_add(count, Ordering::Relaxed);
+                metrics::near(self.kind, NearEvent::StaleHit, count);
                 Ok(from_copy(held.as_deref().expect("checked")))
             }
             Err(err) => Err(err),
@@ -447,6 +454,7 @@ impl<S: Copy> Near<S> {
                 self.last_took.store(took, Ordering::Relaxed);
                 self.failing.store(false, Ordering::Relaxed);
                 self.refreshes.fetch_add(1, Ordering::Relaxed);
+                metrics::near(self.kind, NearEvent::Refresh, 1);
                 tracing::debug!(
                     target: "redbloom",
                     key = %self.key,
@@ -465,6 +473,7 @@ impl<S: Copy> Near<S> {
             }
             Err(err) => {
                 self.failed.fetch_add(1, Ordering::Relaxed);
+                metrics::near(self.kind, NearEvent::FailedRefresh, 1);
                 if err.is_transient() {
                     self.failing.store(true, Ordering::Relaxed);
                 }
@@ -533,6 +542,22 @@ impl<S: Copy> Near<S> {
             over_budget: self.over_budget.load(Ordering::Relaxed),
         }
     }
+}
+
+/// `Ok` when a copy of `bytes` fits `config` (and its interval is valid).
+///
+/// # Errors
+/// [`Error::InvalidConfig`] for a zero interval; [`Error::NearCacheBudget`] naming both sizes.
+pub(crate) fn check_budget(key: &str, config: &NearCache, bytes: u64) -> Result<()> {
+    config.validate()?;
+    if bytes > config.budget {
+        return Err(Error::NearCacheBudget {
+            key: key.to_owned(),
+            bytes,
+            budget: config.budget,
+        });
+    }
+    Ok(())
 }
 
 fn nanos(duration: Duration) -> u64 {
@@ -635,6 +660,26 @@ impl Overlay {
     }
 }
 
+/// A copy of a filter kept in one string per part: its parameters checked, then each part's
+/// string (`parts`: its key and most bytes) read whole, each read retried.
+pub(crate) async fn read_strings<'a, C>(
+    exec: &crate::io::exec::Exec<C>,
+    clock: &crate::retry::Clock,
+    guard: &crate::io::guard::Guard,
+    parts: impl Iterator<Item = (&'a str, u64)>,
+) -> Result<Strings>
+where
+    C: redis::aio::ConnectionLike + Clone + Send + Sync,
+{
+    exec.retried(clock, || guard.ensure(exec, false)).await?;
+    let mut copy = Strings(Vec::new());
+    for (key, max) in parts {
+        let bytes = exec.retried(clock, || read_key(exec, key, max)).await?;
+        copy.0.push(bytes);
+    }
+    Ok(copy)
+}
+
 /// Reads `key` whole (a string of at most `max_bytes`; empty when missing) in pieces of at most
 /// 1 MiB, so that no command holds the server longer than one piece's copy.
 pub(crate) async fn read_key<C>(
@@ -687,13 +732,14 @@ mod tests {
     }
 
     fn near(refresh: Duration) -> Near<Bytes> {
-        Near::new("k", NearCache::new(refresh), 10, vec!["k".into()]).unwrap()
+        Near::new("k", "test", NearCache::new(refresh), 10, vec!["k".into()]).unwrap()
     }
 
     #[test]
     fn a_copy_over_the_budget_is_refused_naming_both() {
         let err = Near::<Bytes>::new(
             "k",
+            "test",
             NearCache::new(Duration::from_secs(1)).budget(9),
             10,
             vec![],
@@ -703,7 +749,7 @@ mod tests {
             err.to_string().contains("10 bytes") && err.to_string().contains("budget of 9"),
             "{err}"
         );
-        assert!(Near::<Bytes>::new("k", NearCache::new(Duration::ZERO), 1, vec![]).is_err());
+        assert!(Near::<Bytes>::new("k", "test", NearCache::new(Duration::ZERO), 1, vec![]).is_err());
     }
 
     #[test]

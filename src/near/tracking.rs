@@ -152,6 +152,7 @@ impl AsyncPushSender for Pushes {
         match info.kind {
             PushKind::Invalidate => {
                 self.signal.invalidations.fetch_add(1, Ordering::Relaxed);
+                crate::metrics::near(self.signal.kind, crate::metrics::NearEvent::Invalidation, 1);
                 self.signal.invalidate();
             }
             PushKind::Disconnection => {

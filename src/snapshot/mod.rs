@@ -1,19 +1,18 @@
 //! Snapshot files (SPEC.md §5): a filter of any kind, its parameters and its bytes, in one
 //! versioned, checksummed, chunked file that streams to any `AsyncWrite` and back from any
-//! `AsyncRead`: the file format (no Redis), and `transfer`, which moves a filter's keys to a
-//! file and back for the kinds (`strings`: plain and counting filters).
+//! `AsyncRead`: the file format (no Redis), and `transfer`, which moves a filter's keys (as
+//! sections its kind names) to a file and back. Nothing here knows a kind: each kind's folder
+//! says which keys are its sections and where they go back (`core/transfer.rs` runs it).
 //!
 //! The format, byte by byte: docs/snapshot-format.md.
 
 mod chunk;
 mod error;
 mod format;
-mod growing;
 mod input;
 mod reader;
-mod strings;
+pub(crate) mod strings;
 mod transfer;
-mod window;
 mod writer;
 
 #[cfg(test)]
@@ -23,7 +22,16 @@ pub use self::{
     error::SnapshotError,
     format::{SectionHeader, SnapshotHeader},
     reader::SnapshotReader,
-    strings::OfflineBloom,
     transfer::{ImportMode, Transferred},
     writer::SnapshotWriter,
 };
+
+pub(crate) use self::transfer::{
+    check_header, drop_staged, export, nonce, parse_hash_text, stage, swap_checked, Group, Params,
+    Staged, Stored,
+};
+
+/// A file that does not hold what it should.
+pub(crate) fn invalid(what: String) -> crate::Error {
+    crate::Error::Snapshot(SnapshotError::InvalidInput(what))
+}

@@ -99,9 +99,7 @@ pub(crate) fn parse_hash_text(text: &[u8]) -> Result<Vec<(u64, u64)>> {
         .collect()
 }
 
-fn invalid(what: String) -> Error {
-    Error::Snapshot(SnapshotError::InvalidInput(what))
-}
+use super::invalid;
 
 /// How an import puts the file in place.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -839,7 +837,7 @@ where
 }
 
 /// A file of another kind, with other parameters or over another shard count: a mismatch,
-/// before anything is written.
+/// before anything is written. The stored side names the file's.
 pub(crate) fn check_header(
     header: &SnapshotHeader,
     key: &str,
@@ -860,51 +858,30 @@ pub(crate) fn check_header(
     })
 }
 
-/// [`swap_groups`] for a kind whose filter of one key has its scripts check the parameters
-/// (`checked`: the parameters key and the bare key) and whose sharded filter has a `guard`
-/// beside: the parameters checked and stored in the swap, a refusal as the mismatch it means.
+/// [`swap_groups`] with a filter's parameters (`params`, as [`Guard::swap_params`] gives them)
+/// checked and stored in the swap, a refusal as the mismatch it means; on a cluster the
+/// sharded filter's parameters are checked and stored first, beside.
 pub(crate) async fn swap_checked<C>(
     exec: &Exec<C>,
     groups: &[Group],
-    checked: Option<&[String; 2]>,
-    guard: Option<&Guard>,
-    key: &str,
-    fingerprint: &str,
+    params: Option<Params<'_>>,
+    guard: &Guard,
     mode: ImportMode,
 ) -> Result<()>
 where
     C: ConnectionLike + Clone + Send + Sync,
 {
-    let params = match (checked, guard) {
-        (Some([params, bare]), _) => Some(Params {
-            key: params,
-            bare,
-            fingerprint,
-        }),
-        (None, Some(guard)) => guard.key().map(|key| Params {
-            key,
-            bare: key,
-            fingerprint,
-        }),
-        (None, None) => None,
-    };
-    let before = async {
-        match guard {
-            Some(guard) => guard.ensure(exec, true).await,
-            None => Ok(()),
-        }
-    };
+    let before = guard.ensure(exec, true);
     match swap_groups(exec, groups, params, before, mode).await? {
         Ok(()) => Ok(()),
-        Err(Refused::Params(stored)) => Err(match guard {
-            Some(guard) => guard.refusal(Evidence::Stored(stored)),
-            None => Error::ParamsMismatch {
-                key: key.to_owned(),
-                stored: stored.unwrap_or_else(|| {
-                    "no parameters: the key holds another kind of filter (or other data)".into()
-                }),
-                requested: fingerprint.to_owned(),
-            },
-        }),
+        Err(Refused::Params(stored)) => Err(guard.refusal(Evidence::Stored(stored))),
     }
+}
+
+/// A name for one import's staging keys: the time and the process.
+pub(crate) fn nonce() -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    format!("{:x}.{:x}", nanos & 0xffff_ffff_ffff, std::process::id())
 }

@@ -1,6 +1,4 @@
-//! Large batches on keys too large to move whole (over 4 MiB), by ranges of the key
-//! ([`Builder::merge_chunk_bytes`](crate::Builder::merge_chunk_bytes)).
-//! docs/design.md, "Merges by ranges", says why and what it costs.
+//! A pass over a key of bits by ranges (the `ranges` module's queue takes the turns).
 //!
 //! **Adds.** Each range the batch touches is one transaction: `SET` of the range's bitmap into
 //! the scratch key (with a TTL), then `lua/merge_range.lua`, which ORs it in with native
@@ -13,201 +11,64 @@
 //! **Checks** read the ranges the batch touches (`GETRANGE`, from the first to the last byte
 //! holding one of its bits), as many in flight, and test the bits here.
 //!
-//! **Gathering.** The batches of one key take turns ([`Queue`], one for adds and one for
-//! checks): a pass takes every batch waiting for the key (up to
-//! [`MAX_PASS_OFFSETS`](dense::MAX_PASS_OFFSETS) offsets), in the order they came, and serves
-//! them in one pass over the key, adds as if one after the other. So a CLI `load` with 8
-//! batches in flight moves each range once per pass instead of once per batch, and the
-//! answers of one handle's concurrent adds are those of sequential adds.
-//!
 //! **Atomicity.** Each range is atomic, a batch is not: an item whose bits fall in two ranges is
 //! set in two steps. Another client adding the same item at the same moment may then see one
 //! of its bits set and one not, and both report it new. No bit is ever lost: every step ORs
 //! into the bytes as they are at that moment.
 
-use super::bits::{Bits, Ctx, Direction};
-use super::tx::{Slot, Tx};
+use super::bits::{Bits, Run};
+use super::ranges::{Answer, Direction, Pass};
 use crate::dense::{self, Grouped, RangeMerge};
 use crate::error::{Error, Result};
+use crate::io::exec::Cap;
+use crate::io::tx::{Slot, Tx};
 use crate::scripts;
-use futures_util::future::Either;
 use futures_util::StreamExt;
 use redis::aio::ConnectionLike;
-use std::collections::VecDeque;
-use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex, PoisonError};
-use tokio::sync::oneshot;
 
 /// The TTL of the scratch keys, should a merge step fail between their `SET` and their `DEL`.
 const SCRATCH_TTL_MS: u64 = 60_000;
 
-/// The batches waiting for a pass over one key, and whose turn it is to make one.
-#[derive(Default)]
-pub(crate) struct Queue {
-    waiting: Mutex<VecDeque<Waiting>>,
-    turn: tokio::sync::Mutex<()>,
-}
+/// What a merge by ranges refused by the ACL falls back to.
+const MERGE_BY_RANGES: Cap = Cap::Merge {
+    from: "merge by ranges",
+    to: "BITFIELD",
+};
 
-impl std::fmt::Debug for Queue {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let waiting = self.lock().len();
-        f.debug_struct("Queue").field("waiting", &waiting).finish()
-    }
-}
-
-/// A batch waiting for a pass, and where its answer goes.
-struct Waiting {
-    batch: Arc<Grouped>,
-    answer: oneshot::Sender<Answer>,
-}
-
-/// What a pass tells a batch it took.
-#[derive(Debug)]
-pub(crate) enum Answer {
-    /// Done: for each item, whether it was new (adds) or is present (checks).
-    Done(Vec<bool>),
-    /// Not done: the batches gathered were too small to pay for a pass over the key, or the
-    /// ACL refused the merge. Nothing was written; the batch goes by `BITFIELD`.
-    PerItem,
-}
-
-impl Queue {
-    fn lock(&self) -> std::sync::MutexGuard<'_, VecDeque<Waiting>> {
-        self.waiting.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// Serves `batch` (adds or checks) on `bits` with whichever batches wait beside it: when
-    /// its turn comes, either an earlier pass took it (and answered), or this call makes a pass
-    /// with every batch waiting then.
-    pub(crate) async fn serve<C>(
-        &self,
-        bits: &Bits,
-        ctx: Ctx<'_, C>,
-        direction: Direction,
-        batch: Arc<Grouped>,
-    ) -> Result<Answer>
-    where
-        C: ConnectionLike + Clone + Send + Sync,
-    {
-        let (answer, mut answered) = oneshot::channel();
-        self.lock().push_back(Waiting {
-            batch: batch.clone(),
-            answer,
-        });
-        loop {
-            // The answer (a pass took the batch) or the turn, whichever comes first: a caller
-            // must not wait for the turn to learn its answer (a CLI takes its answers in order).
-            let lock = std::pin::pin!(self.turn.lock());
-            let _turn = match futures_util::future::select(&mut answered, lock).await {
-                Either::Left((Ok(answer), _)) => return Ok(answer),
-                // The pass that took it failed, or its caller went away: it goes again, first.
-                Either::Left((Err(_), _)) => {
-                    let (answer, again) = oneshot::channel();
-                    answered = again;
-                    self.lock().push_front(Waiting {
-                        batch: batch.clone(),
-                        answer,
-                    });
-                    continue;
-                }
-                Either::Right((turn, _)) => turn,
-            };
-            // A pass ends (and answers) before it gives up the turn.
-            match answered.try_recv() {
-                Ok(answer) => return Ok(answer),
-                Err(oneshot::error::TryRecvError::Empty) => {}
-                Err(oneshot::error::TryRecvError::Closed) => {
-                    let (answer, again) = oneshot::channel();
-                    answered = again;
-                    self.lock().push_front(Waiting {
-                        batch: batch.clone(),
-                        answer,
-                    });
-                }
-            }
-            // Let the batches that are ready to go (a CLI load's others) join this pass, and
-            // while those waiting do not yet pay for a pass, wait a little for more: at most a
-            // tenth of what their BITFIELD commands would cost the server.
-            tokio::task::yield_now().await;
-            let pays = |offsets: usize| match direction {
-                Direction::Write => bits.merge_pays(ctx, offsets),
-                Direction::Read => bits.read_pays(ctx, offsets),
-            };
-            let started = tokio::time::Instant::now();
-            loop {
-                let offsets = self.waiting_offsets();
-                let patience = dense::gather_wait(offsets);
-                if pays(offsets) || started.elapsed() >= patience {
-                    break;
-                }
-                tokio::time::sleep(std::time::Duration::from_millis(1)).await;
-            }
-            let taken = self.take();
-            if taken.is_empty() {
-                continue;
-            }
-            let batches: Vec<&Grouped> = taken.iter().map(|w| &*w.batch).collect();
-            let answers = match direction {
-                Direction::Write => bits.merge_ranges(ctx, &batches).await,
-                Direction::Read => bits.read_ranges(ctx, &batches).await,
-            };
-            // On an error the batches taken run again by themselves (and meet it themselves).
-            for (waiting, answer) in taken.into_iter().zip(answers?) {
-                let _ = waiting.answer.send(answer);
-            }
-            if let Ok(answer) = answered.try_recv() {
-                return Ok(answer);
-            }
+impl<C: ConnectionLike + Clone + Send + Sync> Pass for (&Bits, Run<'_, C>) {
+    fn pays(&self, direction: Direction, offsets: usize) -> bool {
+        let (bits, ctx) = *self;
+        match direction {
+            Direction::Write => bits.merge_pays(ctx, offsets),
+            Direction::Read => bits.read_pays(ctx, offsets),
         }
     }
 
-    /// The offsets of the batches waiting whose callers are still there.
-    fn waiting_offsets(&self) -> usize {
-        self.lock()
-            .iter()
-            .filter(|w| !w.answer.is_closed())
-            .map(|w| w.batch.offsets())
-            .sum()
-    }
-
-    /// The batches a pass takes: in the order they came, up to
-    /// [`MAX_PASS_OFFSETS`](dense::MAX_PASS_OFFSETS) offsets (at least one batch); those whose
-    /// caller went away (a deadline passed) are dropped.
-    fn take(&self) -> Vec<Waiting> {
-        let mut waiting = self.lock();
-        let mut taken = Vec::new();
-        let mut offsets = 0;
-        while let Some(next) = waiting.front() {
-            if next.answer.is_closed() {
-                waiting.pop_front();
-                continue;
-            }
-            if !taken.is_empty() && offsets + next.batch.offsets() > dense::MAX_PASS_OFFSETS {
-                break;
-            }
-            offsets += next.batch.offsets();
-            taken.extend(waiting.pop_front());
+    async fn run(&self, direction: Direction, batches: &[&Grouped]) -> Result<Vec<Answer>> {
+        let (bits, ctx) = *self;
+        match direction {
+            Direction::Write => bits.merge_ranges(ctx, batches).await,
+            Direction::Read => bits.read_ranges(ctx, batches).await,
         }
-        taken
     }
 }
 
 impl Bits {
     /// Whether a merge of `offsets` offsets by ranges pays for its pass over the key.
-    fn merge_pays<C>(&self, ctx: Ctx<'_, C>, offsets: usize) -> bool {
+    fn merge_pays<C>(&self, ctx: Run<'_, C>, offsets: usize) -> bool {
         let range = ctx.exec.options().merge_chunk();
         dense::merge_by_ranges(self.geometry.max_bytes(), range, offsets as u64)
     }
 
     /// Whether a read of the ranges `offsets` offsets touch pays.
-    fn read_pays<C>(&self, ctx: Ctx<'_, C>, offsets: usize) -> bool {
+    fn read_pays<C>(&self, ctx: Run<'_, C>, offsets: usize) -> bool {
         let range = ctx.exec.options().merge_chunk();
         dense::read_by_ranges(self.geometry.max_bytes(), range, offsets as u64)
     }
 
     /// One merge over the key for `batches` (grouped with the same ranges), in order: one
     /// answer per batch.
-    async fn merge_ranges<C>(&self, ctx: Ctx<'_, C>, batches: &[&Grouped]) -> Result<Vec<Answer>>
+    async fn merge_ranges<C>(&self, ctx: Run<'_, C>, batches: &[&Grouped]) -> Result<Vec<Answer>>
     where
         C: ConnectionLike + Clone + Send + Sync,
     {
@@ -272,16 +133,7 @@ impl Bits {
         if let Some(first) = first {
             match step(first).await {
                 Ok((merge, old)) => merge.mark_new(batches, old, &mut new),
-                Err(Error::NoPermission(_)) => {
-                    ctx.exec.caps().no_merge.store(true, Ordering::Relaxed);
-                    tracing::info!(
-                        target: "redbloom",
-                        key = %self.key,
-                        from = "merge by ranges",
-                        to = "BITFIELD",
-                        cause = "the ACL refused the merge (its scratch keys or commands)",
-                        "fallback"
-                    );
+                Err(err) if ctx.exec.lacks(MERGE_BY_RANGES, &self.key, &err) => {
                     return Ok(per_item());
                 }
                 Err(err) => return Err(err),
@@ -309,7 +161,7 @@ impl Bits {
     /// it in place, moved: each move copies the whole string (seen: 0.25-0.45 s near 512 MiB,
     /// several times in one load). One step costs Redis about 0.7 ns per byte, once (0.36-0.4 s
     /// for a new key of 512 MiB; a per-item first write pays as much).
-    async fn grow<C>(&self, ctx: Ctx<'_, C>, batches: &[&Grouped]) -> Result<()>
+    async fn grow<C>(&self, ctx: Run<'_, C>, batches: &[&Grouped]) -> Result<()>
     where
         C: ConnectionLike + Clone + Send + Sync,
     {
@@ -338,7 +190,7 @@ impl Bits {
     /// One read over the key for `batches`: each range any of them touches read once (from the
     /// first to the last byte holding one of their bits); for each item, whether its bits are
     /// all set.
-    async fn read_ranges<C>(&self, ctx: Ctx<'_, C>, batches: &[&Grouped]) -> Result<Vec<Answer>>
+    async fn read_ranges<C>(&self, ctx: Run<'_, C>, batches: &[&Grouped]) -> Result<Vec<Answer>>
     where
         C: ConnectionLike + Clone + Send + Sync,
     {

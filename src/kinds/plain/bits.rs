@@ -1,41 +1,34 @@
 //! One key of bits in its slot group, and the steps on it: set and test bits by the engine's
 //! commands (`BITFIELD`, or go-zero's scripts), the dense merge and the whole-filter read (or,
-//! for large keys, by ranges: see the `ranges` module), info, and the checked delete or TTL. Every kind whose parts are plain bits (the plain
-//! filter's key or shards; a window's generations, a growing filter's levels) runs on these.
+//! for large keys, by ranges: the `ranges` and `merge` modules), and its info.
 
-use super::exec::{self, Exec};
-use super::guard::{self, Evidence, Guard};
-use super::ranges::{Answer, Queue};
-use super::tx::{Slot, Tx};
-use crate::bitfield::{self, Fold};
+use super::ranges::{Answer, Direction, Queue};
+use crate::bitfield::{self, Fold, MAX_OFFSETS_PER_COMMAND};
 use crate::dense::{self, Grouped};
 use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::geometry::{check_offsets, Geometry};
 use crate::hash::ItemHash;
 use crate::info::{FilterInfo, KeyTtl};
+use crate::io::exec::{self, Cap, Exec};
+use crate::io::guard::Guard;
+use crate::io::tx::{Slot, Tx};
 use crate::keys;
-use crate::layout::Layout;
 use crate::scripts;
 use crate::sizing::{current_fpr, estimate_items};
-use futures_util::StreamExt;
 use redis::aio::ConnectionLike;
 use redis::Value;
-use std::sync::atomic::Ordering;
 use std::sync::{Arc, OnceLock};
 
-/// The most bit offsets one command carries (1,170 items of the go-zero layout): a batch
-/// larger than that goes as several commands, so that no command holds the server for long,
-/// nor its memory (one command of 60k items took 133 MiB of a server's memory), nor outlasts
-/// a response timeout (`tests/large_batches.rs`).
-pub const MAX_OFFSETS_PER_COMMAND: usize = 1 << 14;
-
-/// Commands of one batch in flight at once on the connection.
-const COMMANDS_IN_FLIGHT: usize = 4;
+/// What a refused dense merge falls back to.
+pub(super) const MERGE: Cap = Cap::Merge {
+    from: "dense merge",
+    to: "BITFIELD",
+};
 
 /// One key of bits, and the scratch keys beside it in its slot group.
 #[derive(Debug, Clone)]
-pub(crate) struct Bits {
+pub struct Bits {
     pub(crate) key: String,
     /// The dense path's scratch key; `None` when the key's name allows no key in its slot.
     pub(crate) scratch: Option<String>,
@@ -52,24 +45,24 @@ pub(crate) struct Bits {
 /// lives in this key's slot group (a filter of one key), so that it goes in the same
 /// transaction as each write.
 #[derive(Debug)]
-pub(crate) struct Ctx<'a, C> {
+pub(crate) struct Run<'a, C> {
     pub(crate) exec: &'a Exec<C>,
     pub(crate) engine: Engine,
     pub(crate) guard: Option<&'a Guard>,
 }
 
-impl<C> Clone for Ctx<'_, C> {
+impl<C> Clone for Run<'_, C> {
     fn clone(&self) -> Self {
         *self
     }
 }
 
-impl<C> Copy for Ctx<'_, C> {}
+impl<C> Copy for Run<'_, C> {}
 
 /// A batch's items and their bit offsets, computed once, at first use, for every attempt.
 #[derive(Debug)]
-pub(crate) struct Batch<'a, T> {
-    items: &'a [T],
+pub(crate) struct Batch<'a> {
+    items: &'a [&'a [u8]],
     geometry: Geometry,
     per_command: usize,
     whole: OnceLock<Vec<u64>>,
@@ -78,8 +71,8 @@ pub(crate) struct Batch<'a, T> {
     grouped: OnceLock<Option<Arc<Grouped>>>,
 }
 
-impl<'a, T: AsRef<[u8]>> Batch<'a, T> {
-    pub(crate) fn new(items: &'a [T], geometry: Geometry) -> Self {
+impl<'a> Batch<'a> {
+    pub(crate) fn new(items: &'a [&'a [u8]], geometry: Geometry) -> Self {
         let per_command = (MAX_OFFSETS_PER_COMMAND / geometry.hashes as usize).max(1);
         Batch {
             items,
@@ -147,42 +140,6 @@ fn cached(cell: &OnceLock<Vec<u64>>, make: impl FnOnce() -> Result<Vec<u64>>) ->
     Ok(cell.get_or_init(|| made))
 }
 
-/// Whether a batch's commands set bits or read them.
-#[derive(Debug, Clone, Copy)]
-pub(crate) enum Direction {
-    Write,
-    Read,
-}
-
-/// What [`Bits::remove`] does to the keys.
-#[derive(Debug, Clone, Copy)]
-pub(crate) enum Removal {
-    Delete,
-    /// `PEXPIRE` with these milliseconds.
-    Expire(i64),
-}
-
-impl Removal {
-    /// `expire(ttl)` of any kind: millisecond precision; a TTL that rounds to 0 ms (which would
-    /// delete the filter at once) or too long for Redis is refused.
-    ///
-    /// # Errors
-    /// [`Error::InvalidConfig`] naming the TTL.
-    pub(crate) fn expire(ttl: std::time::Duration) -> Result<Self> {
-        let millis = i64::try_from(ttl.as_millis())
-            .ok()
-            .filter(|ms| *ms < i64::MAX / 2)
-            .ok_or_else(|| Error::InvalidConfig(format!("a TTL of {ttl:?} is too long")))?;
-        if millis == 0 {
-            return Err(Error::InvalidConfig(format!(
-                "a TTL of {ttl:?} rounds to 0 ms, which would delete the filter at once; \
-                 clear it to delete it"
-            )));
-        }
-        Ok(Removal::Expire(millis))
-    }
-}
-
 impl Bits {
     pub(crate) fn new(key: String, scratch: Option<String>, geometry: Geometry) -> Self {
         let scratch_or = scratch
@@ -201,30 +158,19 @@ impl Bits {
     /// by ranges beyond) or by the engine's commands, at most [`MAX_OFFSETS_PER_COMMAND`]
     /// offsets each; true for each item one of whose bits flipped. One attempt: the caller
     /// retries.
-    pub(crate) async fn write<C, T>(
+    pub(crate) async fn write<C>(
         &self,
-        ctx: Ctx<'_, C>,
-        batch: &Batch<'_, T>,
+        ctx: Run<'_, C>,
+        batch: &Batch<'_>,
     ) -> Result<Vec<bool>>
     where
         C: ConnectionLike + Clone + Send + Sync,
-        T: AsRef<[u8]>,
     {
         if let Some(scratch) = self.dense_scratch(ctx, batch.len()) {
             match self.merge(ctx, scratch, batch.whole()?).await {
                 // A user granted the filter's key but not the scratch key or the merge's
                 // commands: the same write by BITFIELD.
-                Err(Error::NoPermission(_)) => {
-                    ctx.exec.caps().no_merge.store(true, Ordering::Relaxed);
-                    tracing::info!(
-                        target: "redbloom",
-                        key = %self.key,
-                        from = "dense merge",
-                        to = "BITFIELD",
-                        cause = "the ACL refused the merge (its scratch key or commands)",
-                        "fallback"
-                    );
-                }
+                Err(err) if ctx.exec.lacks(MERGE, &self.key, &err) => {}
                 done => return done,
             }
         }
@@ -237,20 +183,19 @@ impl Bits {
     /// The dense add by ranges, for a key over [`dense::MAX_BYTES`] and a batch that, with the
     /// batches a merge may gather beside it, outweighs the ranges it touches; `None` when the
     /// batch goes by `BITFIELD` instead (nothing written).
-    async fn write_by_ranges<C, T>(
+    async fn write_by_ranges<C>(
         &self,
-        ctx: Ctx<'_, C>,
-        batch: &Batch<'_, T>,
+        ctx: Run<'_, C>,
+        batch: &Batch<'_>,
     ) -> Result<Option<Vec<bool>>>
     where
         C: ConnectionLike + Clone + Send + Sync,
-        T: AsRef<[u8]>,
     {
         let bytes = self.geometry.max_bytes();
         let range = ctx.exec.options().merge_chunk();
         let offsets = batch.len() as u64 * u64::from(self.geometry.hashes);
         if ctx.engine != Engine::Fast
-            || ctx.exec.caps().no_merge.load(Ordering::Relaxed)
+            || !ctx.exec.has(MERGE)
             || bytes <= dense::MAX_BYTES
             || self.scratch_or.is_none()
             || !dense::merge_by_ranges(bytes, range, offsets * dense::GATHER)
@@ -262,35 +207,33 @@ impl Bits {
 
     /// A batch's turn in the queue of its direction; `None` when it goes by `BITFIELD` after
     /// all.
-    async fn by_ranges<C, T>(
+    async fn by_ranges<C>(
         &self,
-        ctx: Ctx<'_, C>,
-        batch: &Batch<'_, T>,
+        ctx: Run<'_, C>,
+        batch: &Batch<'_>,
         direction: Direction,
     ) -> Result<Option<Vec<bool>>>
     where
         C: ConnectionLike + Clone + Send + Sync,
-        T: AsRef<[u8]>,
     {
         let Some(grouped) = batch.grouped(ctx.exec.options().merge_chunk())? else {
             return Ok(None);
         };
         let queue = &self.queues[matches!(direction, Direction::Read) as usize];
-        match queue.serve(self, ctx, direction, grouped).await? {
+        match queue.serve(&(self, ctx), direction, grouped).await? {
             Answer::Done(answers) => Ok(Some(answers)),
             Answer::PerItem => Ok(None),
         }
     }
 
     /// Reads every item's bits; true for each item whose bits are all set.
-    pub(crate) async fn read<C, T>(
+    pub(crate) async fn read<C>(
         &self,
-        ctx: Ctx<'_, C>,
-        batch: &Batch<'_, T>,
+        ctx: Run<'_, C>,
+        batch: &Batch<'_>,
     ) -> Result<Vec<bool>>
     where
         C: ConnectionLike + Clone + Send + Sync,
-        T: AsRef<[u8]>,
     {
         let geometry = self.geometry;
         if ctx.engine == Engine::Fast
@@ -320,54 +263,75 @@ impl Bits {
     }
 
     /// The scratch key when a batch of `items` is cheaper as a whole bitmap.
-    fn dense_scratch<C>(&self, ctx: Ctx<'_, C>, items: usize) -> Option<&str> {
+    fn dense_scratch<C>(&self, ctx: Run<'_, C>, items: usize) -> Option<&str> {
         let dense = ctx.engine == Engine::Fast
-            && !ctx.exec.caps().no_merge.load(Ordering::Relaxed)
+            && ctx.exec.has(MERGE)
             && dense::worth_it(self.geometry.bits, items, self.geometry.hashes);
         self.scratch.as_deref().filter(|_| dense)
     }
 
-    /// Runs the batch's parts, [`COMMANDS_IN_FLIGHT`] at a time, in order on the connection;
+    /// Runs the batch's parts, a few at a time ([`exec::in_order`]), in order on the connection;
     /// the answers in input order.
-    async fn in_commands<C, T>(
+    async fn in_commands<C>(
         &self,
-        ctx: Ctx<'_, C>,
-        batch: &Batch<'_, T>,
+        ctx: Run<'_, C>,
+        batch: &Batch<'_>,
         direction: Direction,
     ) -> Result<Vec<bool>>
     where
         C: ConnectionLike + Clone + Send + Sync,
-        T: AsRef<[u8]>,
     {
-        let command = |i| async move {
-            let (items, offsets) = batch.part(i)?;
-            match direction {
-                Direction::Write => self.write_command(ctx, items, offsets).await,
-                Direction::Read => self.read_command(ctx, items, offsets).await,
+        match batch.parts.len() {
+            0 => Ok(Vec::new()),
+            1 => self.command(ctx, batch, direction, 0).await,
+            // Futures do nothing until polled: each part's offsets are computed when it is
+            // sent.
+            parts => {
+                let command = |i| self.boxed_command(ctx, batch, direction, i);
+                exec::in_order((0..parts).map(command).collect()).await
             }
-        };
-        let parts = batch.parts.len();
-        if parts <= 1 {
-            return match parts {
-                0 => Ok(Vec::new()),
-                _ => command(0).await,
-            };
         }
-        let mut answers = Vec::with_capacity(batch.len());
-        // Futures do nothing until polled: each part's offsets are computed when it is sent.
-        let parts: Vec<_> = (0..parts).map(command).collect();
-        let mut parts = futures_util::stream::iter(parts).buffered(COMMANDS_IN_FLIGHT);
-        while let Some(part) = parts.next().await {
-            answers.extend(part?);
+    }
+
+    /// Part `i` of the batch: one command.
+    async fn command<C>(
+        &self,
+        ctx: Run<'_, C>,
+        batch: &Batch<'_>,
+        direction: Direction,
+        i: usize,
+    ) -> Result<Vec<bool>>
+    where
+        C: ConnectionLike + Clone + Send + Sync,
+    {
+        let (items, offsets) = batch.part(i)?;
+        match direction {
+            Direction::Write => self.write_command(ctx, items, offsets).await,
+            Direction::Read => self.read_command(ctx, items, offsets).await,
         }
-        Ok(answers)
+    }
+
+    /// [`command`](Bits::command), boxed: the compiler cannot yet prove a future held in a
+    /// stream `Send` for every lifetime it borrows (rust-lang/rust#110338). One allocation per
+    /// command of a batch of several.
+    fn boxed_command<'a, C>(
+        &'a self,
+        ctx: Run<'a, C>,
+        batch: &'a Batch<'a>,
+        direction: Direction,
+        i: usize,
+    ) -> futures_util::future::BoxFuture<'a, Result<Vec<bool>>>
+    where
+        C: ConnectionLike + Clone + Send + Sync,
+    {
+        Box::pin(self.command(ctx, batch, direction, i))
     }
 
     /// One write: a `BITFIELD` (in one transaction with the guard for a native filter), or
     /// go-zero's set script or its batch form.
     async fn write_command<C>(
         &self,
-        ctx: Ctx<'_, C>,
+        ctx: Run<'_, C>,
         items: usize,
         offsets: &[u64],
     ) -> Result<Vec<bool>>
@@ -435,7 +399,7 @@ impl Bits {
     /// or its batch form.
     async fn read_command<C>(
         &self,
-        ctx: Ctx<'_, C>,
+        ctx: Run<'_, C>,
         items: usize,
         offsets: &[u64],
     ) -> Result<Vec<bool>>
@@ -474,28 +438,17 @@ impl Bits {
     }
 
     /// `BITFIELD_RO`, or plain `BITFIELD` once the server has said it lacks `BITFIELD_RO`.
-    async fn read_bitfield<C>(&self, ctx: Ctx<'_, C>, offsets: &[u64]) -> Result<Value>
+    async fn read_bitfield<C>(&self, ctx: Run<'_, C>, offsets: &[u64]) -> Result<Value>
     where
         C: ConnectionLike + Clone + Send + Sync,
     {
-        let caps = ctx.exec.caps();
-        if !caps.no_bitfield_ro.load(Ordering::Relaxed) {
+        if ctx.exec.has(Cap::BitfieldRo) {
             match ctx
                 .exec
                 .query(&self.key, &bitfield::get(&self.key, offsets, true))
                 .await
             {
-                Err(Error::Redis(err)) if exec::is_unknown_command(&err) => {
-                    caps.no_bitfield_ro.store(true, Ordering::Relaxed);
-                    tracing::info!(
-                        target: "redbloom",
-                        key = %self.key,
-                        from = "BITFIELD_RO",
-                        to = "BITFIELD",
-                        cause = "unknown command (Redis < 6.2)",
-                        "fallback"
-                    );
-                }
+                Err(err) if ctx.exec.lacks(Cap::BitfieldRo, &self.key, &err) => {}
                 reply => return reply,
             }
         }
@@ -506,7 +459,7 @@ impl Bits {
 
     /// The dense add: the batch's bits as one bitmap ORed into the filter in one transaction;
     /// "new" from the bytes before.
-    async fn merge<C>(&self, ctx: Ctx<'_, C>, scratch: &str, offsets: &[u64]) -> Result<Vec<bool>>
+    async fn merge<C>(&self, ctx: Run<'_, C>, scratch: &str, offsets: &[u64]) -> Result<Vec<bool>>
     where
         C: ConnectionLike + Clone + Send + Sync,
     {
@@ -546,7 +499,7 @@ impl Bits {
     }
 
     /// The filter's bytes, in chunks of a few MiB, in one round trip (the dense check).
-    async fn read_whole<C>(&self, ctx: Ctx<'_, C>) -> Result<Vec<u8>>
+    async fn read_whole<C>(&self, ctx: Run<'_, C>) -> Result<Vec<u8>>
     where
         C: ConnectionLike + Clone + Send + Sync,
     {
@@ -557,7 +510,7 @@ impl Bits {
     }
 
     /// The key's fill, size and TTL in one atomic round trip; `key` names the filter.
-    pub(crate) async fn info<C>(&self, ctx: Ctx<'_, C>, key: &str) -> Result<FilterInfo>
+    pub(crate) async fn info<C>(&self, ctx: Run<'_, C>, key: &str) -> Result<FilterInfo>
     where
         C: ConnectionLike + Clone + Send + Sync,
     {
@@ -584,67 +537,6 @@ impl Bits {
             estimated_fpr: current_fpr(bits, hashes, bits_set),
             ttl: KeyTtl::from_pttl(replies.take(pttl)?),
         })
-    }
-
-    /// Deletes the key (and the parameters, when the guard lives in this slot group) or sets
-    /// their TTL, after checking in the same script that the key is a string no longer than
-    /// this size and the stored parameters are this filter's. Whether the bits existed.
-    pub(crate) async fn remove<C>(&self, ctx: Ctx<'_, C>, how: Removal) -> Result<bool>
-    where
-        C: ConnectionLike + Clone + Send + Sync,
-    {
-        let mut keys = vec![self.key.as_str()];
-        keys.extend(ctx.guard.and_then(Guard::key));
-        let (op, millis) = match how {
-            Removal::Delete => ("del", 0),
-            Removal::Expire(millis) => ("pexpire", millis),
-        };
-        let fingerprint = ctx.guard.map_or("", Guard::fingerprint);
-        let bare_bits_are_a_filter = match self.geometry.layout {
-            Layout::GoZero => "1",
-            Layout::Native => "0",
-        };
-        let reply = ctx
-            .exec
-            .script(
-                &self.key,
-                &scripts::DROP,
-                &keys,
-                &[
-                    &op,
-                    &millis,
-                    &fingerprint,
-                    &self.geometry.max_bytes(),
-                    &bare_bits_are_a_filter,
-                ],
-            )
-            .await?;
-        let evidence = match &reply {
-            Value::Int(done) => return Ok(*done > 0),
-            Value::Array(refusal) => match refusal.as_slice() {
-                [Value::BulkString(what), Value::BulkString(stored)] if what == b"params" => {
-                    let stored = String::from_utf8_lossy(stored).into_owned();
-                    Some(Evidence::Stored((!stored.is_empty()).then_some(stored)))
-                }
-                [Value::BulkString(what), Value::Int(bytes)] if what == b"length" => {
-                    Some(Evidence::Length(*bytes))
-                }
-                _ => None,
-            },
-            _ => None,
-        };
-        match (evidence, ctx.guard) {
-            (Some(evidence), Some(guard)) => Err(guard.refusal(evidence)),
-            (Some(Evidence::Length(bytes)), None) => {
-                let requested = self.geometry.fingerprint(1);
-                guard::check_length(&self.key, self.geometry.bits, bytes, &requested).and(Err(
-                    Error::UnexpectedReply(format!("{reply:?} for {bytes} bytes")),
-                ))
-            }
-            _ => Err(Error::UnexpectedReply(format!(
-                "{reply:?} from clear or expire"
-            ))),
-        }
     }
 }
 

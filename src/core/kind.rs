@@ -1,0 +1,229 @@
+//! The seam between the core and a kind of filter: what a kind says, and nothing else.
+//!
+//! The core (`core/mod.rs`) owns what every kind does: the handle, the key checks, the
+//! parameters guard and the shards, fan-out and gather, retries and `WAIT` under the call's
+//! clock, clear and expire, the near cache and the snapshot file, and the span and metrics of
+//! every public call. A kind says what happens inside one slot group ([`Seam`]): how a batch
+//! of items is added or checked there, what its info and its keys are, how its near-cache copy
+//! is read and asked, and which keys make its snapshot sections. A kind that does not offer a
+//! part (a module filter has no near cache) says so with a typed error from that part's hook.
+
+use super::part::Ctx;
+use super::sharded::{Check, Shards};
+use super::{Conn, Core};
+use crate::error::Result;
+use crate::geometry::Geometry;
+use crate::io::guard::Guard;
+use crate::io::removal::Removal;
+use crate::near;
+use crate::options::Options;
+use crate::retry::Clock;
+use crate::snapshot::{Group, ImportMode, SectionHeader, Staged, Stored};
+use std::fmt::Debug;
+use std::future::Future;
+
+/// A kind of filter: [`Plain`](crate::kind::Plain), [`Window`](crate::kind::Window),
+/// [`Counting`](crate::kind::Counting) or [`Growing`](crate::kind::Growing). It is the `K` of
+/// [`Bloom<C, K>`](crate::Bloom) and [`Builder<K>`](crate::Builder), which choose the methods
+/// each kind has. Sealed: the kinds are this crate's.
+pub trait Kind: Seam {}
+
+/// What a batch does to the items of one slot group.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Op {
+    /// Adds them; true for each that was certainly new.
+    Add,
+    /// Checks them; true for each that may be present.
+    Exists,
+    /// Adds each only if absent (counting filters); true for each added.
+    AddIfAbsent,
+    /// Removes each once (counting filters); true for each removed.
+    Remove,
+}
+
+impl Op {
+    /// Whether the batch writes.
+    pub(crate) fn writes(self) -> bool {
+        self != Op::Exists
+    }
+}
+
+/// What a builder hands a kind to make a filter: checked common settings and the kind's own
+/// options. Nothing is sent to Redis.
+#[derive(Debug)]
+pub(crate) struct Setup<'a, K: Seam> {
+    /// The filter's name (checked: not empty, not reserved).
+    pub(crate) key: &'a str,
+    /// Its size as given: in bits, or by items and a rate (at most one of the two).
+    pub(crate) bits: Option<u64>,
+    pub(crate) items: Option<u64>,
+    pub(crate) fpr: Option<f64>,
+    pub(crate) hashes: Option<u32>,
+    /// Its number of shards (checked: 1..=1024).
+    pub(crate) shards: u32,
+    pub(crate) options: &'a Options,
+    pub(crate) kind: &'a K::Options,
+}
+
+/// What a kind makes of a [`Setup`]: itself, its parts (one per slot group) and its guard.
+#[derive(Debug)]
+pub(crate) struct Made<K: Seam> {
+    pub(crate) kind: K,
+    pub(crate) parts: Vec<K::Part>,
+    pub(crate) guard: Guard,
+}
+
+/// What a kind supplies to the core (see the module docs). Crate-private in all but name: the
+/// public [`Kind`] is sealed by it.
+#[allow(unreachable_pub, private_interfaces, private_bounds)]
+pub trait Seam: Sized + Send + Sync + Debug + 'static {
+    /// The kind's name: the `kind` of spans, metrics and snapshot files.
+    const NAME: &'static str;
+    /// The builder's options of this kind.
+    type Options: Debug + Clone + Send + Sync;
+    /// One slot group's keys and state.
+    type Part: Debug + Send + Sync;
+    /// What one part's info read gives.
+    type PartInfo: Send;
+    /// What `info` reports.
+    type Info: Debug + Send;
+    /// The near cache's copy of the filter.
+    type Copy: near::Copy + Debug;
+
+    /// The filter a builder describes.
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`](crate::Error::InvalidConfig) naming what is wrong.
+    fn make(setup: Setup<'_, Self>) -> Result<Made<Self>>;
+
+    /// The items of one batch of `op` on the part of `ctx`, in input order, one attempt or
+    /// retried as the kind's steps need (through `ctx`).
+    fn batch<'a, C: Conn>(
+        ctx: Ctx<'a, C, Self>,
+        op: Op,
+        items: &'a [&'a [u8]],
+    ) -> impl Future<Output = Result<Vec<bool>>> + Send + 'a;
+
+    /// When a sharded filter checks its parameters for `op`: adds beside the parts' writes; a
+    /// write that cannot be undone before any part is touched.
+    fn check(op: Op) -> Check {
+        match op {
+            Op::Exists => Check::Read,
+            Op::Add | Op::AddIfAbsent => Check::Write,
+            Op::Remove => Check::WriteFirst,
+        }
+    }
+
+    /// One part's info (retried by the core).
+    fn part_info<'a, C: Conn>(
+        ctx: Ctx<'a, C, Self>,
+    ) -> impl Future<Output = Result<Self::PartInfo>> + Send + 'a;
+
+    /// The filter's info from every part's.
+    fn info<'a, C: Conn>(
+        core: &'a Core<C, Self>,
+        clock: &'a Clock,
+        parts: Vec<Self::PartInfo>,
+    ) -> impl Future<Output = Result<Self::Info>> + Send + 'a;
+
+    /// Deletes the part's keys or sets their TTL, checked in the same step (one attempt).
+    fn drop_part<'a, C: Conn>(
+        ctx: Ctx<'a, C, Self>,
+        how: Removal,
+    ) -> impl Future<Output = Result<bool>> + Send + 'a;
+
+    /// Forgets what the filter learned of its keys (after a clear or an import replaced them).
+    fn forget(&self, _parts: &Shards<Self::Part>) {}
+
+    /// Items per add batch that load fastest.
+    fn bulk_add_batch_size(&self, parts: &Shards<Self::Part>) -> usize;
+
+    /// Items per check batch that check fastest.
+    fn bulk_check_batch_size(&self, parts: &Shards<Self::Part>) -> usize;
+
+    // ---- The near cache.
+
+    /// The bytes the copy takes (checked against the budget when the filter is built).
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`](crate::Error::InvalidConfig) when the kind offers no near cache.
+    fn copy_bytes(&self, parts: &Shards<Self::Part>) -> Result<u64>;
+
+    /// The prefixes of the keys the copy holds (for tracking).
+    fn copy_keys(&self, parts: &Shards<Self::Part>) -> Vec<String>;
+
+    /// Reads a new copy, after the parameters check.
+    fn read_copy<'a, C: Conn>(
+        core: &'a Core<C, Self>,
+        clock: &'a Clock,
+    ) -> impl Future<Output = Result<Self::Copy>> + Send + 'a;
+
+    /// Whether `item` is in `copy` (with no I/O and no allocation: the fast path).
+    fn in_copy(&self, parts: &Shards<Self::Part>, copy: &Self::Copy, item: &[u8]) -> bool;
+
+    // ---- Snapshots (the file format and the transfer are `crate::snapshot`'s).
+
+    /// `Ok` when a file may be merged into the filter ([`ImportMode::Merge`]); else the
+    /// refusal.
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`](crate::Error::InvalidConfig) saying why not.
+    fn merge_allowed(&self) -> Result<()>;
+
+    /// The part's keys as sections of a snapshot, in order (the parameters checked).
+    fn sections<'a, C: Conn>(
+        ctx: Ctx<'a, C, Self>,
+    ) -> impl Future<Output = Result<Vec<Stored>>> + Send + 'a;
+
+    /// The mismatch a key longer than its section may be means.
+    fn too_long(core_key: &str, guard: &Guard, stored: &Stored, len: u64) -> crate::Error;
+
+    /// Where a section of a file goes back: its target key and staging key.
+    ///
+    /// # Errors
+    /// [`Error::Snapshot`](crate::Error::Snapshot) for a section the filter has no place for.
+    fn place(
+        &self,
+        parts: &Shards<Self::Part>,
+        nonce: &str,
+        section: &SectionHeader,
+    ) -> Result<Staged>;
+
+    /// The staged sections by slot group, with the keys each replace deletes.
+    fn groups<'a, C: Conn>(
+        core: &'a Core<C, Self>,
+        staged: &'a [Staged],
+        mode: ImportMode,
+    ) -> impl Future<Output = Result<Vec<Group>>> + Send + 'a;
+}
+
+/// A kind's sizing in bits for the layout it uses: `rate` maps the rate given to the rate a
+/// key is sized for (a window's generation is sized at about half).
+pub(crate) fn sized<K: Seam>(
+    setup: &Setup<'_, K>,
+    layout: crate::layout::Layout,
+    rate: impl Fn(f64) -> f64,
+) -> Result<(u64, u32)> {
+    crate::sizing::for_builder(
+        setup.bits,
+        setup.items,
+        setup.fpr,
+        setup.hashes,
+        setup.shards,
+        layout,
+        rate,
+    )
+}
+
+/// The shape of each of `shards` parts of a filter of `bits` bits (checked: at most one key's
+/// 2^32 bits), and the whole filter's (every part's bits together).
+pub(crate) fn split(
+    layout: crate::layout::Layout,
+    bits: u64,
+    hashes: u32,
+    shards: u32,
+) -> Result<(Geometry, Geometry)> {
+    let shards = shards.max(1);
+    let per_part = Geometry::new(layout, bits.div_ceil(u64::from(shards)), hashes)?;
+    Ok((per_part, per_part.total(per_part.bits * u64::from(shards))))
+}

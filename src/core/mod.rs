@@ -1,0 +1,434 @@
+//! The one core under every kind of filter: [`Bloom<C, K>`] and what every kind does with it.
+//!
+//! A filter is one `Arc` ([`Core`]) holding its connection and executor, its name, its stored
+//! parameters' guard, its parts (one slot group each: one for a filter of one key, one per
+//! shard), the kind's own state, and its near cache. The public calls below are written once
+//! for every kind; each runs in a span with metrics ([`call`]), under one clock, and reaches the
+//! kind only through the [`Seam`](kind::Seam) for what happens inside one slot group.
+
+pub(crate) mod builder;
+pub(crate) mod call;
+pub(crate) mod kind;
+mod part;
+pub(crate) mod sharded;
+mod transfer;
+
+pub(crate) use self::call::Call;
+pub(crate) use self::kind::{Made, Op, Seam, Setup};
+pub(crate) use self::part::Ctx;
+
+use self::kind::Kind;
+use self::sharded::Shards;
+use crate::error::Result;
+use crate::io::exec::Exec;
+use crate::io::guard::Guard;
+use crate::io::removal::Removal;
+use crate::near::{Near, NearCache, NearCacheStats};
+use crate::retry::Clock;
+use redis::aio::ConnectionLike;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The connections a filter takes: any redis-rs async connection that can be cloned and
+/// shared (a `MultiplexedConnection`, a `ConnectionManager`, a cluster connection).
+pub(crate) trait Conn: ConnectionLike + Clone + Send + Sync {}
+
+impl<C: ConnectionLike + Clone + Send + Sync> Conn for C {}
+
+/// A Bloom filter kept in Redis, of the kind `K`, on the connection `C`: the type behind
+/// [`RedisBloom`](crate::RedisBloom), [`WindowBloom`](crate::WindowBloom),
+/// [`CountingBloom`](crate::CountingBloom) and [`GrowingBloom`](crate::GrowingBloom).
+///
+/// Every kind has the verbs below (`add`, `exists`, `add_many`, `exists_many`, `info`,
+/// `clear`, `expire`, `export`, `import`); each kind's page adds its own (a counting filter's
+/// `remove`, a window's `window()`, …). Made by a [`Builder`](crate::Builder) of the kind.
+///
+/// `C` is any redis-rs async connection that can be cloned and shared: a
+/// [`MultiplexedConnection`](redis::aio::MultiplexedConnection), a
+/// [`ConnectionManager`](redis::aio::ConnectionManager) or a cluster connection. Methods take
+/// `&self`; cloning a filter is one reference count, so clone it freely to use it from many
+/// tasks at once. Concurrent calls on one multiplexed connection are pipelined by redis-rs.
+pub struct Bloom<C, K: Kind>(pub(crate) Arc<Core<C, K>>);
+
+impl<C, K: Kind> Clone for Bloom<C, K> {
+    /// Another handle on the same filter: one reference count.
+    fn clone(&self) -> Self {
+        Bloom(Arc::clone(&self.0))
+    }
+}
+
+impl<C, K: Kind> std::fmt::Debug for Bloom<C, K> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Bloom")
+            .field("kind", &K::NAME)
+            .field("key", &self.0.key)
+            .field("shards", &self.0.parts.count())
+            .field("state", &self.0.kind)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What the handles of one filter share.
+pub(crate) struct Core<C, K: Seam> {
+    pub(crate) exec: Exec<C>,
+    /// The filter's name (for a sharded filter, the name its shards' keys derive from).
+    pub(crate) key: String,
+    /// The parameters stored beside the filter: in the part's slot group for a filter of one
+    /// key, in a slot of their own for a sharded one.
+    pub(crate) guard: Guard,
+    pub(crate) parts: Shards<K::Part>,
+    pub(crate) kind: K,
+    /// The copy that answers checks, when the builder asked for one.
+    pub(crate) near: Option<Near<K::Copy>>,
+}
+
+impl<C, K: Seam> Core<C, K> {
+    /// A filter of what `made` holds, on `conn`, with `near` (its budget checked here).
+    pub(crate) fn new(
+        conn: C,
+        key: String,
+        made: Made<K>,
+        options: crate::options::Options,
+        near: Option<NearCache>,
+    ) -> Result<Self> {
+        let parts = Shards::new(made.parts);
+        let near = match near {
+            Some(config) => {
+                let bytes = made.kind.copy_bytes(&parts)?;
+                let keys = made.kind.copy_keys(&parts);
+                Some(Near::new(
+                    &key,
+                    K::NAME,
+                    config,
+                    bytes,
+                    crate::near::prefixes(keys),
+                )?)
+            }
+            None => None,
+        };
+        Ok(Core {
+            exec: Exec::new(conn, options, K::NAME),
+            key,
+            guard: made.guard,
+            parts,
+            kind: made.kind,
+            near,
+        })
+    }
+
+    /// A copy on the same connection that has learned nothing yet (no near cache).
+    pub(crate) fn fork(&self) -> Self
+    where
+        C: Clone,
+        K: Clone,
+        K::Part: Clone,
+    {
+        Core {
+            exec: Exec::new(self.exec.conn().clone(), self.exec.options(), K::NAME),
+            key: self.key.clone(),
+            guard: self.guard.unchecked(),
+            parts: self.parts.clone(),
+            kind: self.kind.clone(),
+            near: None,
+        }
+    }
+
+    /// Whether the parameters live in the part's slot group (a filter of one key), so that
+    /// each step checks them in the same transaction or script.
+    pub(crate) fn inline(&self) -> bool {
+        self.parts.count() == 1
+    }
+
+    fn ctx<'a>(&'a self, clock: &'a Clock, index: usize) -> Ctx<'a, C, K> {
+        Ctx {
+            core: self,
+            clock,
+            index,
+        }
+    }
+}
+
+impl<C: Conn, K: Seam> Core<C, K> {
+    /// A batch of `op` on every part that holds items of it: a filter of one key in its part
+    /// (the guard inline); a sharded one checks its parameters as the kind says, runs the
+    /// parts at once and puts the answers back in input order.
+    pub(crate) async fn batch(&self, clock: &Clock, op: Op, items: &[&[u8]]) -> Result<Vec<bool>> {
+        if items.is_empty() {
+            return Ok(Vec::new());
+        }
+        if self.inline() {
+            return K::batch(self.ctx(clock, 0), op, items).await;
+        }
+        self.parts
+            .fan_out(
+                &self.exec,
+                clock,
+                &self.guard,
+                items,
+                K::check(op),
+                |index, items| async move { K::batch(self.ctx(clock, index), op, &items).await },
+            )
+            .await
+    }
+
+    /// A write batch, told to the near cache: adds reach its copy, anything else (a removal,
+    /// a failed write that may have been applied) counts as an invalidation.
+    async fn write(&self, op: Op, items: &[&[u8]]) -> Result<Vec<bool>> {
+        let answers = self.batch(&self.exec.clock(), op, items).await;
+        if let Some(near) = &self.near {
+            match (&answers, op) {
+                (Ok(_), Op::Add | Op::AddIfAbsent) => near.added(items),
+                _ => near.changed(),
+            }
+        }
+        answers
+    }
+
+    /// A check: from the near cache's copy while it is fresh (a new copy read when one is
+    /// due), else from Redis.
+    async fn check(&self, items: &[&[u8]]) -> Result<Vec<bool>> {
+        let clock = self.exec.clock();
+        let Some(near) = &self.near else {
+            return self.batch(&clock, Op::Exists, items).await;
+        };
+        let answer = |copy: &K::Copy, item: &[u8]| self.kind.in_copy(&self.parts, copy, item);
+        let read = || K::read_copy(self, &clock);
+        let remote = || self.batch(&clock, Op::Exists, items);
+        near.check(items, answer, read, remote).await
+    }
+
+    /// The answer for one item from the near cache's copy, when it may give it now.
+    fn answer_now(&self, item: &[u8]) -> Option<bool> {
+        self.near.as_ref()?.answer_now(item, |copy, item| {
+            self.kind.in_copy(&self.parts, copy, item)
+        })
+    }
+
+    /// A sharded filter's parameters check (its guard in a slot of its own), retried; a
+    /// filter of one key checks them in its parts' steps.
+    pub(crate) async fn ensure_beside(&self, clock: &Clock, write: bool) -> Result<()> {
+        if self.inline() {
+            return Ok(());
+        }
+        self.exec
+            .retried(clock, || self.guard.ensure(&self.exec, write))
+            .await
+    }
+
+    /// `f` on every part at once, each retried; the results in part order.
+    pub(crate) async fn each_part<'a, T, F, Fut>(&'a self, clock: &'a Clock, f: F) -> Result<Vec<T>>
+    where
+        F: Fn(Ctx<'a, C, K>) -> Fut,
+        Fut: std::future::Future<Output = Result<T>>,
+    {
+        let f = &f;
+        let all = (0..self.parts.parts().len()).map(|index| async move {
+            self.exec.retried(clock, || f(self.ctx(clock, index))).await
+        });
+        futures_util::future::try_join_all(all).await
+    }
+
+    async fn info(&self) -> Result<K::Info> {
+        let clock = self.exec.clock();
+        self.ensure_beside(&clock, false).await?;
+        let parts = self.each_part(&clock, K::part_info).await?;
+        K::info(self, &clock, parts).await
+    }
+
+    /// `clear` or `expire`: a sharded filter's parameters checked first, every part in a
+    /// checked step, then the parameters themselves (never the bare name, which may hold
+    /// someone else's filter); a filter of one key checks them in its part's step.
+    async fn drop_keys(&self, how: Removal) -> Result<bool> {
+        let clock = self.exec.clock();
+        self.ensure_beside(&clock, false).await?;
+        let dropped = self
+            .each_part(&clock, |ctx| K::drop_part(ctx, how))
+            .await?;
+        if !self.inline() {
+            self.guard.remove_stored(&self.exec, &clock, how).await?;
+        }
+        Ok(dropped.contains(&true))
+    }
+
+    /// Forgets what this handle knows of the filter's keys: its checks, the kind's state, its
+    /// near cache's copy.
+    fn forget(&self) {
+        self.guard.reset();
+        self.kind.forget(&self.parts);
+        if let Some(near) = &self.near {
+            near.cleared();
+        }
+    }
+}
+
+/// The items as byte slices.
+fn slices<T: AsRef<[u8]>>(items: &[T]) -> Vec<&[u8]> {
+    items.iter().map(AsRef::as_ref).collect()
+}
+
+impl<C, K: Kind> Bloom<C, K> {
+    /// The filter's key in Redis (for a sharded filter, the name its shards' keys derive from).
+    pub fn key(&self) -> &str {
+        &self.0.key
+    }
+
+    /// How many slot groups hold the filter (1 unless built with
+    /// [`Builder::shards`](crate::Builder::shards)).
+    pub fn shards(&self) -> u32 {
+        self.0.parts.count()
+    }
+
+    /// What the near cache has done (`None`: the filter has none).
+    pub fn near_cache_stats(&self) -> Option<NearCacheStats> {
+        self.0.near.as_ref().map(Near::stats)
+    }
+
+    /// Items per [`add_many`](Bloom::add_many) call that load fastest: large enough for the
+    /// kind's dense path where it has one. What `redbloom load` uses by default.
+    pub fn bulk_add_batch_size(&self) -> usize {
+        self.0.kind.bulk_add_batch_size(&self.0.parts)
+    }
+
+    /// Items per [`exists_many`](Bloom::exists_many) call that check fastest. What
+    /// `redbloom check` uses by default.
+    pub fn bulk_check_batch_size(&self) -> usize {
+        self.0.kind.bulk_check_batch_size(&self.0.parts)
+    }
+}
+
+impl<C: ConnectionLike + Clone + Send + Sync, K: Kind> Bloom<C, K> {
+    /// Adds `item`. Returns `true` when the item was certainly new to the filter: a plain
+    /// filter's bit flipped from 0 to 1, a window filter's item was in no live generation, a
+    /// counting filter's counter went from 0 to 1, a growing filter's item was in no level;
+    /// `false` when it was added before (or this is a false positive). Atomic: of many
+    /// concurrent adds of one item, exactly one returns `true`.
+    ///
+    /// Adding is idempotent (but for a counting filter, which counts), so retrying after a
+    /// timeout or a lost connection is safe. A timeout does not mean the add failed: it may
+    /// have been applied.
+    ///
+    /// # Errors
+    /// [`Error::WrongType`](crate::Error::WrongType) when a key of the filter holds a
+    /// non-string; [`Error::ParamsMismatch`](crate::Error::ParamsMismatch) when the stored
+    /// parameters differ from this filter's (nothing is written);
+    /// [`Error::Full`](crate::Error::Full) for a growing filter past its levels;
+    /// [`Error::Timeout`](crate::Error::Timeout), [`Error::Deadline`](crate::Error::Deadline)
+    /// and [`Error::Connection`](crate::Error::Connection) for network faults;
+    /// [`Error::Redis`](crate::Error::Redis) for other server errors.
+    pub async fn add(&self, item: impl AsRef<[u8]>) -> Result<bool> {
+        let item = item.as_ref();
+        let core = &*self.0;
+        let one = std::slice::from_ref(&item);
+        call::run::<K, _>(Call::Add, &core.key, Some(1), async {
+            Ok(core.write(Op::Add, one).await?[0])
+        })
+        .await
+    }
+
+    /// Whether `item` may be in the filter: `false` means certainly never added (a window
+    /// filter: not added within the window); `true` means added, or a false positive. A
+    /// missing filter holds no items.
+    ///
+    /// # Errors
+    /// As for [`add`](Bloom::add).
+    pub async fn exists(&self, item: impl AsRef<[u8]>) -> Result<bool> {
+        let item = item.as_ref();
+        let core = &*self.0;
+        call::run::<K, _>(Call::Exists, &core.key, Some(1), async {
+            if let Some(found) = core.answer_now(item) {
+                return Ok(found);
+            }
+            // Boxed: a call answered from the copy does not carry the way to Redis.
+            Ok(Box::pin(core.check(std::slice::from_ref(&item))).await?[0])
+        })
+        .await
+    }
+
+    /// Adds every item; the result for each item, in input order, means what
+    /// [`add`](Bloom::add)'s does. An item repeated in the batch is new only at its first
+    /// occurrence. An empty slice sends nothing.
+    ///
+    /// A batch is split into commands of a bounded size (at most
+    /// [`MAX_OFFSETS_PER_COMMAND`](crate::MAX_OFFSETS_PER_COMMAND) bits each), a few in
+    /// flight at a time, in order: each command is atomic, the batch as a whole is not
+    /// (another client may see part of it). A batch large enough to outweigh the filter takes
+    /// the kind's dense path (the batch as a bitmap merged into the keys; see each kind's
+    /// page). A sharded filter sends each shard its items at once.
+    ///
+    /// # Errors
+    /// As for [`add`](Bloom::add). On error, some, all or none of the items may be added.
+    pub async fn add_many<T: AsRef<[u8]>>(&self, items: &[T]) -> Result<Vec<bool>> {
+        let core = &*self.0;
+        call::run::<K, _>(Call::AddMany, &core.key, Some(items.len()), async {
+            core.write(Op::Add, &slices(items)).await
+        })
+        .await
+    }
+
+    /// Checks every item; the result for each item, in input order, means what
+    /// [`exists`](Bloom::exists)'s does. An empty slice sends nothing. A batch large enough
+    /// reads the filter's keys instead of sending every item's bits.
+    ///
+    /// # Errors
+    /// As for [`add`](Bloom::add).
+    pub async fn exists_many<T: AsRef<[u8]>>(&self, items: &[T]) -> Result<Vec<bool>> {
+        let core = &*self.0;
+        call::run::<K, _>(Call::ExistsMany, &core.key, Some(items.len()), async {
+            match items.is_empty() {
+                true => Ok(Vec::new()),
+                false => core.check(&slices(items)).await,
+            }
+        })
+        .await
+    }
+
+    /// Reads the filter's fill, size and TTL (one round trip per shard; see each kind's info
+    /// type for what it adds).
+    ///
+    /// # Errors
+    /// As for [`add`](Bloom::add).
+    pub async fn info(&self) -> Result<K::Info> {
+        let core = &*self.0;
+        call::run::<K, _>(Call::Info, &core.key, None, core.info()).await
+    }
+
+    /// Deletes the filter: every key it has (every shard's) and its stored parameters.
+    /// Returns whether it had anything.
+    ///
+    /// Checked first, in the same atomic step as the delete: a key of another type, a filter
+    /// stored with other parameters, or bits longer than this size holds are left untouched
+    /// and reported, as [`add`](Bloom::add) reports them. A sharded filter checks its
+    /// parameters, then each shard as it deletes it, then deletes the parameters; it never
+    /// touches the bare key of its name.
+    ///
+    /// # Errors
+    /// As for [`add`](Bloom::add); a mismatch leaves every key as it was.
+    pub async fn clear(&self) -> Result<bool> {
+        let core = &*self.0;
+        call::run::<K, _>(Call::Clear, &core.key, None, async {
+            core.guard.reset();
+            let done = core.drop_keys(Removal::Delete).await;
+            core.forget();
+            done
+        })
+        .await
+    }
+
+    /// Makes the whole filter (every key it has, and its stored parameters) expire after
+    /// `ttl`, checked as [`clear`](Bloom::clear) checks. Millisecond precision; a TTL shorter
+    /// than 1 ms is refused (Redis would delete the filter at once: use `clear` for that).
+    /// Returns `false` when the filter has no keys yet. A window filter's generations that
+    /// leave the window sooner keep their own expiry, and those made later expire by then
+    /// too; a growing filter's levels made later as well.
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`](crate::Error::InvalidConfig) for a TTL below 1 ms or too long
+    /// for Redis; otherwise as for [`clear`](Bloom::clear).
+    pub async fn expire(&self, ttl: Duration) -> Result<bool> {
+        let core = &*self.0;
+        call::run::<K, _>(Call::Expire, &core.key, None, async {
+            core.drop_keys(Removal::expire(ttl)?).await
+        })
+        .await
+    }
+}

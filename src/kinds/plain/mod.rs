@@ -1,0 +1,374 @@
+//! The plain filter: fixed size, items never forgotten (SPEC.md §1-§3). One key in go-zero's
+//! layout by default, bit-compatible with go-zero's `core/bloom`; or several keys (shards).
+//!
+//! Its parts are keys of bits (`bits`); large batches on large keys go by ranges (`ranges`
+//! takes the turns, `merge` makes the passes); `offline` builds one without Redis.
+
+mod bits;
+mod merge;
+mod offline;
+mod ranges;
+
+pub use self::offline::OfflineBloom;
+
+use self::bits::{Batch, Bits, Run};
+use crate::core::builder::SizedInBits;
+use crate::core::call::{self, Call};
+use crate::core::kind::{self, Kind, Made, Op, Seam, Setup};
+use crate::core::sharded::{self, Shards};
+use crate::core::{Bloom, Conn, Core, Ctx};
+use crate::engine::Engine;
+use crate::error::Result;
+use crate::geometry::Geometry;
+use crate::hash::ItemHash;
+use crate::info::FilterInfo;
+use crate::io::guard::{Evidence, Guard};
+use crate::io::removal::Removal;
+use crate::io::strings;
+use crate::layout::Layout;
+use crate::near;
+use crate::retry::Clock;
+use crate::snapshot::{self, Group, ImportMode, SectionHeader, Staged, Stored};
+use crate::{dense, keys, Builder};
+use std::sync::Arc;
+
+/// A Bloom filter whose bits live in a Redis string, shared by every process that opens the
+/// same key with the same size.
+///
+/// The default layout is go-zero's `core/bloom` (SPEC.md §1): the key is used as given, and
+/// each item sets 14 bits at `murmur3(item ‖ i) mod bits`. A Go service using go-zero and a
+/// Rust service using this type read and write the same filter. [`Layout::Native`] is an
+/// opt-in layout with fewer bits per item for the same rate.
+///
+/// A batch that takes the dense path (a batch large enough to cover the filter) is one
+/// transaction on a filter of up to 4 MiB, however many items it holds; on a larger one it is
+/// merged one range of the key at a time
+/// ([`Builder::merge_chunk_bytes`](crate::Builder::merge_chunk_bytes), 128 KiB, about 0.5 ms
+/// of server time each), each range atomic: an item whose bits fall in two ranges may be
+/// reported new by two clients adding it at the same moment, and no bit is ever lost. Large
+/// batches of one handle take turns (and share their passes over the key), so among
+/// themselves they answer as sequential calls. Checks read the filter whole up to 4 MiB, and
+/// beyond that the ranges the batch touches.
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+/// use redbloom::redis;
+/// let client = redis::Client::open("redis://127.0.0.1:6379")?;
+/// let conn = client.get_multiplexed_async_connection().await?;
+/// let seen = redbloom::RedisBloom::new(conn, "events:seen", 20 * 1_000_000)?;
+/// if seen.add("event-42").await? {
+///     // certainly the first time this event was added
+/// }
+/// assert!(seen.exists("event-42").await?);
+/// # Ok(()) }
+/// ```
+pub type RedisBloom<C> = Bloom<C, Plain>;
+
+/// The plain kind (see [`RedisBloom`]): its shape (the whole filter's, all shards together)
+/// and the commands it uses.
+#[derive(Debug, Clone)]
+pub struct Plain {
+    geometry: Geometry,
+    engine: Engine,
+}
+
+/// A plain builder's own options.
+#[derive(Debug, Clone, Default)]
+pub struct PlainOptions {
+    /// `None`: go-zero's.
+    layout: Option<Layout>,
+    engine: Engine,
+}
+
+impl Kind for Plain {}
+impl SizedInBits for Plain {}
+
+impl Bloom<(), Plain> {
+    /// A [`Builder`] for a plain filter at `key`, sized in bits or from items and a rate; the
+    /// connection comes last, in [`Builder::build`].
+    pub fn builder(key: impl Into<String>) -> Builder<Plain> {
+        Builder::new(key)
+    }
+}
+
+impl Builder<Plain> {
+    /// How items map to bits. Defaults to [`Layout::GoZero`] (k = 14). With [`Layout::Native`],
+    /// [`expected_items`](Builder::expected_items) and
+    /// [`false_positive_rate`](Builder::false_positive_rate) choose both the bits and k
+    /// (SPEC.md §2, free k); with [`bits`](Builder::bits), give [`hashes`](Builder::hashes) too.
+    pub fn layout(mut self, layout: Layout) -> Self {
+        self.kind.layout = Some(layout);
+        self
+    }
+
+    /// The commands the filter uses. Defaults to [`Engine::Fast`].
+    pub fn engine(mut self, engine: Engine) -> Self {
+        self.kind.engine = engine;
+        self
+    }
+}
+
+impl<C: redis::aio::ConnectionLike + Clone + Send + Sync> Bloom<C, Plain> {
+    /// A filter of `bits` bits at `key`, in go-zero's layout (k = 14), with the default
+    /// [`Engine`]. Sends nothing to Redis.
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`](crate::Error::InvalidConfig) when `bits` is not in
+    /// `1..=2^32`, the key is empty, or the key is one that a filter keeps for itself (a name
+    /// holding `:redbloom:`, or a shard's key).
+    pub fn new(conn: C, key: impl Into<String>, bits: u64) -> Result<Self> {
+        Builder::new(key).bits(bits).build(conn)
+    }
+
+    /// Checks the parameters stored beside the filter against this client's now (storing them
+    /// when the filter is new), instead of on the first operation.
+    ///
+    /// Both layouts store their parameters (`layout`, `bits`, `hashes`) beside the bits, so
+    /// that a client with another size gets
+    /// [`Error::ParamsMismatch`](crate::Error::ParamsMismatch) instead of wrong answers. A
+    /// go-zero filter written by go-zero itself has none; it opens with whatever bits the
+    /// client gives, as in go-zero, as long as they are not longer than that size holds. A
+    /// native filter must have them.
+    ///
+    /// # Errors
+    /// [`Error::ParamsMismatch`](crate::Error::ParamsMismatch) when they differ, or for a
+    /// native filter over bits without parameters; otherwise as for [`add`](Bloom::add).
+    pub async fn check_params(&self) -> Result<()> {
+        let core = &*self.0;
+        call::run::<Plain, _>(Call::CheckParams, &core.key, None, async {
+            let clock = core.exec.clock();
+            core.exec
+                .retried(&clock, || core.guard.ensure(&core.exec, true))
+                .await
+        })
+        .await
+    }
+}
+
+impl<C> Bloom<C, Plain> {
+    /// The same filter using `engine`'s commands.
+    #[must_use]
+    pub fn with_engine(self, engine: Engine) -> Self
+    where
+        C: Clone,
+    {
+        let core = match Arc::try_unwrap(self.0) {
+            Ok(core) => core,
+            Err(shared) => shared.fork(),
+        };
+        let kind = Plain {
+            engine,
+            ..core.kind
+        };
+        Bloom(Arc::new(Core { kind, ..core }))
+    }
+
+    /// The filter's size in bits (all shards together).
+    pub fn bits(&self) -> u64 {
+        self.0.kind.geometry.bits
+    }
+
+    /// Bit locations per item (14 in go-zero's layout).
+    pub fn hashes(&self) -> u32 {
+        self.0.kind.geometry.hashes
+    }
+
+    /// How items map to bits.
+    pub fn layout(&self) -> Layout {
+        self.0.kind.geometry.layout
+    }
+
+    /// The commands this filter uses.
+    pub fn engine(&self) -> Engine {
+        self.0.kind.engine
+    }
+}
+
+/// The name of the parameters key beside a filter.
+const PARAMS: &str = "redbloom:params";
+
+impl Plain {
+    /// How a part's steps run.
+    fn run<'a, C>(&self, ctx: &Ctx<'a, C, Plain>) -> Run<'a, C> {
+        Run {
+            exec: ctx.exec(),
+            engine: self.engine,
+            guard: ctx.guard(),
+        }
+    }
+}
+
+#[allow(private_interfaces, private_bounds)]
+impl Seam for Plain {
+    const NAME: &'static str = "plain";
+    type Options = PlainOptions;
+    type Part = Bits;
+    type PartInfo = FilterInfo;
+    type Info = FilterInfo;
+    type Copy = near::Strings;
+
+    fn make(setup: Setup<'_, Self>) -> Result<Made<Self>> {
+        let layout = setup.kind.layout.unwrap_or_default();
+        let engine = setup.kind.engine;
+        let (bits, hashes) = kind::sized(&setup, layout, |fpr| fpr)?;
+        let key = setup.key;
+        if setup.shards <= 1 {
+            let geometry = Geometry::new(layout, bits, hashes)?;
+            let params = match layout {
+                // go-zero's own filters go unguarded when the name allows no key beside it.
+                Layout::GoZero => keys::sidecar(key, PARAMS).ok(),
+                Layout::Native => Some(keys::sidecar(key, PARAMS)?),
+            };
+            let fingerprint = geometry.fingerprint(1);
+            let guard = Guard::new(key.into(), params, key.into(), fingerprint, layout, bits);
+            let scratch = keys::sidecar(key, "redbloom:scratch").ok();
+            return Ok(Made {
+                kind: Plain { geometry, engine },
+                parts: vec![Bits::new(key.to_owned(), scratch, geometry)],
+                guard,
+            });
+        }
+        let shards = setup.shards;
+        let (per_shard, geometry) = kind::split(layout, bits, hashes, shards)?;
+        let parts = (0..shards)
+            .map(|i| {
+                let shard = keys::shard_key(key, i, shards);
+                let scratch = keys::sidecar(&shard, "redbloom:scratch").ok();
+                Bits::new(shard, scratch, per_shard)
+            })
+            .collect();
+        // The parameters are checked once, for the whole filter, in a slot of their own: the
+        // key that tells a new filter from bits without parameters is the parameters key
+        // itself (the shards are in other slots, and the bare name is not the filter's).
+        let params = keys::sidecar(key, PARAMS)?;
+        let guard = Guard::new(
+            key.into(),
+            Some(params.clone()),
+            params,
+            geometry.fingerprint(shards),
+            layout,
+            geometry.bits,
+        );
+        Ok(Made {
+            kind: Plain { geometry, engine },
+            parts,
+            guard,
+        })
+    }
+
+    /// One part's batch, retried as a whole: the parameters check (when the guard lives in
+    /// this part's slot group), then the bits, and after a write `WAIT`.
+    async fn batch<'a, C: Conn>(
+        ctx: Ctx<'a, C, Self>,
+        op: Op,
+        items: &'a [&'a [u8]],
+    ) -> Result<Vec<bool>> {
+        let part = ctx.part();
+        let batch = Batch::new(items, part.geometry);
+        let run = ctx.kind().run(&ctx);
+        let write = op.writes();
+        ctx.retried(|| async {
+            if let Some(guard) = run.guard {
+                guard.ensure(run.exec, write).await?;
+            }
+            if !write {
+                return part.read(run, &batch).await;
+            }
+            let new = part.write(run, &batch).await?;
+            run.exec.confirm(&part.key, run.engine).await?;
+            Ok(new)
+        })
+        .await
+    }
+
+    async fn part_info<'a, C: Conn>(ctx: Ctx<'a, C, Self>) -> Result<FilterInfo> {
+        let run = ctx.kind().run(&ctx);
+        if let Some(guard) = run.guard {
+            guard.ensure(run.exec, false).await?;
+        }
+        let part = ctx.part();
+        part.info(run, &part.key).await
+    }
+
+    async fn info<'a, C: Conn>(
+        core: &'a Core<C, Self>,
+        _: &'a Clock,
+        mut parts: Vec<FilterInfo>,
+    ) -> Result<FilterInfo> {
+        if parts.len() == 1 {
+            return Ok(parts.remove(0));
+        }
+        let Geometry { bits, hashes, .. } = core.kind.geometry;
+        Ok(sharded::sum_info(&core.key, bits, hashes, &parts))
+    }
+
+    async fn drop_part<'a, C: Conn>(ctx: Ctx<'a, C, Self>, how: Removal) -> Result<bool> {
+        let part = ctx.part();
+        strings::drop_checked(ctx.exec(), &part.key, ctx.guard(), part.geometry, how).await
+    }
+
+    fn bulk_add_batch_size(&self, parts: &Shards<Bits>) -> usize {
+        let part = &parts.parts()[0].geometry;
+        dense::add_batch_size(part.bits, part.hashes) * parts.count() as usize
+    }
+
+    fn bulk_check_batch_size(&self, parts: &Shards<Bits>) -> usize {
+        let part = &parts.parts()[0].geometry;
+        dense::check_batch_size(part.bits, part.hashes) * parts.count() as usize
+    }
+
+    fn copy_bytes(&self, _: &Shards<Bits>) -> Result<u64> {
+        Ok(self.geometry.bits.div_ceil(8))
+    }
+
+    fn copy_keys(&self, parts: &Shards<Bits>) -> Vec<String> {
+        parts.parts().iter().map(|p| p.key.clone()).collect()
+    }
+
+    async fn read_copy<'a, C: Conn>(
+        core: &'a Core<C, Self>,
+        clock: &'a Clock,
+    ) -> Result<near::Strings> {
+        let parts = core.parts.parts().iter();
+        let parts = parts.map(|p| (p.key.as_str(), p.geometry.max_bytes()));
+        near::read_strings(&core.exec, clock, &core.guard, parts).await
+    }
+
+    fn in_copy(&self, parts: &Shards<Bits>, copy: &near::Strings, item: &[u8]) -> bool {
+        let i = parts.part_of(item);
+        let geometry = &parts.parts()[i].geometry;
+        let bytes = &copy.0[i];
+        geometry.all(&ItemHash::of(item, geometry.layout), |offset| {
+            dense::test(bytes, offset)
+        })
+    }
+
+    fn merge_allowed(&self) -> Result<()> {
+        Ok(())
+    }
+
+    async fn sections<'a, C: Conn>(ctx: Ctx<'a, C, Self>) -> Result<Vec<Stored>> {
+        let part = ctx.part();
+        let max_bytes = part.geometry.max_bytes();
+        Ok(vec![snapshot::strings::section(ctx.index, &part.key, max_bytes)])
+    }
+
+    fn too_long(_: &str, guard: &Guard, _: &Stored, len: u64) -> crate::Error {
+        guard.refusal(Evidence::Length(len as i64))
+    }
+
+    fn place(&self, parts: &Shards<Bits>, nonce: &str, section: &SectionHeader) -> Result<Staged> {
+        snapshot::strings::place(section, nonce, |i| {
+            let part = parts.parts().get(i)?;
+            Some((part.key.as_str(), part.geometry.max_bytes()))
+        })
+    }
+
+    async fn groups<'a, C: Conn>(
+        core: &'a Core<C, Self>,
+        staged: &'a [Staged],
+        _: ImportMode,
+    ) -> Result<Vec<Group>> {
+        snapshot::strings::groups(staged, core.parts.parts().len())
+    }
+}
