@@ -33,6 +33,7 @@ pub use self::{
     info::{
         CountingInfo, FilterInfo, GenerationInfo, GrowingInfo, GrowingLevel, KeyTtl, WindowInfo,
     },
+    kinds::counting::CountingBloom,
     kinds::plain::{OfflineBloom, RedisBloom},
     layout::{native_locations, Layout},
     near::{NearCache, NearCacheStats},
@@ -51,6 +52,7 @@ pub use self::{
 pub mod kind {
     pub use crate::core::builder::SizedInBits;
     pub use crate::core::kind::Kind;
+    pub use crate::kinds::counting::Counting;
     pub use crate::kinds::plain::Plain;
 }
 

@@ -173,7 +173,7 @@ impl<C: Conn, K: Seam> Core<C, K> {
 
     /// A write batch, told to the near cache: adds reach its copy, anything else (a removal,
     /// a failed write that may have been applied) counts as an invalidation.
-    async fn write(&self, op: Op, items: &[&[u8]]) -> Result<Vec<bool>> {
+    pub(crate) async fn write(&self, op: Op, items: &[&[u8]]) -> Result<Vec<bool>> {
         let answers = self.batch(&self.exec.clock(), op, items).await;
         if let Some(near) = &self.near {
             match (&answers, op) {

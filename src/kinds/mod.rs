@@ -3,3 +3,4 @@
 //! cache's copy and its snapshot sections.
 
 pub(crate) mod plain;
+pub(crate) mod counting;

@@ -9,7 +9,19 @@
 //! path, and the answers are those the per-item path gives for the same counters: computed
 //! from the bytes the swap found, in input order.
 
-use super::Op;
+use super::{Counters, Counting};
+use crate::core::{Conn, Ctx, Op};
+use crate::engine::Engine;
+use crate::error::{Error, Result};
+use crate::dense;
+use crate::io::exec::Exec;
+use crate::io::guard::{Evidence, Guard};
+use crate::io::tx::{Slot, Tx};
+use redis::Value;
+
+/// The dense path's compare-and-set of a whole key of counters (run with `EVAL` inside a
+/// `MULTI`, where `EVALSHA`'s `NOSCRIPT` could not be answered by loading it).
+const COUNTING_SWAP: &str = include_str!("../../../lua/counting_swap.lua");
 
 /// The largest key of counters written whole: a swap holds the server while it compares and
 /// copies the key's bytes (measured on Redis 7.0.15: docs/design.md "Counting filters"), and a
@@ -40,6 +52,90 @@ pub(crate) fn batch_size(bytes: u64, hashes: u32, per_item: usize) -> usize {
     } else {
         per_item
     }
+}
+
+/// A write batch the dense way: the counters read whole, the batch applied here, and the
+/// result swapped in by one script that writes nothing if they changed since the read (tried
+/// [`SWAP_ATTEMPTS`] times, each retried). `None` when every swap found them changed: the
+/// batch then goes the per-item way.
+pub(super) async fn run<C: Conn>(
+    ctx: Ctx<'_, C, Counting>,
+    cells: &[u64],
+    op: Op,
+) -> Result<Option<Vec<bool>>> {
+    let (part, exec, params) = (ctx.part(), ctx.exec(), ctx.params());
+    let Some((old_key, new_key)) = &part.scratch else {
+        return Ok(None);
+    };
+    let k = part.geometry.hashes as usize;
+    let _turn = part.turn.lock().await;
+    let mut keys = vec![part.key.as_str(), old_key, new_key];
+    keys.extend(ctx.guard().and_then(|g| g.key()));
+    let adds = if op == Op::Remove { "0" } else { "1" };
+    for _ in 0..SWAP_ATTEMPTS {
+        let swapped = ctx
+            .retried(|| async {
+                let old = read_whole(exec, part).await?;
+                let mut new = old.clone();
+                let answers = apply(op, &mut new, cells, k);
+                let changed = if new == old { "0" } else { "1" };
+                let mut tx = Tx::atomic();
+                for (scratch, bytes) in [(old_key, &old), (new_key, &new)] {
+                    let mut set = redis::cmd("SET");
+                    set.arg(scratch).arg(bytes).arg("PX").arg(SCRATCH_TTL_MS);
+                    tx.add_unread(set);
+                }
+                let mut eval = redis::cmd("EVAL");
+                eval.arg(COUNTING_SWAP)
+                    .arg(keys.len())
+                    .arg(&keys)
+                    .arg(params.fingerprint())
+                    .arg(adds)
+                    .arg(changed);
+                let reply: Slot<Value> = tx.add(eval);
+                let reply = exec.run(&part.key, &tx).await?.take(reply)?;
+                if let Some(refusal) = refusal(params, &reply) {
+                    return Err(refusal);
+                }
+                match reply {
+                    Value::Int(1) => {
+                        exec.confirm(&part.key, Engine::Fast).await?;
+                        Ok(Some(answers))
+                    }
+                    Value::Int(0) => Ok(None),
+                    reply => Err(Error::UnexpectedReply(format!(
+                        "{reply:?} from the counters' swap"
+                    ))),
+                }
+            })
+            .await?;
+        if swapped.is_some() {
+            return Ok(swapped);
+        }
+    }
+    Ok(None)
+}
+
+/// The error a script's `{"params", STORED}` reply means, if it is one.
+pub(super) fn refusal(guard: &Guard, reply: &Value) -> Option<Error> {
+    let Value::Array(refusal) = reply else {
+        return None;
+    };
+    let [Value::BulkString(what), Value::BulkString(stored)] = refusal.as_slice() else {
+        return None;
+    };
+    (what == b"params").then(|| {
+        let stored = String::from_utf8_lossy(stored).into_owned();
+        guard.refusal(Evidence::Stored((!stored.is_empty()).then_some(stored)))
+    })
+}
+
+/// A key's counters, in chunks of a few MiB, in one round trip.
+pub(super) async fn read_whole<C: Conn>(exec: &Exec<C>, part: &Counters) -> Result<Vec<u8>> {
+    let mut tx = Tx::plain();
+    let whole = dense::read_whole(&mut tx, &part.key, part.geometry.bits * 4);
+    let mut replies = exec.run(&part.key, &tx).await?;
+    whole.take(&mut replies)
 }
 
 /// Counter `cell` (Redis's order: counter i is bits 4i..4i+3, the high nibble of byte i/2 for

@@ -1,0 +1,219 @@
+//! A counting filter's batch in one part: a check that outweighs the counters reads them whole;
+//! a write that outweighs them swaps them (`swap`); the rest goes in commands of at most
+//! `MAX_OFFSETS_PER_COMMAND` counters, a few in flight, in order, a write and its `WAIT`
+//! retried together.
+
+use super::swap::{self, read_whole, refusal};
+use super::{Counters, Counting};
+use crate::bitfield::{self, Fold, MAX_OFFSETS_PER_COMMAND};
+use crate::core::{Conn, Ctx, Op};
+use crate::dense;
+use crate::engine::Engine;
+use crate::error::{Error, Result};
+use crate::io::exec::{self, Cap, Exec};
+use crate::io::guard::Guard;
+use crate::io::tx::{Slot, Tx};
+use futures_util::future::BoxFuture;
+use redis::Value;
+
+script!(
+    /// Removes items: nothing unless every counter is above zero; saturated counters stay.
+    COUNTING_REMOVE = include_str!("../../../lua/counting_remove.lua")
+);
+script!(
+    /// Adds items only if absent (`CF.ADDNX`).
+    COUNTING_ADD_ABSENT = include_str!("../../../lua/counting_add_absent.lua")
+);
+use crate::scripts::script;
+
+/// What a refused dense swap falls back to.
+const SWAP: Cap = Cap::Merge {
+    from: "dense swap",
+    to: "BITFIELD",
+};
+
+/// One part's items.
+pub(super) async fn part<C: Conn>(
+    ctx: Ctx<'_, C, Counting>,
+    items: &[&[u8]],
+    op: Op,
+) -> Result<Vec<bool>> {
+    let part = ctx.part();
+    let exec = ctx.exec();
+    let k = part.geometry.hashes as usize;
+    // A check that outweighs the counters reads them whole (as the plain filter's dense check
+    // reads its bits) and tests them here.
+    let bytes = part.max_bytes();
+    if op == Op::Exists
+        && bytes <= dense::MAX_READ_BYTES
+        && items.len() as u64 * part.geometry.hashes as u64 * 8 >= bytes
+    {
+        let cells = part.geometry.offsets(items)?;
+        return ctx
+            .retried(|| async {
+                let counters = read_whole(exec, part).await?;
+                Ok(cells
+                    .chunks(k)
+                    .map(|item| item.iter().all(|&cell| swap::counter(&counters, cell) > 0))
+                    .collect())
+            })
+            .await;
+    }
+    // A write that outweighs the counters reads them, changes them here and swaps them back
+    // whole, unless other writers keep changing them meanwhile.
+    if op != Op::Exists
+        && part.scratch.is_some()
+        && exec.has(SWAP)
+        && swap::worth_it(bytes, items.len(), part.geometry.hashes, swap::MAX_SWAP_BYTES)
+    {
+        let cells = part.geometry.offsets(items)?;
+        match swap::run(ctx, &cells, op).await {
+            Ok(Some(answers)) => return Ok(answers),
+            Ok(None) => tracing::debug!(
+                target: "redbloom",
+                key = %part.key,
+                from = "dense swap",
+                to = "BITFIELD",
+                cause = "other writers changed the counters during every swap",
+                "fallback"
+            ),
+            // A user granted the counters but not the scratch keys or the swap's commands: the
+            // same batch by BITFIELD.
+            Err(err) if exec.lacks(SWAP, &part.key, &err) => {}
+            Err(err) => return Err(err),
+        }
+    }
+    let per_command = (MAX_OFFSETS_PER_COMMAND / k).max(1);
+    let on = On {
+        exec,
+        params: ctx.params(),
+        guard: ctx.guard(),
+        part,
+    };
+    let attempt = || async move {
+        if items.len() <= per_command {
+            return on.command(items, op).await;
+        }
+        let commands = items.chunks(per_command).map(|chunk| on.boxed(chunk, op));
+        exec::in_order(commands.collect()).await
+    };
+    match op {
+        Op::Exists => attempt().await,
+        _ => ctx.written(&part.key, Engine::Fast, attempt).await,
+    }
+}
+
+/// Where a part's commands go: the executor, the filter's parameters (and its guard when it
+/// lives in this part's slot group) and the part.
+struct On<'a, C> {
+    exec: &'a Exec<C>,
+    params: &'a Guard,
+    guard: Option<&'a Guard>,
+    part: &'a Counters,
+}
+
+impl<C> Clone for On<'_, C> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<C> Copy for On<'_, C> {}
+
+impl<'a, C: Conn> On<'a, C> {
+    /// [`command`](On::command), boxed (see [`exec::in_order`]).
+    fn boxed(self, items: &'a [&'a [u8]], op: Op) -> BoxFuture<'a, Result<Vec<bool>>> {
+        Box::pin(self.command(items, op))
+    }
+
+    /// One command: its items' counters incremented (with the guard's step, for a filter of
+    /// one key, in the same transaction), read, or changed by a script that checks the
+    /// parameters of a filter of one key in the same step.
+    async fn command(self, items: &[&[u8]], op: Op) -> Result<Vec<bool>> {
+        let On {
+            exec,
+            params,
+            guard,
+            part,
+        } = self;
+        command(exec, params, guard, part, items, op).await
+    }
+}
+
+async fn command<C: Conn>(
+    exec: &Exec<C>,
+    params: &Guard,
+    guard: Option<&Guard>,
+    part: &Counters,
+    items: &[&[u8]],
+    op: Op,
+) -> Result<Vec<bool>> {
+    let cells = part.geometry.offsets(items)?;
+    let k = part.geometry.hashes as usize;
+    let count = items.len();
+    let unexpected =
+        |reply: &Value| Error::UnexpectedReply(format!("{reply:?} for {count} items of {k} counters"));
+    match op {
+        Op::Add => {
+            let mut tx = match guard {
+                Some(_) => Tx::atomic(),
+                None => Tx::plain(),
+            };
+            let step = guard.and_then(|g| g.step(&mut tx).map(|slot| (g, slot)));
+            let incr: Slot<Value> = tx.add(bitfield::increment(&part.key, &cells));
+            let mut replies = exec.run(&part.key, &tx).await?;
+            if let Some((g, slot)) = step {
+                g.check_step(replies.take(slot)?)?;
+            }
+            let reply = replies.take(incr)?;
+            bitfield::fold_counters(&reply, k, count, Fold::AnyZero).ok_or_else(|| unexpected(&reply))
+        }
+        Op::Exists => {
+            let read = |read_only| bitfield::get_counters(&part.key, &cells, read_only);
+            let reply: Value = match exec.has(Cap::BitfieldRo) {
+                true => match exec.query(&part.key, &read(true)).await {
+                    Err(err) if exec.lacks(Cap::BitfieldRo, &part.key, &err) => {
+                        exec.query(&part.key, &read(false)).await?
+                    }
+                    reply => reply?,
+                },
+                false => exec.query(&part.key, &read(false)).await?,
+            };
+            bitfield::fold_counters(&reply, k, count, Fold::AllOne).ok_or_else(|| unexpected(&reply))
+        }
+        Op::Remove | Op::AddIfAbsent => {
+            let mut keys = vec![part.key.as_str()];
+            keys.extend(guard.and_then(Guard::key));
+            let script = match op {
+                Op::Remove => &COUNTING_REMOVE,
+                _ => &COUNTING_ADD_ABSENT,
+            };
+            let fingerprint = params.fingerprint();
+            let bit_offsets: Vec<u64> = cells.iter().map(|cell| cell * 4).collect();
+            let reply = exec
+                .script(&part.key, script, &keys, &[&fingerprint, &k, &bit_offsets])
+                .await?;
+            if let Some(refusal) = refusal(params, &reply) {
+                return Err(refusal);
+            }
+            flags(&reply, count).ok_or_else(|| unexpected(&reply))
+        }
+    }
+}
+
+/// One flag per item from a script's array of 0/1.
+fn flags(reply: &Value, items: usize) -> Option<Vec<bool>> {
+    let Value::Array(values) = reply else {
+        return None;
+    };
+    if values.len() != items {
+        return None;
+    }
+    values
+        .iter()
+        .map(|v| match v {
+            Value::Int(flag) => Some(*flag == 1),
+            _ => None,
+        })
+        .collect()
+}
