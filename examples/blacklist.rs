@@ -6,6 +6,7 @@
 //! DELETE /block/{item}  ->  {"item":"...","blocked":false,"removed":true|false}
 //! GET    /check/{item}  ->  {"item":"...","blocked":true|false}
 //! GET    /stats         ->  {"key":"...","near_cache":null|{"hits":..,"misses":..,...}}
+//! GET    /metrics       ->  redbloom_calls_total{kind="counting",op="add_if_absent",...} ...
 //!
 //! cargo run --example blacklist                          # calls itself in-process, checks, exits
 //! cargo run --example blacklist -- --serve 127.0.0.1:3000
@@ -74,6 +75,15 @@
 //!   Redis set, a database) and send DELETE only for items it holds; the filter then answers
 //!   the fast lookups.
 //!
+//! # Metrics (`--features metrics`)
+//!
+//! Built with the crate's `metrics` feature (`cargo run --features metrics --example blacklist
+//! -- --serve ...`), the service installs a Prometheus recorder
+//! (`metrics-exporter-prometheus`) and serves every `redbloom_…` metric (README "Metrics") at
+//! `GET /metrics` in Prometheus's text format: calls by kind, op and outcome with their
+//! latencies, retries, fallbacks, and the near cache's hits and misses. Without the feature,
+//! `/metrics` answers 404 and the library records nothing.
+//!
 //! ```text
 //! blacklist [--serve ADDR] [--near-cache DURATION] [--key KEY]
 //! ```
@@ -105,11 +115,44 @@ const SELF_TEST_REFRESH: Duration = Duration::from_millis(500);
 type Blacklist = CountingBloom<MultiplexedConnection>;
 
 fn app(blacklist: Blacklist) -> Router {
-    Router::new()
+    let router = Router::new()
         .route("/check/{item}", get(check))
         .route("/block/{item}", post(block).delete(unblock))
-        .route("/stats", get(stats))
-        .with_state(blacklist)
+        .route("/stats", get(stats));
+    metrics::route(router).with_state(blacklist)
+}
+
+/// `GET /metrics` (with the crate's `metrics` feature): the library's metrics, through a
+/// Prometheus recorder installed once for the process.
+#[cfg(feature = "metrics")]
+mod metrics {
+    use super::Blacklist;
+    use axum::routing::get;
+    use axum::Router;
+    use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
+    use std::sync::OnceLock;
+
+    fn handle() -> &'static PrometheusHandle {
+        static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
+        HANDLE.get_or_init(|| {
+            PrometheusBuilder::new()
+                .install_recorder()
+                .expect("no other metrics recorder is installed")
+        })
+    }
+
+    pub(super) fn route(router: Router<Blacklist>) -> Router<Blacklist> {
+        let handle = handle();
+        router.route("/metrics", get(move || async move { handle.render() }))
+    }
+}
+
+/// Without the `metrics` feature: no `/metrics`.
+#[cfg(not(feature = "metrics"))]
+mod metrics {
+    pub(super) fn route(router: axum::Router<super::Blacklist>) -> axum::Router<super::Blacklist> {
+        router
+    }
 }
 
 /// One instance's blacklist: its own connection to `url` and, with `near_cache`, a copy in

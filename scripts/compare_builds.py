@@ -5,11 +5,13 @@
       "items" == EXPECT and "seconds" > 0, not interrupted), appends one JSON line to OUT:
       {"workload", "build", "round", "items_per_sec", "result"} and prints the rate;
       exits 1 (saying why) when LINE is not such a report
+  compare_builds.py annotate IN OUT NAME=VALUE...
+      appends IN's lines to OUT with the fields NAME=VALUE (VALUE as JSON when it parses)
   compare_builds.py table OUT
       the comparison table of every workload in OUT: medians of each build, the ratio
       new/base of the medians, the spread of the pairwise ratios (round i's new / round i's
-      base), and whether the non-timing fields (items, new, present, absent, removed)
-      agreed in every run of both builds
+      base), pairs kept although disturbed, and whether the counts (items, present, absent,
+      removed; `new` apart, which varies from run to run) agreed in every run of both builds
 """
 import json
 import math
@@ -48,6 +50,21 @@ def record(out, workload, build, rnd, expect, line):
     print(f"{value:,.0f}")
 
 
+def annotate(src, out, pairs):
+    fields = {}
+    for pair in pairs:
+        name, value = pair.split("=", 1)
+        try:
+            fields[name] = json.loads(value)
+        except ValueError:
+            fields[name] = value
+    with open(out, "a") as f:
+        for line in open(src):
+            row = json.loads(line)
+            row.update(fields)
+            f.write(json.dumps(row) + "\n")
+
+
 def table(out):
     rows = [json.loads(line) for line in open(out)]
     order, runs = [], {}
@@ -58,28 +75,39 @@ def table(out):
             runs[w] = {"base": {}, "new": {}}
         runs[w][row["build"]][row["round"]] = row
     width = max([len("workload")] + [len(w) for w in order])
-    print("Throughput in items/s (for every workload: `bench` reports items_per_sec; load,")
-    print("check and unload: items / seconds). Ratio = new / base: > 1 means the new build is")
-    print("faster, < 1 slower; below 0.90 is more than 10% slower (marked <).")
-    print("pairwise = round i's new / round i's base (min / median / max over the rounds).")
-    print("same = every non-timing field (items, new, present, absent, removed) equal in every")
-    print("run of both builds.\n")
+    print("Throughput in items/s (`bench`: its items_per_sec; load, check, unload: items / seconds).")
+    print("new/base = new median / base median: > 1 means the new build is faster, < 1 slower;")
+    print("under 0.90 (more than 10% slower) is marked <.")
+    print("pairwise = round i's new / round i's base: min / median / max over the rounds, and")
+    print("spread = max - min. n = pairs; dist = pairs kept although another process used the CPU.")
+    print("same = the counts (items, present, absent, removed; `new` apart) equal in every run of")
+    print("both builds; new±N: so, and `new` (load) varied by up to N items.\n")
     head = (f"| {'workload':<{width}} | {'base median':>12} | {'new median':>12} | {'new/base':>8} "
-            f"| {'pairwise min':>12} | {'pw median':>9} | {'pairwise max':>12} | {'spread':>6} | n | same |")
+            f"| {'pairwise min':>12} | {'pw median':>9} | {'pairwise max':>12} | {'spread':>6} "
+            f"| n | dist | {'same':<8} |")
     print(head)
     print("|" + "|".join("-" * (len(c)) for c in head.split("|")[1:-1]) + "|")
-    spreads = []
+    spreads, differ = [], []
     for w in order:
         base, new = runs[w]["base"], runs[w]["new"]
         b = [rate(base[r]["result"]) for r in sorted(base)]
         n = [rate(new[r]["result"]) for r in sorted(new)]
         pairs = [rate(new[r]["result"]) / rate(base[r]["result"]) for r in sorted(base) if r in new]
+        dist = sum(1 for r in base if r in new and (base[r].get("disturbed") or new[r].get("disturbed")))
         bm = statistics.median(b) if b else float("nan")
         nm = statistics.median(n) if n else float("nan")
         ratio = nm / bm if b and n else float("nan")
-        fields = {json.dumps({k: v for k, v in x["result"].items() if k not in TIMING}, sort_keys=True)
-                  for side in (base, new) for x in side.values()}
-        same = "yes" if len(fields) == 1 else "NO"
+        every = [x["result"] for side in (base, new) for x in side.values()]
+        counts = {json.dumps({k: v for k, v in x.items() if k not in TIMING and k != "new"}, sort_keys=True)
+                  for x in every}
+        news = [x["new"] for x in every if isinstance(x.get("new"), int)]
+        if len(counts) > 1:
+            same = "NO"
+            differ.append(w)
+        elif news and max(news) != min(news):
+            same = f"new±{max(news) - min(news)}"
+        else:
+            same = "yes"
         mark = "<" if ratio < 0.90 else " "
         if pairs:
             lo, mid, hi = min(pairs), statistics.median(pairs), max(pairs)
@@ -88,21 +116,20 @@ def table(out):
         else:
             cells = f"{'-':>12} | {'-':>9} | {'-':>12} | {'-':>6}"
         print(f"| {w:<{width}} | {bm:>12,.0f} | {nm:>12,.0f} | {ratio:>7.3f}{mark} | {cells} "
-              f"| {len(pairs)} | {same:<4} |")
+              f"| {len(pairs)} | {dist:>4} | {same:<8} |")
     if spreads:
         spreads.sort()
         print(f"\npairwise spread (max - min): median {statistics.median(s for s, _ in spreads):.3f}, "
               f"largest {spreads[-1][0]:.3f} ({spreads[-1][1]})")
-    differ = [w for w in order if len({json.dumps({k: v for k, v in x["result"].items() if k not in TIMING},
-                                                  sort_keys=True)
-                                       for side in runs[w].values() for x in side.values()}) > 1]
     if differ:
-        print("non-timing fields differ (a change of behaviour, not of speed): " + ", ".join(differ))
+        print("counts differ between runs (a change of behaviour, not of speed): " + ", ".join(differ))
 
 
 if __name__ == "__main__":
     if len(sys.argv) == 8 and sys.argv[1] == "record":
         record(*sys.argv[2:])
+    elif len(sys.argv) >= 4 and sys.argv[1] == "annotate":
+        annotate(sys.argv[2], sys.argv[3], sys.argv[4:])
     elif len(sys.argv) == 3 and sys.argv[1] == "table":
         table(sys.argv[2])
     else:

@@ -38,9 +38,21 @@
 # per-item EVALSHA pattern, RedisBloom's BF.MADD/BF.MEXISTS and cuckoo filters), which measure
 # other software and are no part of either build; the memory, false-positive-rate and
 # server-side figures of those scripts (MEMORY USAGE, SLOWLOG, commandstats, peak RSS) -- the
-# "same" column below does flag any change of the reported counts (new, present, absent,
-# removed), false positives included; and the scripts outside the list above
+# table's "same" column does flag any change of the reported counts (present, absent, removed:
+# false positives included; `new` varies by an item or so between runs of one binary, and is
+# shown apart); and the scripts outside the list above
 # (bench_near_cache.sh, bench_snapshot.sh, bench_cluster.sh, server_cost.sh).
+#
+# Order: round by round; in each round every scenario runs as a pair, base then new, so that
+# each workload's ROUNDS pairs are spread over the whole run (a slow minute of the machine hits
+# one pair of a few workloads, not every run of one). Disturbances: every run measures the CPU
+# that processes other than this script's (redis-server, redbloom, the helpers) used while it
+# ran; a pair with a run where they used over COMPARE_MAX_FOREIGN cores (a cargo build next door
+# takes one or two of the two) is discarded (kept in target/bench/compare-discarded.jsonl) and
+# run again once the machine has been quiet for a second, at most COMPARE_RETRIES times; the
+# last try is then kept, counted in the table's `dist` column. Before every pair the script waits
+# (at most COMPARE_QUIET_WAIT s) for such a quiet second. Which runs are kept depends on the other
+# processes' CPU only, never on the figures.
 #
 # Usage: scripts/compare_builds.sh BASE_BIN NEW_BIN [ROUNDS]      (ROUNDS: default 5)
 #   e.g. git worktree add ../base HEAD~1 && (cd ../base && cargo build --release -p redbloom-cli
@@ -50,10 +62,13 @@
 #   COMPARE_SINGLE=200000  COMPARE_BULK=1000000  COMPARE_BULK_ITEMS=10000000
 #   COMPARE_ONLY=REGEX     only the scenarios whose name matches (grep -E), e.g. '^(native|window)$'
 #   COMPARE_SKIP=REGEX     leave out the scenarios whose name matches, e.g. bulk_big
+#   COMPARE_MAX_FOREIGN=0.10  COMPARE_RETRIES=3  COMPARE_QUIET_WAIT=180   (see above)
 # Output: a line per run, then the table (also in target/bench/compare.md); the raw results as
 # JSON lines in target/bench/compare.jsonl ({"workload","build","round","items_per_sec",
-# "result": the binary's report}), the run's parameters in target/bench/compare-meta.json.
-# With the defaults a run of 5 rounds takes about 12 minutes on 2 cores.
+# "result": the binary's report, "foreign_cores","attempt","disturbed"}), the run's parameters
+# in target/bench/compare-meta.json, stderr of any command that printed some in
+# target/bench/compare-logs/.
+# With the defaults 5 rounds take about 12 minutes on 2 idle cores, more while others build.
 # Exits non-zero only on errors (bad arguments, a command that fails or reports something
 # unexpected, a server that does not start), never because of a ratio.
 # Needs redis-server, redis-cli and python3.
@@ -69,6 +84,13 @@ skip=${COMPARE_SKIP:-}
 for n in "$rounds" "$single" "$bulk" "$bulk_items"; do
     case $n in ''|*[!0-9]*|0*) usage;; esac
 done
+max_foreign=${COMPARE_MAX_FOREIGN:-0.10}
+retries=${COMPARE_RETRIES:-3}
+quiet_wait=${COMPARE_QUIET_WAIT:-180}
+case $retries in ''|*[!0-9]*) echo "COMPARE_RETRIES: a whole number, 0 or more" >&2; exit 2;; esac
+case $quiet_wait in ''|*[!0-9]*) echo "COMPARE_QUIET_WAIT: a whole number of seconds, 0 or more" >&2; exit 2;; esac
+python3 -c 'import sys; float(sys.argv[1]) >= 0 or sys.exit(1)' "$max_foreign" 2>/dev/null \
+    || { echo "COMPARE_MAX_FOREIGN: a number of cores, 0 or more" >&2; exit 2; }
 [ "$bulk" -ge 64 ] || { echo "COMPARE_BULK must be at least 64 (growing_64x's first level is BULK/64)" >&2; exit 2; }
 for cmd in redis-server redis-cli python3; do
     command -v "$cmd" >/dev/null || { echo "$0: $cmd not found on PATH" >&2; exit 1; }
@@ -157,7 +179,7 @@ step() {
         exit 1
     fi
     [ -s "$log" ] || rm -f "$log"
-    rate=$(python3 "$helper" record "$results" "$scenario/$name" "$build" "$round" "$expect" "$line") || {
+    rate=$(python3 "$helper" record "$runfile" "$scenario/$name" "$build" "$round" "$expect" "$line") || {
         echo "$0: the command was: $bin ${args[*]} $*" >&2; exit 1; }
     report+=" $name=$rate"
 }
@@ -268,24 +290,89 @@ echo "--- $(redis-server --version | sed 's/.*v=\([^ ]*\).*/Redis \1/'), $(nproc
 echo "base: ${bins[base]} (sha256 $(sha256sum "${bins[base]}" | cut -c1-12))"
 echo "new:  ${bins[new]} (sha256 $(sha256sum "${bins[new]}" | cut -c1-12))"
 [ "${bins[base]}" != "${bins[new]}" ] || echo "(the same binary twice: the table shows this machine's noise)"
+# Disturbances (see the header): the CPU time the machine spent outside this script's processes
+# (redis-server's, and this shell's and its children's, redbloom's included) during a run, in
+# cores (1.0 = one core busy all along), from /proc/stat and /proc/PID/stat.
+redis_pid=$(cat "$pidfile")
+hz=$(getconf CLK_TCK)
+# CPU ticks: the machine's busy ones, redis-server's, this shell's and its waited-for children's.
+ticks() {
+    local line rest cpu u n s i w q sq st
+    read -r cpu u n s i w q sq st _ < /proc/stat
+    busy=$((u + n + s + q + sq + st))
+    read -r line < "/proc/$redis_pid/stat"; rest=${line##*) }
+    read -r -a f <<<"$rest"; redis_ticks=$((f[11] + f[12]))
+    read -r line < "/proc/$$/stat"; rest=${line##*) }
+    read -r -a f <<<"$rest"; own_ticks=$((f[11] + f[12] + f[13] + f[14]))
+}
+# foreign START_BUSY START_REDIS START_OWN START_TIME: cores used by others since then.
+foreign() {
+    local b0=$1 r0=$2 o0=$3 t0=$4
+    ticks
+    python3 -c "import sys; b,r,o,w,hz=map(float,sys.argv[1:]); print(f'{max(0.0, b - r - o) / hz / max(w, 1e-3):.3f}')" \
+        $((busy - b0)) $((redis_ticks - r0)) $((own_ticks - o0)) "$(python3 -c "print($EPOCHREALTIME - $t0)")" "$hz"
+}
+# Waits (up to QUIET_WAIT seconds) until others use under MAX_FOREIGN cores over a second.
+wait_quiet() {
+    local waited=0 used t0
+    while :; do
+        ticks; t0=$EPOCHREALTIME
+        local b0=$busy r0=$redis_ticks o0=$own_ticks
+        sleep 1
+        used=$(foreign "$b0" "$r0" "$o0" "$t0")
+        python3 -c "import sys; sys.exit(0 if float(sys.argv[1]) <= float(sys.argv[2]) else 1)" "$used" "$max_foreign" && break
+        [ "$waited" -ge "$quiet_wait" ] && { echo "    (still $used cores used by other processes after ${waited} s: going on)"; break; }
+        [ "$waited" -eq 0 ] && echo "    (other processes use $used cores: waiting for a quiet machine, at most ${quiet_wait} s)"
+        waited=$((waited + 1))
+    done
+    quiet_waited=$((quiet_waited + waited))
+}
+quiet_waited=0
+runfile="$out/compare-run.jsonl"
+pairfile="$out/compare-pair.jsonl"
+discarded="$out/compare-discarded.jsonl"
+: > "$discarded"
 started=$(date +%s)
-total=$((${#scenarios[@]} * rounds * 2)) done_runs=0
-for scenario in "${scenarios[@]}"; do
-    for round in $(seq "$rounds"); do
-        for build in base new; do
-            bin=${bins[$build]}
-            report=""
-            flush
-            "run_$scenario"
-            done_runs=$((done_runs + 1))
-            printf '[%3d/%d %4ds] %-14s %-4s r%d:%s\n' "$done_runs" "$total" $(($(date +%s) - started)) \
-                "$scenario" "$build" "$round" "$report"
+total=$((${#scenarios[@]} * rounds * 2)) done_runs=0 redone=0
+for round in $(seq "$rounds"); do
+    for scenario in "${scenarios[@]}"; do
+        for attempt in $(seq $((retries + 1))); do
+            wait_quiet
+            : > "$pairfile"
+            disturbed=false
+            for build in base new; do
+                bin=${bins[$build]}
+                report=""
+                : > "$runfile"
+                flush
+                ticks; t0=$EPOCHREALTIME; b0=$busy r0=$redis_ticks o0=$own_ticks
+                "run_$scenario"
+                used=$(foreign "$b0" "$r0" "$o0" "$t0")
+                python3 "$helper" annotate "$runfile" "$pairfile" foreign_cores="$used" attempt="$attempt"
+                python3 -c "import sys; sys.exit(0 if float(sys.argv[1]) <= float(sys.argv[2]) else 1)" "$used" "$max_foreign" \
+                    || disturbed=true
+                printf '[%3d/%d %4ds] %-14s %-4s r%d%s: others %s cores;%s\n' "$((done_runs + $([ "$build" = new ] && echo 2 || echo 1)))" \
+                    "$total" $(($(date +%s) - started)) "$scenario" "$build" "$round" \
+                    "$([ "$attempt" -gt 1 ] && echo " (try $attempt)")" "$used" "$report"
+            done
+            if [ "$disturbed" = true ] && [ "$attempt" -le "$retries" ]; then
+                echo "    disturbed by other processes (over $max_foreign cores): this pair again"
+                python3 "$helper" annotate "$pairfile" "$discarded" discarded=true
+                redone=$((redone + 1))
+                continue
+            fi
+            python3 "$helper" annotate "$pairfile" "$results" disturbed="$disturbed"
+            done_runs=$((done_runs + 2))
+            break
         done
     done
 done
+rm -f "$runfile" "$pairfile"
 flush
 elapsed=$(($(date +%s) - started))
 echo
 python3 "$helper" table "$results" | tee "$out/compare.md"
 echo
-echo "$total runs in ${elapsed} s ($((elapsed / 60)) min $((elapsed % 60)) s); raw results: $results"
+echo "$total runs kept, $redone pair(s) discarded and run again (disturbed; in $discarded)," \
+    "${quiet_waited} s spent waiting for a quiet machine"
+echo "took ${elapsed} s ($((elapsed / 60)) min $((elapsed % 60)) s); raw results: $results"

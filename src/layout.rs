@@ -21,6 +21,13 @@ pub enum Layout {
 
 impl Layout {
     /// The name stored with a native filter's parameters.
+    /// The layout [`name`](Layout::name) names, as stored with a filter.
+    pub(crate) fn from_name(name: &str) -> Option<Self> {
+        [Layout::GoZero, Layout::Native]
+            .into_iter()
+            .find(|layout| layout.name() == name)
+    }
+
     pub(crate) fn name(self) -> &'static str {
         match self {
             Layout::GoZero => "gozero",

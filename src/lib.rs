@@ -26,7 +26,7 @@ mod snapshot;
 
 pub use self::{
     bitfield::MAX_OFFSETS_PER_COMMAND,
-    core::{builder::Builder, Bloom},
+    core::{builder::Builder, stored::StoredParams, Bloom},
     engine::Engine,
     error::{Error, Result},
     hash::{gozero_locations, murmur3_x64_128, sum64, GOZERO_HASHES},
@@ -34,7 +34,9 @@ pub use self::{
         CountingInfo, FilterInfo, GenerationInfo, GrowingInfo, GrowingLevel, KeyTtl, WindowInfo,
     },
     kinds::counting::CountingBloom,
+    kinds::growing::GrowingBloom,
     kinds::plain::{OfflineBloom, RedisBloom},
+    kinds::window::WindowBloom,
     layout::{native_locations, Layout},
     near::{NearCache, NearCacheStats},
     retry::Retry,
@@ -53,7 +55,9 @@ pub mod kind {
     pub use crate::core::builder::SizedInBits;
     pub use crate::core::kind::Kind;
     pub use crate::kinds::counting::Counting;
+    pub use crate::kinds::growing::Growing;
     pub use crate::kinds::plain::Plain;
+    pub use crate::kinds::window::Window;
 }
 
 /// The redis-rs version this crate is built on, so you never align versions by hand.

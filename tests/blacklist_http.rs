@@ -94,6 +94,14 @@ impl Service {
     /// Sends `METHOD PATH HTTP/1.1` (no body, `Connection: close`) and returns the status code
     /// and the body parsed as JSON.
     fn request(&self, method: &str, path: &str) -> (u16, Value) {
+        let (status, body) = self.request_text(method, path);
+        let json = serde_json::from_str(&body)
+            .unwrap_or_else(|err| panic!("{method} {path}: body {body:?} is not JSON: {err}"));
+        (status, json)
+    }
+
+    /// Sends `METHOD PATH HTTP/1.1` and returns the status code and the body as text.
+    fn request_text(&self, method: &str, path: &str) -> (u16, String) {
         let mut stream = TcpStream::connect(("127.0.0.1", self.port)).unwrap();
         stream
             .set_read_timeout(Some(Duration::from_secs(30)))
@@ -117,9 +125,7 @@ impl Service {
             .and_then(|line| line.split_whitespace().nth(1))
             .and_then(|code| code.parse().ok())
             .unwrap_or_else(|| panic!("{method} {path}: no status line in {head:?}"));
-        let json = serde_json::from_str(body)
-            .unwrap_or_else(|err| panic!("{method} {path}: body {body:?} is not JSON: {err}"));
-        (status, json)
+        (status, body.to_owned())
     }
 
     /// A request that must succeed (200) and answer about `item`; returns the body.
@@ -176,6 +182,39 @@ async fn blacklist_blocks_and_unblocks_over_http() {
     assert_eq!(again["removed"], false, "{again}");
 
     drop(service); // kills the example before its Redis goes away
+}
+
+/// Built with the crate's `metrics` feature, the example serves the library's metrics at
+/// `GET /metrics` in Prometheus's text format: its calls counted by kind, op and outcome.
+#[cfg(feature = "metrics")]
+#[tokio::test]
+async fn blacklist_serves_its_metrics() {
+    let redis = common::redis().await;
+    let key = common::unique_key("blacklist-metrics");
+    let service = Service::start(redis.url(), &["--key", &key]);
+    service.ok("POST", "/block/mallory", "mallory");
+    service.ok("POST", "/block/mallory", "mallory");
+    service.ok("GET", "/check/mallory", "mallory");
+    let (status, text) = service.request_text("GET", "/metrics");
+    assert_eq!(status, 200, "{text}");
+    let line = |op: &str| {
+        text.lines()
+            .find(|line| {
+                line.starts_with("redbloom_calls_total{")
+                    && line.contains("kind=\"counting\"")
+                    && line.contains(&format!("op=\"{op}\""))
+                    && line.contains("outcome=\"ok\"")
+            })
+            .unwrap_or_else(|| panic!("no {op} counter in {text}"))
+            .to_owned()
+    };
+    assert!(line("add_if_absent").ends_with(" 2"), "{text}");
+    assert!(line("exists").ends_with(" 1"), "{text}");
+    assert!(
+        text.contains("redbloom_call_duration_seconds"),
+        "latencies: {text}"
+    );
+    drop(service);
 }
 
 /// How long after a change is acknowledged its invalidation may take to reach the other

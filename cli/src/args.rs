@@ -66,6 +66,10 @@ pub(crate) struct Cli {
     #[arg(skip)]
     pub(crate) layout_given: bool,
 
+    /// Whether `--shards` was given rather than defaulted (set by [`parse`]).
+    #[arg(skip)]
+    pub(crate) shards_given: bool,
+
     /// PEM file of the certificates trusted instead of the system's CAs for a rediss:// URL:
     /// the CA that signed the server's certificate, or the server's own self-signed
     /// certificate (as `openssl req -x509` makes it).
@@ -250,6 +254,7 @@ pub(crate) fn parse() -> Result<Cli, clap::Error> {
     let mut cli = Cli::from_arg_matches(&matches)?;
     cli.url_from_env = matches.value_source("url") == Some(ValueSource::EnvVariable);
     cli.layout_given = matches.value_source("layout") == Some(ValueSource::CommandLine);
+    cli.shards_given = matches.value_source("shards") == Some(ValueSource::CommandLine);
     Ok(cli)
 }
 

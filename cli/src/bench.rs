@@ -2,9 +2,10 @@
 //! filter answers `exists` from its copy in the process).
 
 use crate::args::{BenchArgs, BenchOp};
-use crate::filter::Filter;
+use crate::kinds::CliKind;
 use crate::output;
 use anyhow::Result;
+use redbloom::Bloom;
 use std::fmt::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -14,8 +15,8 @@ use tokio::task::JoinSet;
 /// Runs the load and reports throughput and per-call latency percentiles (and, for `exists`,
 /// how many items were found; with a near cache, what it did). `near_cache`: the refresh
 /// interval the filter's near cache was given.
-pub(crate) async fn run<C>(
-    bloom: Filter<C>,
+pub(crate) async fn run<C, K: CliKind>(
+    bloom: Bloom<C, K>,
     args: &BenchArgs,
     near_cache: Option<Duration>,
 ) -> Result<output::Bench>
@@ -73,8 +74,8 @@ struct Done {
 }
 
 /// Takes the next `batch` item numbers until all `total` are done.
-async fn worker<C>(
-    bloom: Filter<C>,
+async fn worker<C, K: CliKind>(
+    bloom: Bloom<C, K>,
     op: BenchOp,
     next: &AtomicU64,
     total: u64,
@@ -107,7 +108,7 @@ where
             (BenchOp::Exists, [item]) => {
                 done.present += u64::from(bloom.exists(item.as_bytes()).await?)
             }
-            (BenchOp::Remove, [item]) => drop(bloom.remove(item.as_bytes()).await?),
+            (BenchOp::Remove, [_]) => drop(K::remove_many(&bloom, &items).await?),
             (BenchOp::Add, _) => drop(bloom.add_many(&items).await?),
             (BenchOp::Exists, _) => {
                 done.present += bloom
@@ -117,7 +118,7 @@ where
                     .filter(|&found| found)
                     .count() as u64
             }
-            (BenchOp::Remove, _) => drop(bloom.remove_many(&items).await?),
+            (BenchOp::Remove, _) => drop(K::remove_many(&bloom, &items).await?),
         }
         done.latencies.push(call.elapsed().as_nanos() as u64);
         // A call answered in the process (a near cache) never waits: without this, one task

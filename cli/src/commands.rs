@@ -7,60 +7,147 @@ use crate::args::{Cli, Command, FileArgs};
 use crate::bench;
 use crate::config;
 use crate::connect::{connect, connect_cluster, tracking_client, Connection};
-use crate::filter::{Filter, Kind};
+use crate::kinds::{self, CliKind, WithKind};
 use crate::output::{self, print};
-use anyhow::Result;
-use redbloom::NearCache;
+use anyhow::{bail, Result};
+use futures_util::future::LocalBoxFuture;
+use redbloom::{Bloom, Builder, NearCache, StoredParams};
 use std::ffi::OsString;
 use std::process::ExitCode;
 use std::time::Duration;
 
 const DEFAULT_URL: &str = "redis://127.0.0.1:6379";
 
-type Bloom = Filter<Connection>;
-
-/// Checks the flags, connects, runs the command and prints its report; returns the exit status.
+/// Checks the flags, connects, opens the filter (from the flags, or as Redis stores it when
+/// they give no size), runs the command and prints its report; returns the exit status.
 pub(crate) async fn run(cli: Cli) -> Result<ExitCode> {
     // The configuration is checked before any I/O.
-    let mut builder = config::builder(&cli)?;
-    let kind = match (cli.window.is_some(), cli.counting, cli.growth.is_some()) {
-        (true, _, _) => Kind::Window,
-        (false, true, _) => Kind::Counting,
-        (false, false, true) => Kind::Growing,
-        (false, false, false) => Kind::Plain,
-    };
-    // `build` needs no Redis.
-    if let Command::Build { items, out } = &cli.command {
-        let built = snapshot::build(builder, kind, items, out).await?;
-        match out.as_os_str() == "-" {
-            true => output::eprint(&built, cli.json),
-            false => print(&built, cli.json),
-        }
-        return Ok(ExitCode::SUCCESS);
+    let key = config::key(&cli)?;
+    config::check(&cli)?;
+    if kinds::sized(&cli) {
+        return kinds::by_flags(&cli, FromFlags { cli: &cli, key })?.await;
     }
-    let timeout = config::timeout(&cli);
-    let conn = match &cli.cluster {
+    if matches!(cli.command, Command::Build { .. }) {
+        bail!(
+            "build makes a filter without Redis: give its size, --bits N or --capacity N --fpr P"
+        );
+    }
+    let conn = open(&cli).await?;
+    let stored = StoredParams::read(&mut conn.clone(), &key).await?;
+    let Some(stored) = stored else {
+        bail!(
+            "{key:?} holds no filter with stored parameters (a go-zero filter made by Go stores \
+             none): give its size, --bits N, or --capacity N with --fpr P (and the flags of its \
+             kind)"
+        );
+    };
+    let kind = stored.kind().to_owned();
+    let work = FromStored {
+        cli: &cli,
+        stored: &stored,
+        conn,
+    };
+    let Some(work) = kinds::by_name(&kind, work) else {
+        bail!("{key:?} holds a {kind} filter, which this version of redbloom does not know");
+    };
+    let status = work?.await;
+    status
+}
+
+/// A filter of the kind and size the flags give.
+struct FromFlags<'a> {
+    cli: &'a Cli,
+    key: String,
+}
+
+impl<'a> WithKind for FromFlags<'a> {
+    type Output = Result<LocalBoxFuture<'a, Result<ExitCode>>>;
+
+    fn with<K: CliKind>(self) -> Self::Output {
+        let cli = self.cli;
+        let builder = K::from_flags(cli, self.key)?.shards(cli.shards);
+        let builder = config::options(cli, builder)?;
+        builder.validate()?;
+        Ok(Box::pin(async move {
+            if let Command::Build { items, out } = &cli.command {
+                return build(cli, builder, items, out).await;
+            }
+            let conn = open(cli).await?;
+            execute(cli, tracked(cli, builder)?, conn).await
+        }))
+    }
+}
+
+/// A filter as Redis stores it: the flags given must agree.
+struct FromStored<'a> {
+    cli: &'a Cli,
+    stored: &'a StoredParams,
+    conn: Connection,
+}
+
+impl<'a> WithKind for FromStored<'a> {
+    type Output = Result<LocalBoxFuture<'a, Result<ExitCode>>>;
+
+    fn with<K: CliKind>(self) -> Self::Output {
+        let (cli, stored) = (self.cli, self.stored);
+        if kinds::flag_given(cli).is_some() && !K::chosen(cli) {
+            return Err(kinds::other_kind(cli, stored));
+        }
+        K::agrees(cli, stored)?;
+        let builder = config::options(cli, stored.builder::<K>()?)?;
+        builder.validate()?;
+        let builder = tracked(cli, builder)?;
+        Ok(Box::pin(execute(cli, builder, self.conn)))
+    }
+}
+
+/// `build`: a plain filter without Redis.
+async fn build<K: CliKind>(
+    cli: &Cli,
+    builder: Builder<K>,
+    items: &std::path::Path,
+    out: &std::path::Path,
+) -> Result<ExitCode> {
+    let built = snapshot::build(builder, items, out).await?;
+    match out.as_os_str() == "-" {
+        true => output::eprint(&built, cli.json),
+        false => print(&built, cli.json),
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The connection the flags name: a cluster's, or one server's.
+async fn open(cli: &Cli) -> Result<Connection> {
+    let timeout = config::timeout(cli);
+    Ok(match &cli.cluster {
         Some(seeds) => {
             Connection::Cluster(connect_cluster(seeds, timeout, cli.read_from_replicas).await?)
         }
         None => {
             let url = cli.url.as_deref().unwrap_or(DEFAULT_URL);
-            let server = connect(url, cli.tls_ca.as_deref(), timeout).await?;
-            if let Some(refresh) = cli.near_cache {
-                // One server: its invalidations tell the copy when to read again. (A cluster
-                // node sees only its own keys: there the copy is read every interval.)
-                let client = tracking_client(url, cli.tls_ca.as_deref())?;
-                builder = builder.near_cache(NearCache::new(refresh).tracking(client));
-            }
-            Connection::Single(server)
+            Connection::Single(connect(url, cli.tls_ca.as_deref(), timeout).await?)
         }
-    };
-    let bloom = Filter::build(builder, kind, conn)?;
-    let json = cli.json;
+    })
+}
 
-    match cli.command {
+/// The builder with its near cache tracking one server's invalidations (a cluster node sees
+/// only its own keys: there the copy is read every interval).
+fn tracked<K: CliKind>(cli: &Cli, builder: Builder<K>) -> Result<Builder<K>> {
+    let (Some(refresh), None) = (cli.near_cache, &cli.cluster) else {
+        return Ok(builder);
+    };
+    let url = cli.url.as_deref().unwrap_or(DEFAULT_URL);
+    let client = tracking_client(url, cli.tls_ca.as_deref())?;
+    Ok(builder.near_cache(NearCache::new(refresh).tracking(client)))
+}
+
+/// Runs the command on the filter `builder` makes on `conn`.
+async fn execute<K: CliKind>(cli: &Cli, builder: Builder<K>, conn: Connection) -> Result<ExitCode> {
+    let bloom = builder.build(conn)?;
+    let json = cli.json;
+    match &cli.command {
         Command::Add { items } => {
-            let flags = bloom.add_many(&raw_items(&items)).await?;
+            let flags = bloom.add_many(&raw_items(items)).await?;
             let new = count(&flags);
             print(
                 &output::Added {
@@ -71,7 +158,7 @@ pub(crate) async fn run(cli: Cli) -> Result<ExitCode> {
             );
         }
         Command::Exists { items } => {
-            let flags = bloom.exists_many(&raw_items(&items)).await?;
+            let flags = bloom.exists_many(&raw_items(items)).await?;
             let present = count(&flags);
             let report = output::Checked {
                 items: flags.len() as u64,
@@ -84,7 +171,7 @@ pub(crate) async fn run(cli: Cli) -> Result<ExitCode> {
             }
         }
         Command::Load(args) => {
-            let run = stream_file(&bloom, &args, Op::Add).await?;
+            let run = stream_file(&bloom, args, Op::Add).await?;
             print(
                 &output::Loaded {
                     items: run.items,
@@ -97,7 +184,7 @@ pub(crate) async fn run(cli: Cli) -> Result<ExitCode> {
             return Ok(interrupted(&run, "acknowledged as added"));
         }
         Command::Check(args) => {
-            let run = stream_file(&bloom, &args, Op::Exists).await?;
+            let run = stream_file(&bloom, args, Op::Exists).await?;
             print(
                 &output::CheckedFile {
                     items: run.items,
@@ -111,7 +198,7 @@ pub(crate) async fn run(cli: Cli) -> Result<ExitCode> {
             return Ok(interrupted(&run, "checked"));
         }
         Command::Remove { items } => {
-            let flags = bloom.remove_many(&raw_items(&items)).await?;
+            let flags = K::remove_many(&bloom, &raw_items(items)).await?;
             print(
                 &output::Removed {
                     items: flags.len() as u64,
@@ -121,10 +208,10 @@ pub(crate) async fn run(cli: Cli) -> Result<ExitCode> {
             );
         }
         Command::Unload(args) => {
-            if kind != Kind::Counting {
-                anyhow::bail!("unload removes items: only a counting filter can (give --counting)");
+            if !K::removes() {
+                bail!("unload removes items: only a counting filter can (give --counting)");
             }
-            let run = stream_file(&bloom, &args, Op::Remove).await?;
+            let run = stream_file(&bloom, args, Op::Remove).await?;
             print(
                 &output::Unloaded {
                     items: run.items,
@@ -136,7 +223,7 @@ pub(crate) async fn run(cli: Cli) -> Result<ExitCode> {
             );
             return Ok(interrupted(&run, "removed"));
         }
-        Command::Info => print(&bloom.info().await?, json),
+        Command::Info => print(&K::report(bloom.info().await?), json),
         Command::Clear => print(
             &output::Cleared {
                 deleted: bloom.clear().await?,
@@ -144,16 +231,16 @@ pub(crate) async fn run(cli: Cli) -> Result<ExitCode> {
             json,
         ),
         Command::Expire { seconds } => {
-            let set = bloom.expire(Duration::from_secs(seconds)).await?;
+            let set = bloom.expire(Duration::from_secs(*seconds)).await?;
             print(
                 &output::Expiry {
-                    ttl_seconds: set.then_some(seconds),
+                    ttl_seconds: set.then_some(*seconds),
                 },
                 json,
             );
         }
         Command::Export { file } => {
-            let moved = snapshot::export(&bloom, &file).await?;
+            let moved = snapshot::export(&bloom, file).await?;
             // The file went to standard output: the report goes beside it.
             match file.as_os_str() == "-" {
                 true => output::eprint(&moved, json),
@@ -161,11 +248,11 @@ pub(crate) async fn run(cli: Cli) -> Result<ExitCode> {
             }
         }
         Command::Import { file, merge } => {
-            print(&snapshot::import(&bloom, &file, merge).await?, json)
+            print(&snapshot::import(&bloom, file, *merge).await?, json)
         }
         // Handled before connecting.
         Command::Build { .. } => {}
-        Command::Bench(args) => print(&bench::run(bloom, &args, cli.near_cache).await?, json),
+        Command::Bench(args) => print(&bench::run(bloom, args, cli.near_cache).await?, json),
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -196,7 +283,11 @@ enum Op {
 }
 
 /// Sends every line of the file in batches (see the `stream` module for the bounds).
-async fn stream_file(bloom: &Bloom, args: &FileArgs, op: Op) -> Result<stream::Streamed> {
+async fn stream_file<K: CliKind>(
+    bloom: &Bloom<Connection, K>,
+    args: &FileArgs,
+    op: Op,
+) -> Result<stream::Streamed> {
     let batch = match (args.batch, op) {
         (Some(batch), _) => batch as usize,
         (None, Op::Add | Op::Remove) => bloom.bulk_add_batch_size(),

@@ -7,7 +7,7 @@ mod bench;
 mod commands;
 mod config;
 mod connect;
-mod filter;
+mod kinds;
 mod lines;
 mod output;
 mod progress;

@@ -240,7 +240,9 @@ impl<K: Kind> Builder<K> {
     pub fn validate(&self) -> Result<()> {
         let made = self.made()?;
         if let Some(near) = &self.near {
-            let bytes = made.kind.copy_bytes(&super::sharded::Shards::new(made.parts))?;
+            let bytes = made
+                .kind
+                .copy_bytes(&super::sharded::Shards::new(made.parts))?;
             crate::near::check_budget(&self.key, near, bytes)?;
         }
         Ok(())
@@ -297,7 +299,6 @@ impl<K: Kind> Builder<K> {
             fpr: self.fpr,
             hashes: self.hashes,
             shards: self.shards,
-            options: &self.options,
             kind: &self.kind,
         })
     }

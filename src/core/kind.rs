@@ -10,13 +10,13 @@
 
 use super::part::Ctx;
 use super::sharded::{Check, Shards};
+use super::stored::StoredParams;
 use super::{Conn, Core};
 use crate::error::Result;
 use crate::geometry::Geometry;
 use crate::io::guard::Guard;
 use crate::io::removal::Removal;
 use crate::near;
-use crate::options::Options;
 use crate::retry::Clock;
 use crate::snapshot::{Group, ImportMode, SectionHeader, Staged, Stored};
 use std::fmt::Debug;
@@ -61,8 +61,17 @@ pub(crate) struct Setup<'a, K: Seam> {
     pub(crate) hashes: Option<u32>,
     /// Its number of shards (checked: 1..=1024).
     pub(crate) shards: u32,
-    pub(crate) options: &'a Options,
     pub(crate) kind: &'a K::Options,
+}
+
+/// A filter's sizes and kind options, as read back from its stored parameters.
+#[derive(Debug)]
+pub(crate) struct Sizes<K: Seam> {
+    pub(crate) bits: Option<u64>,
+    pub(crate) items: Option<u64>,
+    pub(crate) fpr: Option<f64>,
+    pub(crate) hashes: Option<u32>,
+    pub(crate) kind: K::Options,
 }
 
 /// What a kind makes of a [`Setup`]: itself, its parts (one per slot group) and its guard.
@@ -103,6 +112,13 @@ pub trait Seam: Sized + Send + Sync + Debug + 'static {
         op: Op,
         items: &'a [&'a [u8]],
     ) -> impl Future<Output = Result<Vec<bool>>> + Send + 'a;
+
+    /// The sizes and options of the filter whose parameters are `stored` (they are this
+    /// kind's): what [`make`](Seam::make) makes the same fingerprint of. `None` when they are
+    /// not parameters of this kind that this version can read.
+    fn reopen(_stored: &StoredParams) -> Option<Sizes<Self>> {
+        None
+    }
 
     /// When a sharded filter checks its parameters for `op`: adds beside the parts' writes; a
     /// write that cannot be undone before any part is touched.

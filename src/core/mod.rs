@@ -11,10 +11,11 @@ pub(crate) mod call;
 pub(crate) mod kind;
 mod part;
 pub(crate) mod sharded;
+pub(crate) mod stored;
 mod transfer;
 
 pub(crate) use self::call::Call;
-pub(crate) use self::kind::{Made, Op, Seam, Setup};
+pub(crate) use self::kind::{Made, Op, Seam};
 pub(crate) use self::part::Ctx;
 
 use self::kind::Kind;
@@ -241,9 +242,7 @@ impl<C: Conn, K: Seam> Core<C, K> {
     async fn drop_keys(&self, how: Removal) -> Result<bool> {
         let clock = self.exec.clock();
         self.ensure_beside(&clock, false).await?;
-        let dropped = self
-            .each_part(&clock, |ctx| K::drop_part(ctx, how))
-            .await?;
+        let dropped = self.each_part(&clock, |ctx| K::drop_part(ctx, how)).await?;
         if !self.inline() {
             self.guard.remove_stored(&self.exec, &clock, how).await?;
         }

@@ -70,7 +70,12 @@ impl<'a, C: Conn, K: Seam> Ctx<'a, C, K> {
     /// A write step: `attempt`, then `WAIT` for the replicas the filter asks for (on the
     /// connection that carried the write, routed by a command on `key` that `engine` allows),
     /// retried as one: after a reconnect a `WAIT` alone would confirm nothing.
-    pub(crate) async fn written<T, F, Fut>(&self, key: &str, engine: Engine, mut attempt: F) -> Result<T>
+    pub(crate) async fn written<T, F, Fut>(
+        &self,
+        key: &str,
+        engine: Engine,
+        mut attempt: F,
+    ) -> Result<T>
     where
         F: FnMut() -> Fut,
         Fut: Future<Output = Result<T>>,

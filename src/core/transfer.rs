@@ -5,9 +5,11 @@
 use super::call::{self, Call};
 use super::kind::{Kind, Seam};
 use super::{Bloom, Conn, Core};
-use redis::aio::ConnectionLike;
 use crate::error::{Error, Result};
-use crate::snapshot::{self, ImportMode, SnapshotError, SnapshotHeader, SnapshotReader, Transferred};
+use crate::snapshot::{
+    self, ImportMode, SnapshotError, SnapshotHeader, SnapshotReader, Transferred,
+};
+use redis::aio::ConnectionLike;
 use tokio::io::{AsyncRead, AsyncWrite};
 
 impl<C: ConnectionLike + Clone + Send + Sync, K: Kind> Bloom<C, K> {
@@ -80,9 +82,8 @@ impl<C: Conn, K: Seam> Core<C, K> {
         // Hashes (a growing filter's counts) last: read after the bits they count.
         sections.sort_by_key(|stored| stored.hash);
         let header = SnapshotHeader::new(K::NAME, self.guard.fingerprint(), self.parts.count());
-        let too_long = |stored: &snapshot::Stored, len: u64| {
-            K::too_long(&self.key, &self.guard, stored, len)
-        };
+        let too_long =
+            |stored: &snapshot::Stored, len: u64| K::too_long(&self.key, &self.guard, stored, len);
         let (mut out, moved) =
             snapshot::export(&self.exec, &header, &sections, too_long, out).await?;
         tokio::io::AsyncWriteExt::shutdown(&mut out)
@@ -109,9 +110,8 @@ impl<C: Conn, K: Seam> Core<C, K> {
         )?;
         self.guard.ensure(&self.exec, false).await?;
         let nonce = snapshot::nonce();
-        let place = |section: &snapshot::SectionHeader| {
-            self.kind.place(&self.parts, &nonce, section)
-        };
+        let place =
+            |section: &snapshot::SectionHeader| self.kind.place(&self.parts, &nonce, section);
         let staged = snapshot::stage(&self.exec, &mut reader, mode, place).await?;
         let swapped = async {
             let groups = K::groups(self, &staged, mode).await?;

@@ -314,3 +314,18 @@ pub(crate) fn check_length(name: &str, bits: u64, bytes: i64, requested: &str) -
         requested: requested.to_owned(),
     })
 }
+
+/// The stored parameters a script's refusal `{"params", STORED}` names (`Some(None)`: bits
+/// without any, which the scripts reply as `""`); `None` when `reply` is not that refusal.
+pub(crate) fn refused_params(reply: &Value) -> Option<Option<String>> {
+    let Value::Array(values) = reply else {
+        return None;
+    };
+    let [Value::BulkString(what), Value::BulkString(stored)] = values.as_slice() else {
+        return None;
+    };
+    (what == b"params").then(|| {
+        let stored = String::from_utf8_lossy(stored).into_owned();
+        (!stored.is_empty()).then_some(stored)
+    })
+}

@@ -2,5 +2,7 @@
 //! builder options, what it does inside one slot group (the core's `Seam`), its Lua, its near
 //! cache's copy and its snapshot sections.
 
-pub(crate) mod plain;
 pub(crate) mod counting;
+pub(crate) mod growing;
+pub(crate) mod plain;
+pub(crate) mod window;

@@ -749,7 +749,9 @@ mod tests {
             err.to_string().contains("10 bytes") && err.to_string().contains("budget of 9"),
             "{err}"
         );
-        assert!(Near::<Bytes>::new("k", "test", NearCache::new(Duration::ZERO), 1, vec![]).is_err());
+        assert!(
+            Near::<Bytes>::new("k", "test", NearCache::new(Duration::ZERO), 1, vec![]).is_err()
+        );
     }
 
     #[test]

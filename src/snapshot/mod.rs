@@ -27,9 +27,11 @@ pub use self::{
 };
 
 pub(crate) use self::transfer::{
-    check_header, drop_staged, export, nonce, parse_hash_text, stage, swap_checked, Group, Params,
-    Staged, Stored,
+    check_header, drop_staged, export, nonce, stage, swap_checked, Group, Params, Staged, Stored,
 };
+
+#[cfg(test)]
+pub(crate) use self::transfer::parse_hash_text;
 
 /// A file that does not hold what it should.
 pub(crate) fn invalid(what: String) -> crate::Error {

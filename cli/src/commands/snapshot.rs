@@ -5,12 +5,12 @@
 //! is refused by `import` anyway: its end block is missing).
 
 use super::stream::open;
-use crate::filter::{Filter, Kind};
+use crate::kinds::CliKind;
 use crate::lines::{LineBatches, MAX_ITEM_BYTES};
 use crate::output::{Built, Moved};
 use anyhow::{bail, Context, Result};
 use redbloom::redis::aio::ConnectionLike;
-use redbloom::{Builder, ImportMode};
+use redbloom::{Bloom, Builder, ImportMode};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 use tokio::io::{AsyncRead, AsyncWrite, BufReader};
@@ -93,27 +93,17 @@ async fn input(path: &Path) -> Result<Box<dyn AsyncRead + Unpin + Send>> {
 }
 
 /// `export FILE`.
-pub(crate) async fn export<C>(filter: &Filter<C>, path: &Path) -> Result<Moved>
+pub(crate) async fn export<C, K>(bloom: &Bloom<C, K>, path: &Path) -> Result<Moved>
 where
     C: ConnectionLike + Clone + Send + Sync,
+    K: CliKind,
 {
-    let key = match filter {
-        Filter::Plain(bloom) => bloom.key(),
-        Filter::Counting(bloom) => bloom.key(),
-        Filter::Growing(bloom) => bloom.key(),
-        Filter::Window(bloom) => bloom.key(),
-    };
     let started = Instant::now();
     let (output, out) = Output::create(path).await?;
-    let moved = match filter {
-        Filter::Plain(bloom) => bloom.export(out).await?,
-        Filter::Counting(bloom) => bloom.export(out).await?,
-        Filter::Growing(bloom) => bloom.export(out).await?,
-        Filter::Window(bloom) => bloom.export(out).await?,
-    };
+    let moved = bloom.export(out).await?;
     output.done().await?;
     Ok(Moved {
-        key: key.to_owned(),
+        key: bloom.key().to_owned(),
         bytes: moved.file_bytes,
         seconds: started.elapsed().as_secs_f64(),
         verb: "exported",
@@ -121,24 +111,20 @@ where
 }
 
 /// `import [--merge] FILE`.
-pub(crate) async fn import<C>(filter: &Filter<C>, path: &Path, merge: bool) -> Result<Moved>
+pub(crate) async fn import<C, K>(bloom: &Bloom<C, K>, path: &Path, merge: bool) -> Result<Moved>
 where
     C: ConnectionLike + Clone + Send + Sync,
+    K: CliKind,
 {
     let started = Instant::now();
     let mode = match merge {
         true => ImportMode::Merge,
         false => ImportMode::Replace,
     };
-    let (key, moved) = match filter {
-        Filter::Plain(bloom) => (bloom.key(), bloom.import(input(path).await?, mode).await),
-        Filter::Counting(bloom) => (bloom.key(), bloom.import(input(path).await?, mode).await),
-        Filter::Growing(bloom) => (bloom.key(), bloom.import(input(path).await?, mode).await),
-        Filter::Window(bloom) => (bloom.key(), bloom.import(input(path).await?, mode).await),
-    };
+    let moved = bloom.import(input(path).await?, mode).await;
     let moved = moved.with_context(|| format!("cannot import {}", path.display()))?;
     Ok(Moved {
-        key: key.to_owned(),
+        key: bloom.key().to_owned(),
         bytes: moved.file_bytes,
         seconds: started.elapsed().as_secs_f64(),
         verb: "imported",
@@ -146,12 +132,15 @@ where
 }
 
 /// `build ITEMS --out FILE`: no Redis.
-pub(crate) async fn build(builder: Builder, kind: Kind, items: &Path, out: &Path) -> Result<Built> {
-    if kind != Kind::Plain {
+pub(crate) async fn build<K: CliKind>(
+    builder: Builder<K>,
+    items: &Path,
+    out: &Path,
+) -> Result<Built> {
+    let Some(mut offline) = K::offline(builder)? else {
         bail!("build makes plain filters only so far (not with --window, --counting or --growth)");
-    }
+    };
     let started = Instant::now();
-    let mut offline = builder.build_offline()?;
     let (reader, _) = open(items)?;
     let name = items.display().to_string();
     let mut lines = LineBatches::with_limits(reader, BUILD_BATCH, MAX_ITEM_BYTES, usize::MAX);

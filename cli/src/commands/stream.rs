@@ -25,11 +25,14 @@
 //!   get up to [`GRACE`] (5 s; a second signal cuts it short) to be acknowledged, and the summary
 //!   counts what was acknowledged. The caller exits 130 (SIGINT) or 143 (SIGTERM).
 
-use super::{count, Bloom, Op};
+use super::{count, Op};
+use crate::connect::Connection;
+use crate::kinds::CliKind;
 use crate::lines::{cost, LineBatches, LineError, ITEM_OVERHEAD_BYTES, MAX_ITEM_BYTES};
 use crate::progress;
 use anyhow::{anyhow, bail, Context, Result};
 use futures_util::stream::{FuturesOrdered, StreamExt};
+use redbloom::Bloom;
 use std::io::BufRead;
 use std::path::Path;
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
@@ -153,8 +156,8 @@ struct Batch {
 }
 
 /// Sends every line of `file` in batches of up to `batch` items, `pipeline` batches in flight.
-pub(crate) async fn stream_file(
-    bloom: &Bloom,
+pub(crate) async fn stream_file<K: CliKind>(
+    bloom: &Bloom<Connection, K>,
     file: &Path,
     batch: usize,
     pipeline: usize,
@@ -304,8 +307,8 @@ pub(crate) async fn stream_file(
 }
 
 /// One batch's call; gives its bytes back to the budget once answered.
-async fn call(
-    bloom: &Bloom,
+async fn call<K: CliKind>(
+    bloom: &Bloom<Connection, K>,
     op: Op,
     batch: Batch,
     budget: &Budget,
@@ -313,7 +316,7 @@ async fn call(
     let flags = match op {
         Op::Add => bloom.add_many(&batch.items).await,
         Op::Exists => bloom.exists_many(&batch.items).await,
-        Op::Remove => bloom.remove_many(&batch.items).await,
+        Op::Remove => K::remove_many(bloom, &batch.items).await,
     };
     let Batch { items, cost, bytes } = batch;
     drop(items);

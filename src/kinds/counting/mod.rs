@@ -11,8 +11,9 @@ mod swap;
 
 use crate::core::builder::SizedInBits;
 use crate::core::call::{self, Call};
-use crate::core::kind::{self, Kind, Made, Op, Seam, Setup};
+use crate::core::kind::{self, Kind, Made, Op, Seam, Setup, Sizes};
 use crate::core::sharded::Shards;
+use crate::core::stored::StoredParams;
 use crate::core::{Bloom, Conn, Core, Ctx};
 use crate::error::{Error, Result};
 use crate::geometry::Geometry;
@@ -241,7 +242,10 @@ impl Seam for Counting {
         );
         let params = keys::sidecar(key, "redbloom:params")?;
         let (bare, parts) = match shards {
-            1 => (key.to_owned(), vec![Counters::new(key.to_owned(), per_part)]),
+            1 => (
+                key.to_owned(),
+                vec![Counters::new(key.to_owned(), per_part)],
+            ),
             _ => {
                 let parts = (0..shards)
                     .map(|i| Counters::new(keys::shard_key(key, i, shards), per_part))
@@ -250,11 +254,28 @@ impl Seam for Counting {
             }
         };
         let bits = geometry.bits * 4;
-        let guard = Guard::new(key.into(), Some(params), bare, fingerprint, Layout::Native, bits);
+        let guard = Guard::new(
+            key.into(),
+            Some(params),
+            bare,
+            fingerprint,
+            Layout::Native,
+            bits,
+        );
         Ok(Made {
             kind: Counting { geometry },
             parts,
             guard,
+        })
+    }
+
+    fn reopen(stored: &StoredParams) -> Option<Sizes<Self>> {
+        Some(Sizes {
+            bits: stored.number("bits"),
+            items: None,
+            fpr: None,
+            hashes: stored.number("hashes"),
+            kind: CountingOptions {},
         })
     }
 
@@ -386,7 +407,11 @@ impl Seam for Counting {
 
     async fn sections<'a, C: Conn>(ctx: Ctx<'a, C, Self>) -> Result<Vec<Stored>> {
         let part = ctx.part();
-        Ok(vec![snapshot::strings::section(ctx.index, &part.key, part.max_bytes())])
+        Ok(vec![snapshot::strings::section(
+            ctx.index,
+            &part.key,
+            part.max_bytes(),
+        )])
     }
 
     fn too_long(_: &str, guard: &Guard, _: &Stored, len: u64) -> Error {

@@ -64,7 +64,12 @@ pub(super) async fn part<C: Conn>(
     if op != Op::Exists
         && part.scratch.is_some()
         && exec.has(SWAP)
-        && swap::worth_it(bytes, items.len(), part.geometry.hashes, swap::MAX_SWAP_BYTES)
+        && swap::worth_it(
+            bytes,
+            items.len(),
+            part.geometry.hashes,
+            swap::MAX_SWAP_BYTES,
+        )
     {
         let cells = part.geometry.offsets(items)?;
         match swap::run(ctx, &cells, op).await {
@@ -151,8 +156,9 @@ async fn command<C: Conn>(
     let cells = part.geometry.offsets(items)?;
     let k = part.geometry.hashes as usize;
     let count = items.len();
-    let unexpected =
-        |reply: &Value| Error::UnexpectedReply(format!("{reply:?} for {count} items of {k} counters"));
+    let unexpected = |reply: &Value| {
+        Error::UnexpectedReply(format!("{reply:?} for {count} items of {k} counters"))
+    };
     match op {
         Op::Add => {
             let mut tx = match guard {
@@ -166,7 +172,8 @@ async fn command<C: Conn>(
                 g.check_step(replies.take(slot)?)?;
             }
             let reply = replies.take(incr)?;
-            bitfield::fold_counters(&reply, k, count, Fold::AnyZero).ok_or_else(|| unexpected(&reply))
+            bitfield::fold_counters(&reply, k, count, Fold::AnyZero)
+                .ok_or_else(|| unexpected(&reply))
         }
         Op::Exists => {
             let read = |read_only| bitfield::get_counters(&part.key, &cells, read_only);
@@ -179,7 +186,8 @@ async fn command<C: Conn>(
                 },
                 false => exec.query(&part.key, &read(false)).await?,
             };
-            bitfield::fold_counters(&reply, k, count, Fold::AllOne).ok_or_else(|| unexpected(&reply))
+            bitfield::fold_counters(&reply, k, count, Fold::AllOne)
+                .ok_or_else(|| unexpected(&reply))
         }
         Op::Remove | Op::AddIfAbsent => {
             let mut keys = vec![part.key.as_str()];

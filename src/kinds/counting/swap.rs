@@ -11,9 +11,9 @@
 
 use super::{Counters, Counting};
 use crate::core::{Conn, Ctx, Op};
+use crate::dense;
 use crate::engine::Engine;
 use crate::error::{Error, Result};
-use crate::dense;
 use crate::io::exec::Exec;
 use crate::io::guard::{Evidence, Guard};
 use crate::io::tx::{Slot, Tx};

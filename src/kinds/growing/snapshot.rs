@@ -3,269 +3,86 @@
 //! counts as `level=items` lines.
 //!
 //! An export reads each part's number of levels first, then the segments those levels use, and
-//! the counts last: every item added before the export began has its bits in the file, and the
-//! counts include at least those items (an item added meanwhile may be counted without its
-//! bits: a level then fills a little early, never late, so the rate bound holds). An import
-//! stages the segments and the counts beside the filter and swaps each part in with one
-//! script: the filter's segments past the file's are deleted with it.
+//! the counts last (the core puts every hash section after the strings): every item added
+//! before the export began has its bits in the file, and the counts include at least those
+//! items (an item added meanwhile may be counted without its bits: a level then fills a little
+//! early, never late, so the rate bound holds). An import stages the segments and the counts
+//! beside the filter, checks the counts against the segments, and the core swaps each part in
+//! with one script: the filter's segments past the file's are deleted with it. A file cannot
+//! be merged into a filter (`Seam::merge_allowed`).
 
-use super::transfer::{self, Group, ImportMode, Staged, Stored, Transferred};
-use super::{SectionHeader, SnapshotError, SnapshotHeader, SnapshotReader};
+use super::{params_keys, Growing, Part};
+use crate::core::sharded::Shards;
+use crate::core::{Conn, Core, Ctx};
 use crate::error::{Error, Result};
-use crate::io::tx::Slot;
-use crate::GrowingBloom;
-use redis::aio::ConnectionLike;
+use crate::io::guard::Guard;
+use crate::io::tx::{Slot, Tx};
+use crate::snapshot::{invalid, Group, SectionHeader, Staged, Stored};
 use std::collections::BTreeMap;
-use tokio::io::{AsyncRead, AsyncWrite};
 
-const KIND: &str = "growing";
 const SEGMENT: &str = "segment";
 const COUNTS: &str = "counts";
 
-fn invalid(what: String) -> Error {
-    Error::Snapshot(SnapshotError::InvalidInput(what))
-}
-
-impl<C> GrowingBloom<C>
-where
-    C: ConnectionLike + Clone + Send + Sync,
-{
-    /// Writes the filter to `out` as a snapshot file, as [`RedisBloom::export`](crate::RedisBloom::export)
-    /// does: each part's segments read in 1 MiB pieces, then its level counts. Every add
-    /// acknowledged before the export began is in the file.
-    ///
-    /// # Errors
-    /// As for [`RedisBloom::export`](crate::RedisBloom::export).
-    #[tracing::instrument(target = "redbloom", level = "debug", skip_all, err(level = "debug"),
-        fields(op = "export", kind = "growing", key = self.key(), attempts))]
-    pub async fn export<W: AsyncWrite + Unpin>(&self, out: W) -> Result<Transferred> {
-        let view = self.growing_parts();
-        if let Some(guard) = view.guard {
-            guard.ensure(view.exec, false).await?;
+impl Growing {
+    /// The segments the first `levels` levels use (none without a level).
+    fn used(&self, levels: usize) -> usize {
+        match levels {
+            0 => 0,
+            n => self.segments_of(n),
         }
-        let mut segments = Vec::new();
-        let mut counts = Vec::new();
-        for (shard, (counts_key, segment_keys, checked)) in view.parts.iter().enumerate() {
-            let mut tx = crate::io::tx::Tx::plain();
-            let stored: Option<Slot<Option<String>>> =
-                checked.map(|[params, _]| tx.add(redis::cmd("GET").arg(params).to_owned()));
-            let levels: Slot<usize> = tx.add(redis::cmd("HLEN").arg(*counts_key).to_owned());
-            let mut replies = view.exec.run(counts_key, &tx).await?;
-            if let Some(stored) = stored {
-                match replies.take(stored)? {
-                    Some(stored) if stored != view.fingerprint => {
-                        return Err(Error::ParamsMismatch {
-                            key: self.key().to_owned(),
-                            stored,
-                            requested: view.fingerprint.to_owned(),
-                        })
-                    }
-                    _ => {}
-                }
-            }
-            let levels = replies.take(levels)?.min(view.levels.len());
-            let used = match levels {
-                0 => 0,
-                n => view.levels[n - 1].0 + 1,
-            };
-            for (s, key) in segment_keys.iter().enumerate().take(used) {
-                segments.push(Stored {
-                    shard: shard as u32,
-                    role: SEGMENT.to_owned(),
-                    meta: s.to_string(),
-                    key: key.clone(),
-                    max_bytes: view.segment_bytes[s],
-                    hash: false,
-                });
-            }
-            counts.push(Stored {
-                shard: shard as u32,
-                role: COUNTS.to_owned(),
-                meta: String::new(),
-                key: (*counts_key).to_owned(),
-                max_bytes: u64::MAX,
-                hash: true,
-            });
-        }
-        segments.extend(counts);
-        let header = SnapshotHeader::new(KIND, view.fingerprint, view.parts.len() as u32);
-        let too_long = |stored: &Stored, len: u64| Error::ParamsMismatch {
-            key: self.key().to_owned(),
-            stored: format!("a segment {} of {len} bytes", stored.key),
-            requested: view.fingerprint.to_owned(),
-        };
-        let (mut out, moved) =
-            transfer::export(view.exec, &header, &segments, too_long, out).await?;
-        tokio::io::AsyncWriteExt::shutdown(&mut out)
-            .await
-            .map_err(|e| Error::Snapshot(SnapshotError::Io(e)))?;
-        Ok(moved)
     }
 
-    /// Replaces the filter with a snapshot file's, as
-    /// [`RedisBloom::import`](crate::RedisBloom::import) does, one part (shard) at a time,
-    /// each atomically: its segments and level counts, and the segments it had past the
-    /// file's deleted. [`ImportMode::Merge`] is refused (two filters' levels do not add up).
-    ///
-    /// # Errors
-    /// As for [`RedisBloom::import`](crate::RedisBloom::import); [`Error::InvalidConfig`] for
-    /// a merge.
-    #[tracing::instrument(target = "redbloom", level = "debug", skip_all, err(level = "debug"),
-        fields(op = "import", kind = "growing", key = self.key(), attempts))]
-    pub async fn import<R: AsyncRead + Unpin>(
+    /// Where a section of a file goes back: its part's counts or segment, staged beside the
+    /// counts.
+    pub(super) fn place_section(
         &self,
-        input: R,
-        mode: ImportMode,
-    ) -> Result<Transferred> {
-        if mode == ImportMode::Merge {
-            return Err(Error::InvalidConfig(
-                "a growing filter's file cannot be merged into it (its levels and counts do not \
-                 add up): import it whole, or load its items"
-                    .into(),
-            ));
-        }
-        let view = self.growing_parts();
-        let (mut reader, header) = SnapshotReader::open(input).await?;
-        let shards = view.parts.len() as u32;
-        transfer::check_header(&header, self.key(), KIND, view.fingerprint, shards)?;
-        if let Some(guard) = view.guard {
-            guard.ensure(view.exec, false).await?;
-        }
-        let nonce = super::strings::nonce();
-        let place = |section: &SectionHeader| -> Result<Staged> {
-            let Some((counts, segment_keys, _)) = view.parts.get(section.shard as usize) else {
-                return Err(invalid(format!(
-                    "no shard {} for {section:?}",
-                    section.shard
-                )));
-            };
-            let staging = |what: &str| format!("{counts}:import:{nonce}:{what}");
-            match section.role.as_str() {
-                COUNTS => Ok(Staged {
-                    target: (*counts).to_owned(),
-                    staging: staging(COUNTS),
-                    len: section.len,
-                    ttl_ms: section.ttl_ms,
-                    hash: true,
-                    pieces: None,
-                }),
-                SEGMENT => {
-                    let s: usize = section
-                        .meta
-                        .parse()
-                        .ok()
-                        .filter(|&s| s < segment_keys.len())
-                        .ok_or_else(|| invalid(format!("no segment {:?}", section.meta)))?;
-                    if section.len > view.segment_bytes[s] {
-                        return Err(invalid(format!(
-                            "segment {s} holds {} bytes, more than its {}",
-                            section.len, view.segment_bytes[s]
-                        )));
-                    }
-                    Ok(Staged {
-                        target: segment_keys[s].clone(),
-                        staging: staging(&s.to_string()),
-                        len: section.len,
-                        ttl_ms: section.ttl_ms,
-                        hash: false,
-                        pieces: None,
-                    })
-                }
-                other => Err(invalid(format!("a section of role {other:?}"))),
-            }
-        };
-        let staged = transfer::stage(view.exec, &mut reader, ImportMode::Replace, place).await?;
-        let result = self.swap_parts(&staged).await;
-        if result.is_err() {
-            transfer::drop_staged(view.exec, &staged).await;
-        }
-        result?;
-        self.forget_levels();
-        Ok(Transferred {
-            file_bytes: reader.bytes_read(),
-            filter_bytes: staged.iter().filter(|s| !s.hash).map(|s| s.len).sum(),
-        })
-    }
-
-    /// Checks each part's staged counts against its segments and swaps the part in.
-    async fn swap_parts(&self, staged: &[Staged]) -> Result<()> {
-        let view = self.growing_parts();
-        // Per part: its staged keys, and the levels its counts say it has.
-        let mut groups: BTreeMap<usize, Vec<Staged>> = BTreeMap::new();
-        for s in staged {
-            let part = view
-                .parts
-                .iter()
-                .position(|(counts, segments, _)| {
-                    *counts == s.target || segments.contains(&s.target)
-                })
-                .ok_or_else(|| invalid(format!("no part holds {}", s.target)))?;
-            groups.entry(part).or_default().push(s.clone());
-        }
-        if groups.len() != view.parts.len() {
+        parts: &Shards<Part>,
+        nonce: &str,
+        section: &SectionHeader,
+    ) -> Result<Staged> {
+        let Some(part) = parts.parts().get(section.shard as usize) else {
             return Err(invalid(format!(
-                "the file holds {} of the filter's {} shards",
-                groups.len(),
-                view.parts.len()
+                "no shard {} for {section:?}",
+                section.shard
             )));
-        }
-        let mut prepared = Vec::new();
-        for (part, group) in &groups {
-            let (_, segment_keys, _) = view.parts[*part];
-            let counts = group
-                .iter()
-                .find(|s| s.hash)
-                .ok_or_else(|| invalid(format!("shard {part} has no level counts")))?;
-            // The counts as staged (the file's, parsed and written by `stage`).
-            let fields: Vec<(u64, u64)> = match counts.len {
-                0 => Vec::new(),
-                _ => {
-                    let cmd = redis::cmd("HGETALL").arg(&counts.staging).to_owned();
-                    view.exec.query(&counts.staging, &cmd).await?
+        };
+        let staging = |what: &str| format!("{}:import:{nonce}:{what}", part.counts);
+        let (target, staging, hash) = match section.role.as_str() {
+            COUNTS => (part.counts.clone(), staging(COUNTS), true),
+            SEGMENT => {
+                let s: usize = section
+                    .meta
+                    .parse()
+                    .ok()
+                    .filter(|&s| s < part.segment_keys.len())
+                    .ok_or_else(|| invalid(format!("no segment {:?}", section.meta)))?;
+                let most = self.segments[s].div_ceil(8);
+                if section.len > most {
+                    return Err(invalid(format!(
+                        "segment {s} holds {} bytes, more than its {most}",
+                        section.len
+                    )));
                 }
-            };
-            let levels = self.check_counts(*part, fields)?;
-            let used = match levels {
-                0 => 0,
-                n => view.levels[n - 1].0 + 1,
-            };
-            let mut segments: Vec<usize> = group
-                .iter()
-                .filter(|s| !s.hash)
-                .filter_map(|s| segment_keys.iter().position(|k| *k == s.target))
-                .collect();
-            segments.sort_unstable();
-            if segments != (0..used).collect::<Vec<_>>() {
-                return Err(invalid(format!(
-                    "shard {part}: {levels} levels use segments 0..{used}, the file holds {segments:?}"
-                )));
+                (part.segment_keys[s].clone(), staging(&s.to_string()), false)
             }
-            prepared.push(Group {
-                staged: group.clone(),
-                extra: segment_keys[used..].to_vec(),
-            });
-        }
-        let checked = view.parts.first().and_then(|part| part.2);
-        transfer::swap_checked(
-            view.exec,
-            &prepared,
-            checked,
-            view.guard,
-            self.key(),
-            view.fingerprint,
-            ImportMode::Replace,
-        )
-        .await?;
-        Ok(())
+            other => return Err(invalid(format!("a section of role {other:?}"))),
+        };
+        Ok(Staged {
+            target,
+            staging,
+            len: section.len,
+            ttl_ms: section.ttl_ms,
+            hash,
+            pieces: None,
+        })
     }
 
     /// The number of levels the counts describe: fields 0..L-1, each at most its level's
     /// capacity, every level below the newest full.
     fn check_counts(&self, part: usize, mut fields: Vec<(u64, u64)>) -> Result<usize> {
-        let view = self.growing_parts();
         fields.sort_unstable();
         for (i, &(level, items)) in fields.iter().enumerate() {
-            let capacity = view.levels.get(i).map(|l| l.1);
+            let capacity = self.levels.get(i).map(|l| l.capacity);
             let newest = i + 1 == fields.len();
             match capacity {
                 Some(cap) if level == i as u64 && items <= cap && (newest || items == cap) => {}
@@ -280,13 +97,121 @@ where
     }
 }
 
+/// The part's sections: its number of levels read first (with a filter of one key's stored
+/// parameters), then a section for each segment those levels use, and one for the counts.
+pub(super) async fn sections<C: Conn>(ctx: Ctx<'_, C, Growing>) -> Result<Vec<Stored>> {
+    let (kind, part) = (ctx.kind(), ctx.part());
+    let mut tx = Tx::plain();
+    let stored: Option<Slot<Option<String>>> = params_keys(ctx.guard())
+        .map(|[params, _]| tx.add(redis::cmd("GET").arg(params).to_owned()));
+    let levels: Slot<usize> = tx.add(redis::cmd("HLEN").arg(&part.counts).to_owned());
+    let mut replies = ctx.exec().run(&part.counts, &tx).await?;
+    if let Some(stored) = stored {
+        if let Some(stored) = replies.take(stored)? {
+            ctx.params().compare(Some(stored))?;
+        }
+    }
+    let levels = replies.take(levels)?.min(kind.levels.len());
+    let shard = ctx.index as u32;
+    let mut sections: Vec<Stored> = part.segment_keys[..kind.used(levels)]
+        .iter()
+        .enumerate()
+        .map(|(s, key)| Stored {
+            shard,
+            role: SEGMENT.to_owned(),
+            meta: s.to_string(),
+            key: key.clone(),
+            max_bytes: kind.segments[s].div_ceil(8),
+            hash: false,
+        })
+        .collect();
+    sections.push(Stored {
+        shard,
+        role: COUNTS.to_owned(),
+        meta: String::new(),
+        key: part.counts.clone(),
+        max_bytes: u64::MAX,
+        hash: true,
+    });
+    Ok(sections)
+}
+
+/// A segment longer than the filter's: another filter's.
+pub(super) fn too_long(key: &str, guard: &Guard, stored: &Stored, len: u64) -> Error {
+    Error::ParamsMismatch {
+        key: key.to_owned(),
+        stored: format!("a segment {} of {len} bytes", stored.key),
+        requested: guard.fingerprint().to_owned(),
+    }
+}
+
+/// The staged sections by part, each part's counts checked against its segments (the file
+/// must hold every part, and exactly the segments its levels use); each part's segments past
+/// the file's go with the swap.
+pub(super) async fn groups<C: Conn>(
+    core: &Core<C, Growing>,
+    staged: &[Staged],
+) -> Result<Vec<Group>> {
+    let (kind, parts) = (&core.kind, core.parts.parts());
+    let mut by_part: BTreeMap<usize, Vec<Staged>> = BTreeMap::new();
+    for s in staged {
+        let part = parts
+            .iter()
+            .position(|p| p.counts == s.target || p.segment_keys.contains(&s.target))
+            .ok_or_else(|| invalid(format!("no part holds {}", s.target)))?;
+        by_part.entry(part).or_default().push(s.clone());
+    }
+    if by_part.len() != parts.len() {
+        return Err(invalid(format!(
+            "the file holds {} of the filter's {} shards",
+            by_part.len(),
+            parts.len()
+        )));
+    }
+    let mut groups = Vec::new();
+    for (part, group) in by_part {
+        let segment_keys = &parts[part].segment_keys;
+        let counts = group
+            .iter()
+            .find(|s| s.hash)
+            .ok_or_else(|| invalid(format!("shard {part} has no level counts")))?;
+        // The counts as staged (the file's, parsed and written by the staging).
+        let fields: Vec<(u64, u64)> = match counts.len {
+            0 => Vec::new(),
+            _ => {
+                let cmd = redis::cmd("HGETALL").arg(&counts.staging).to_owned();
+                core.exec.query(&counts.staging, &cmd).await?
+            }
+        };
+        let levels = kind.check_counts(part, fields)?;
+        let used = kind.used(levels);
+        let mut segments: Vec<usize> = group
+            .iter()
+            .filter(|s| !s.hash)
+            .filter_map(|s| segment_keys.iter().position(|k| *k == s.target))
+            .collect();
+        segments.sort_unstable();
+        if segments != (0..used).collect::<Vec<_>>() {
+            return Err(invalid(format!(
+                "shard {part}: {levels} levels use segments 0..{used}, the file holds {segments:?}"
+            )));
+        }
+        groups.push(Group {
+            staged: group,
+            extra: segment_keys[used..].to_vec(),
+        });
+    }
+    Ok(groups)
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
     fn counts_round_trip_as_text() {
-        let text = super::transfer::parse_hash_text(b"0=10\n1=7\n").unwrap();
+        use crate::snapshot::parse_hash_text;
+        let text = parse_hash_text(b"0=10\n1=7\n").unwrap();
         assert_eq!(text, vec![(0, 10), (1, 7)]);
-        assert!(super::transfer::parse_hash_text(b"0=x\n").is_err());
-        assert!(super::transfer::parse_hash_text(b"nonsense").is_err());
+        assert!(parse_hash_text(b"0=x\n").is_err());
+        assert!(parse_hash_text(b"nonsense").is_err());
     }
 }

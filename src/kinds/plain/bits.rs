@@ -158,11 +158,7 @@ impl Bits {
     /// by ranges beyond) or by the engine's commands, at most [`MAX_OFFSETS_PER_COMMAND`]
     /// offsets each; true for each item one of whose bits flipped. One attempt: the caller
     /// retries.
-    pub(crate) async fn write<C>(
-        &self,
-        ctx: Run<'_, C>,
-        batch: &Batch<'_>,
-    ) -> Result<Vec<bool>>
+    pub(crate) async fn write<C>(&self, ctx: Run<'_, C>, batch: &Batch<'_>) -> Result<Vec<bool>>
     where
         C: ConnectionLike + Clone + Send + Sync,
     {
@@ -227,11 +223,7 @@ impl Bits {
     }
 
     /// Reads every item's bits; true for each item whose bits are all set.
-    pub(crate) async fn read<C>(
-        &self,
-        ctx: Run<'_, C>,
-        batch: &Batch<'_>,
-    ) -> Result<Vec<bool>>
+    pub(crate) async fn read<C>(&self, ctx: Run<'_, C>, batch: &Batch<'_>) -> Result<Vec<bool>>
     where
         C: ConnectionLike + Clone + Send + Sync,
     {

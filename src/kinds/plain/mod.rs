@@ -14,8 +14,9 @@ pub use self::offline::OfflineBloom;
 use self::bits::{Batch, Bits, Run};
 use crate::core::builder::SizedInBits;
 use crate::core::call::{self, Call};
-use crate::core::kind::{self, Kind, Made, Op, Seam, Setup};
+use crate::core::kind::{self, Kind, Made, Op, Seam, Setup, Sizes};
 use crate::core::sharded::{self, Shards};
+use crate::core::stored::StoredParams;
 use crate::core::{Bloom, Conn, Core, Ctx};
 use crate::engine::Engine;
 use crate::error::Result;
@@ -256,6 +257,19 @@ impl Seam for Plain {
         })
     }
 
+    fn reopen(stored: &StoredParams) -> Option<Sizes<Self>> {
+        Some(Sizes {
+            bits: stored.number("bits"),
+            items: None,
+            fpr: None,
+            hashes: stored.number("hashes"),
+            kind: PlainOptions {
+                layout: Some(Layout::from_name(stored.field("layout")?)?),
+                engine: Engine::default(),
+            },
+        })
+    }
+
     /// One part's batch, retried as a whole: the parameters check (when the guard lives in
     /// this part's slot group), then the bits, and after a write `WAIT`.
     async fn batch<'a, C: Conn>(
@@ -350,7 +364,9 @@ impl Seam for Plain {
     async fn sections<'a, C: Conn>(ctx: Ctx<'a, C, Self>) -> Result<Vec<Stored>> {
         let part = ctx.part();
         let max_bytes = part.geometry.max_bytes();
-        Ok(vec![snapshot::strings::section(ctx.index, &part.key, max_bytes)])
+        Ok(vec![snapshot::strings::section(
+            ctx.index, &part.key, max_bytes,
+        )])
     }
 
     fn too_long(_: &str, guard: &Guard, _: &Stored, len: u64) -> crate::Error {

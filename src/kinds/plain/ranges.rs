@@ -174,4 +174,3 @@ impl Queue {
         taken
     }
 }
-

@@ -1,0 +1,113 @@
+//! Opening a filter from what Redis stores (SPEC.md §3): every filter redbloom creates stores
+//! its kind and parameters beside it (`{KEY}:redbloom:params`), so that a client can open it
+//! with its key alone.
+
+use super::builder::Builder;
+use super::kind::Kind;
+use crate::error::{Error, Result};
+use crate::keys;
+use redis::aio::ConnectionLike;
+
+/// The parameters a filter stores beside it, as [`StoredParams::read`] finds them: its kind and
+/// its sizes, enough to open it with its key alone ([`StoredParams::builder`]).
+///
+/// ```no_run
+/// # async fn demo(mut conn: redbloom::redis::aio::MultiplexedConnection) -> redbloom::Result<()> {
+/// use redbloom::{kind::Window, StoredParams};
+/// if let Some(stored) = StoredParams::read(&mut conn, "events:recent").await? {
+///     println!("a {} filter: {}", stored.kind(), stored.fingerprint());
+///     if stored.kind() == "window" {
+///         let recent = stored.builder::<Window>()?.build(conn)?;
+///         println!("{:?}", recent.window());
+///     }
+/// }
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredParams {
+    key: String,
+    fingerprint: String,
+}
+
+impl StoredParams {
+    /// The parameters stored beside the filter at `key`; `None` when there are none (no filter
+    /// there, or a go-zero filter made by Go, which stores none: open that one with its size).
+    ///
+    /// # Errors
+    /// [`Error::WrongType`] when the parameters key holds something else; network faults as
+    /// for [`Bloom::add`](crate::Bloom::add).
+    pub async fn read<C: ConnectionLike>(conn: &mut C, key: &str) -> Result<Option<Self>> {
+        let Ok(params) = keys::sidecar(key, "redbloom:params") else {
+            return Ok(None);
+        };
+        let stored: Option<String> = redis::cmd("GET")
+            .arg(&params)
+            .query_async(conn)
+            .await
+            .map_err(|e| Error::from_redis(e, &params))?;
+        Ok(stored.map(|fingerprint| StoredParams {
+            key: key.to_owned(),
+            fingerprint,
+        }))
+    }
+
+    /// The filter's kind: `plain`, `window`, `counting` or
+    /// `growing`.
+    pub fn kind(&self) -> &str {
+        self.field("kind").unwrap_or("plain")
+    }
+
+    /// The parameters as stored (`field=value` pairs).
+    pub fn fingerprint(&self) -> &str {
+        &self.fingerprint
+    }
+
+    /// The value of `field` (`bits`, `hashes`, `shards`, `window_ms`, …).
+    pub fn field(&self, field: &str) -> Option<&str> {
+        self.fingerprint
+            .split_ascii_whitespace()
+            .filter_map(|pair| pair.split_once('='))
+            .find_map(|(name, value)| (name == field).then_some(value))
+    }
+
+    /// A number field; `None` when missing or not a number.
+    pub(crate) fn number<T: std::str::FromStr>(&self, field: &str) -> Option<T> {
+        self.field(field)?.parse().ok()
+    }
+
+    /// The shard count (1 when not stored).
+    pub(crate) fn shards(&self) -> u32 {
+        self.number("shards").unwrap_or(1)
+    }
+
+    /// A builder of the filter as stored, of kind `K`: the same parameters, so that the filter
+    /// built from it opens the stored one (add the options of your client: retries, timeout,
+    /// near cache, …; sizes given again must agree, or calls fail with
+    /// [`Error::ParamsMismatch`]).
+    ///
+    /// # Errors
+    /// [`Error::ParamsMismatch`] when the filter is of another kind, or its parameters are not
+    /// ones this version can read.
+    pub fn builder<K: Kind>(&self) -> Result<Builder<K>> {
+        let mismatch = |requested: String| Error::ParamsMismatch {
+            key: self.key.clone(),
+            stored: self.fingerprint.clone(),
+            requested,
+        };
+        if self.kind() != K::NAME {
+            return Err(mismatch(format!("a {} filter", K::NAME)));
+        }
+        let sizes = K::reopen(self)
+            .ok_or_else(|| mismatch(format!("parameters a {} filter can read", K::NAME)))?;
+        let mut builder = Builder::<K>::of_kind(self.key.clone(), sizes.kind).shards(self.shards());
+        builder.bits = sizes.bits;
+        builder.items = sizes.items;
+        builder.fpr = sizes.fpr;
+        builder.hashes = sizes.hashes;
+        let made = builder.made()?;
+        if made.guard.fingerprint() != self.fingerprint {
+            return Err(mismatch(made.guard.fingerprint().to_owned()));
+        }
+        Ok(builder)
+    }
+}

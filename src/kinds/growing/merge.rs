@@ -1,0 +1,278 @@
+//! The dense add: the counts and the segments read in one transaction, the batch applied here
+//! as the add script would (newest level first; a new item to the newest level, the next made
+//! when it is full), and the bits merged with the counts set by one script
+//! (`lua/grow_merge.lua`) that writes nothing if the counts changed since the read.
+
+use super::{params_keys, Growing};
+use crate::core::{Conn, Ctx};
+use crate::dense;
+use crate::engine::Engine;
+use crate::error::{Error, Result};
+use crate::hash::ItemHash;
+use crate::io::exec::Cap;
+use crate::io::tx::{Slot, Tx};
+use redis::Value;
+use std::sync::atomic::Ordering;
+
+/// The dense add's compare-and-set merge (run with `EVAL` inside a `MULTI`, where
+/// `EVALSHA`'s `NOSCRIPT` could not be answered by loading it).
+const GROW_MERGE: &str = include_str!("../../../lua/grow_merge.lua");
+
+/// Merges tried before a batch goes the per-item way: each fails only when another client
+/// added a new item between the read and the merge.
+const MERGE_ATTEMPTS: usize = 3;
+
+/// The scratch keys' TTL: the merge deletes them; they expire if a transaction fails between
+/// the `SET`s and the script.
+const SCRATCH_TTL_MS: u64 = 60_000;
+
+/// What a refused merge falls back to.
+const MERGE: Cap = Cap::Merge {
+    from: "dense merge",
+    to: "per-item script",
+};
+
+/// A batch applied in memory by the dense add.
+struct Applied {
+    /// Per item handled (those before a full stop): whether it was new.
+    answers: Vec<bool>,
+    /// Each level's count after the batch.
+    counts: Vec<u64>,
+    /// Per segment, the offsets the batch set.
+    added: Vec<Vec<u64>>,
+    /// An item needed a level past the most.
+    full: bool,
+}
+
+/// A batch added dense, when that pays and the merge is allowed: the answers (after `WAIT`,
+/// when asked), or [`Error::Full`]; `None` when the batch goes item by item instead (nothing
+/// written): other clients changed the levels during every merge, or the ACL refused it.
+pub(super) async fn add<C: Conn>(
+    ctx: Ctx<'_, C, Growing>,
+    hashes: &[ItemHash],
+) -> Result<Option<Vec<bool>>> {
+    if !pays(ctx, hashes.len()) {
+        return Ok(None);
+    }
+    match merge(ctx, hashes).await {
+        Ok(Some((answers, full))) => {
+            ctx.exec()
+                .confirm(&ctx.part().counts, Engine::Scripts)
+                .await?;
+            match full {
+                true => Err(ctx.kind().full(ctx.key())),
+                false => Ok(Some(answers)),
+            }
+        }
+        Ok(None) => {
+            tracing::debug!(
+                target: "redbloom",
+                key = %ctx.key(),
+                from = "dense merge",
+                to = "per-item script",
+                cause = "other clients changed the levels during every merge",
+                "fallback"
+            );
+            Ok(None)
+        }
+        // A user granted the levels but not the scratch keys or the merge's commands: the
+        // same batch by the per-item script.
+        Err(err) if ctx.exec().lacks(MERGE, ctx.key(), &err) => Ok(None),
+        Err(err) => Err(err),
+    }
+}
+
+/// Whether an add of `items` items is cheaper by reading the part's levels whole and merging
+/// the batch's bits: the levels known are at most `dense::MAX_READ_BYTES` together, the
+/// segments the batch may write at most `dense::MAX_BYTES` each (the merge's `BITOP` holds the
+/// server while it copies them), and the batch is more than a few items.
+fn pays<C>(ctx: Ctx<'_, C, Growing>, items: usize) -> bool {
+    let (kind, part) = (ctx.kind(), ctx.part());
+    if items < 64 || !ctx.exec().has(MERGE) {
+        return false;
+    }
+    let named = kind.levels_to_name(part, items, true);
+    let known = (part.known.load(Ordering::Relaxed) as usize).clamp(1, named);
+    let first = kind.levels[known - 1].segment;
+    let biggest = (first..kind.segments_of(named))
+        .map(|s| kind.segments[s].div_ceil(8))
+        .max()
+        .unwrap_or(0);
+    kind.bytes_of(named) <= dense::MAX_READ_BYTES && biggest <= dense::MAX_BYTES
+}
+
+/// The merge, tried [`MERGE_ATTEMPTS`] times (each attempt retried): `None` when every merge
+/// found the counts changed; else the answers, and whether an item needed a level past the
+/// most (the items before it were added, it and the rest not).
+async fn merge<C: Conn>(
+    ctx: Ctx<'_, C, Growing>,
+    hashes: &[ItemHash],
+) -> Result<Option<(Vec<bool>, bool)>> {
+    let part = ctx.part();
+    let _turn = part.turn.lock().await;
+    for _ in 0..MERGE_ATTEMPTS {
+        if let Some(applied) = ctx.retried(|| attempt(ctx, hashes)).await? {
+            let levels = applied.counts.len();
+            part.known.store(levels as u32, Ordering::Relaxed);
+            let newest = applied.counts.last().copied().unwrap_or(0);
+            part.newest_count.store(newest, Ordering::Relaxed);
+            return Ok(Some((applied.answers, applied.full)));
+        }
+    }
+    Ok(None)
+}
+
+/// One read, apply and merge; `None` when the counts changed since the read.
+async fn attempt<C: Conn>(
+    ctx: Ctx<'_, C, Growing>,
+    hashes: &[ItemHash],
+) -> Result<Option<Applied>> {
+    let (exec, kind, part) = (ctx.exec(), ctx.kind(), ctx.part());
+    let (counts, mut segments) = read(ctx).await?;
+    let applied = kind.apply(&counts, &mut segments, hashes);
+    let changed: Vec<usize> = (0..applied.counts.len())
+        .filter(|&i| counts.get(i) != Some(&applied.counts[i]))
+        .collect();
+    if changed.is_empty() {
+        // Nothing new: the answers hold for the transaction's snapshot.
+        return Ok(Some(applied));
+    }
+    let expected = counts
+        .iter()
+        .enumerate()
+        .map(|(i, n)| format!("{i}={n}"))
+        .collect::<Vec<_>>()
+        .join(",");
+    let touched: Vec<usize> = (0..applied.added.len())
+        .filter(|&s| !applied.added[s].is_empty())
+        .collect();
+    let mut tx = Tx::atomic();
+    let mut keys = vec![part.counts.clone()];
+    keys.extend(touched.iter().map(|&s| part.segment_keys[s].clone()));
+    for &s in &touched {
+        let scratch = format!("{}:scratch:{s}", part.counts);
+        tx.add_unread(
+            redis::cmd("SET")
+                .arg(&scratch)
+                .arg(dense::bitmap(&applied.added[s]))
+                .arg("PX")
+                .arg(SCRATCH_TTL_MS)
+                .to_owned(),
+        );
+        keys.push(scratch);
+    }
+    keys.extend(
+        params_keys(ctx.guard())
+            .into_iter()
+            .flatten()
+            .map(str::to_owned),
+    );
+    let mut script = redis::cmd("EVAL");
+    script
+        .arg(GROW_MERGE)
+        .arg(keys.len())
+        .arg(&keys)
+        .arg(&kind.fingerprint)
+        .arg(touched.len())
+        .arg(&expected)
+        .arg(changed.len());
+    for &i in &changed {
+        script.arg(i);
+    }
+    for &i in &changed {
+        script.arg(applied.counts[i]);
+    }
+    let reply: Slot<Value> = tx.add(script);
+    let reply = exec.run(&part.counts, &tx).await?.take(reply)?;
+    if let Some(refusal) = kind.refused(ctx.key(), &reply) {
+        return Err(refusal);
+    }
+    match reply {
+        Value::Int(1) => Ok(Some(applied)),
+        Value::Int(0) => Ok(None),
+        other => Err(Error::UnexpectedReply(format!(
+            "{other:?} from a growing filter's merge"
+        ))),
+    }
+}
+
+/// The counts (per level) and the segments' bytes, read in one transaction; again with more
+/// levels when the part has more than known.
+async fn read<C: Conn>(ctx: Ctx<'_, C, Growing>) -> Result<(Vec<u64>, Vec<Vec<u8>>)> {
+    let (kind, part) = (ctx.kind(), ctx.part());
+    loop {
+        let known = kind.known(part);
+        let mut tx = Tx::atomic();
+        let counts: Slot<Vec<(usize, u64)>> =
+            tx.add(redis::cmd("HGETALL").arg(&part.counts).to_owned());
+        let chunks = kind.read_segments(part, &mut tx, known);
+        let mut replies = ctx.exec().run(&part.counts, &tx).await?;
+        let mut pairs = replies.take(counts)?;
+        pairs.sort_unstable();
+        if pairs.iter().enumerate().any(|(i, (level, _))| *level != i)
+            || pairs.len() > kind.levels.len()
+        {
+            return Err(Error::UnexpectedReply(format!(
+                "the levels' counts of {:?} are not levels 0..n: {pairs:?}",
+                ctx.key()
+            )));
+        }
+        if pairs.len() > known {
+            part.known.store(pairs.len() as u32, Ordering::Relaxed);
+            continue;
+        }
+        let mut segments = Vec::with_capacity(chunks.len());
+        for segment in chunks {
+            segments.push(segment.take(&mut replies)?);
+        }
+        return Ok((pairs.into_iter().map(|(_, n)| n).collect(), segments));
+    }
+}
+
+impl Growing {
+    /// The batch applied to the segments read, item after item as the add script does.
+    fn apply(&self, counts: &[u64], segments: &mut Vec<Vec<u8>>, hashes: &[ItemHash]) -> Applied {
+        let mut counts = counts.to_vec();
+        let mut added: Vec<Vec<u64>> = vec![Vec::new(); segments.len()];
+        let mut answers = Vec::with_capacity(hashes.len());
+        let mut offsets = Vec::new();
+        let mut full = false;
+        for hash in hashes {
+            let present = self.in_levels(counts.len(), segments, hash);
+            if !present {
+                let newest = counts.len();
+                if newest == 0 || counts[newest - 1] >= self.levels[newest - 1].capacity {
+                    if newest >= self.levels.len() {
+                        full = true;
+                        break;
+                    }
+                    counts.push(0);
+                }
+                let level = &self.levels[counts.len() - 1];
+                if segments.len() <= level.segment {
+                    segments.resize(level.segment + 1, Vec::new());
+                    added.resize(level.segment + 1, Vec::new());
+                }
+                offsets.clear();
+                level.push_offsets(hash, &mut offsets);
+                let bits = &mut segments[level.segment];
+                let len = level.end().div_ceil(8) as usize;
+                if bits.len() < len {
+                    bits.resize(len, 0);
+                }
+                for &offset in &offsets {
+                    bits[(offset / 8) as usize] |= 0x80 >> (offset & 7);
+                }
+                added[level.segment].extend_from_slice(&offsets);
+                *counts.last_mut().expect("a level was made") += 1;
+            }
+            answers.push(!present);
+        }
+        Applied {
+            answers,
+            counts,
+            added,
+            full,
+        }
+    }
+}

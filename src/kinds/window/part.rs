@@ -1,0 +1,147 @@
+//! A window filter's part (one slot group's generations, named by epoch) and the client's
+//! guess of the server's clock, which names the generations a step declares.
+
+use crate::geometry::Geometry;
+use crate::io::guard::Guard;
+use std::sync::{Mutex, PoisonError};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// One slot group's generations.
+#[derive(Debug, Clone)]
+pub struct Part {
+    /// Generation E is the key `{prefix}:{E}`.
+    pub(crate) prefix: String,
+    /// The dense add's scratch key, in the same slot group.
+    pub(crate) scratch: String,
+    pub(crate) geometry: Geometry,
+}
+
+impl Part {
+    /// The keys a script declares when the client guesses epoch `guess`: generations
+    /// `guess + 1` down to `guess - G`, then (`checked`: a filter of one key) the parameters
+    /// key and the bare key, which the scripts check.
+    pub(super) fn keys(
+        &self,
+        guess: i64,
+        generations: u32,
+        checked: Option<&Guard>,
+    ) -> Vec<String> {
+        let mut keys: Vec<String> = (-1..=i64::from(generations))
+            .map(|back| format!("{}:{}", self.prefix, guess - back))
+            .collect();
+        if let Some(guard) = checked {
+            keys.extend(guard.key().map(str::to_owned));
+            keys.push(guard.bits_key().to_owned());
+        }
+        keys
+    }
+
+    /// The key of the generation of `epoch`.
+    pub(super) fn generation(&self, epoch: i64) -> String {
+        format!("{}:{epoch}", self.prefix)
+    }
+
+    /// A key of the part's slot group to route a command by (generation 0's).
+    pub(super) fn anchor(&self) -> String {
+        self.generation(0)
+    }
+}
+
+/// The client's guess of the server's clock: its own clock until the server has said
+/// otherwise, then the server's time it last heard plus the time elapsed since.
+#[derive(Debug, Default)]
+pub(super) struct ServerClock(Mutex<Option<(Instant, u64)>>);
+
+impl ServerClock {
+    pub(super) fn now_ms(&self) -> u64 {
+        let heard = *self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        match heard {
+            Some((at, ms)) => ms.saturating_add(millis(at.elapsed())),
+            None => SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map_or(0, millis),
+        }
+    }
+
+    pub(super) fn learn(&self, server_ms: u64) {
+        *self.0.lock().unwrap_or_else(PoisonError::into_inner) = Some((Instant::now(), server_ms));
+    }
+}
+
+/// The generations' name beside a filter's key: `redbloom:gen:HASH`, HASH naming the filter's
+/// parameters, so that a client with other parameters can never touch this filter's
+/// generations (an add checks the stored parameters only when it creates a generation).
+pub(super) fn generations_of(fingerprint: &str) -> String {
+    let (h1, _) = crate::hash::murmur3_x64_128(fingerprint.as_bytes());
+    format!("redbloom:gen:{:08x}", h1 >> 32)
+}
+
+pub(super) fn millis(duration: Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// The generation of the time `ms`, as the scripts compute it.
+pub(super) fn epoch_of(ms: u64, window_ms: u64, generations: u32) -> i64 {
+    let epoch = u128::from(ms) * u128::from(generations - 1) / u128::from(window_ms);
+    i64::try_from(epoch).unwrap_or(i64::MAX)
+}
+
+/// The server's time in ms from `TIME`'s reply.
+pub(super) fn server_ms((secs, micros): (u64, u64)) -> u64 {
+    secs * 1_000 + micros / 1_000
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::keys;
+    use crate::layout::Layout;
+
+    #[test]
+    fn the_client_names_the_generations_around_its_guess() {
+        let part = Part {
+            prefix: "{k}:redbloom:gen".into(),
+            scratch: "{k}:redbloom:scratch".into(),
+            geometry: Geometry::new(Layout::Native, 64, 3).unwrap(),
+        };
+        let guard = Guard::new(
+            "k".into(),
+            Some("{k}:redbloom:params".into()),
+            "k".into(),
+            "kind=window".into(),
+            Layout::Native,
+            64,
+        );
+        let keys = part.keys(100, 4, Some(&guard));
+        assert_eq!(keys.len(), 4 + 2 + 2);
+        assert_eq!(keys[0], "{k}:redbloom:gen:101");
+        assert_eq!(keys[5], "{k}:redbloom:gen:96");
+        assert_eq!(&keys[6..], ["{k}:redbloom:params", "k"]);
+        assert!(keys.iter().all(|k| keys::slot(k) == keys::slot("k")));
+        assert_eq!(part.keys(100, 4, None).len(), 4 + 2);
+    }
+
+    #[test]
+    fn generations_are_named_by_their_parameters() {
+        let a = generations_of("kind=window window_ms=2000 generations=4");
+        let b = generations_of("kind=window window_ms=3000 generations=4");
+        assert!(a.starts_with("redbloom:gen:") && a.len() == "redbloom:gen:".len() + 8);
+        assert_ne!(a, b);
+        assert_eq!(
+            a,
+            generations_of("kind=window window_ms=2000 generations=4")
+        );
+    }
+
+    #[test]
+    fn epochs_are_whole_generations_of_the_window() {
+        // W = 3000 ms over 4 generations: 1000 ms each.
+        assert_eq!(epoch_of(0, 3000, 4), 0);
+        assert_eq!(epoch_of(999, 3000, 4), 0);
+        assert_eq!(epoch_of(1000, 3000, 4), 1);
+        // W = 2000 ms over 4 generations: 666.67 ms each.
+        assert_eq!(epoch_of(666, 2000, 4), 0);
+        assert_eq!(epoch_of(667, 2000, 4), 1);
+        assert_eq!(epoch_of(1_795_382_209_000, 3_600_000, 4), 1_496_151);
+    }
+}

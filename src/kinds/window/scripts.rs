@@ -1,0 +1,273 @@
+//! The window scripts (`lua/window_*.lua`), their head's arguments and keys, and their
+//! replies: an answer, a refused guess of the server's epoch (then the step goes again with the
+//! server's), or other parameters stored.
+
+use super::Window;
+use crate::core::{Conn, Ctx};
+use crate::error::{Error, Result};
+use crate::io::exec::{Cap, Exec};
+use crate::io::guard::Guard;
+use crate::scripts::{script, Arg, LuaScript};
+use redis::{Cmd, Value};
+
+/// Declares a window script: `lua/window_args.lua`, then the parts named, from `lua/`.
+macro_rules! window_script {
+    ($(#[$doc:meta])* $name:ident = [$($part:literal),+]) => {
+        script!($(#[$doc])* $name = concat!(
+            include_str!("../../../lua/window_args.lua"),
+            $(include_str!(concat!("../../../lua/", $part, ".lua"))),+
+        ));
+    };
+}
+
+window_script!(
+    /// Adds items to the current generation; new when in no live generation. The parameters
+    /// are checked when the step creates the generation.
+    WINDOW_ADD = ["window_epoch", "window_add_head", "window_check", "window_add"]
+);
+window_script!(
+    /// Checks items against the live generations (read-only; the clock only when needed).
+    WINDOW_EXISTS = ["window_check", "window_exists"]
+);
+window_script!(
+    /// Describes the live generations (read-only).
+    WINDOW_INFO = ["window_check", "window_epoch", "window_info"]
+);
+window_script!(
+    /// The dense add's merge of a batch's bitmap into the current generation.
+    WINDOW_MERGE = ["window_check", "window_epoch", "window_merge"]
+);
+window_script!(
+    /// The dense check's head: the checks and the current epoch (read-only).
+    WINDOW_AT = ["window_check", "window_epoch", "window_at"]
+);
+window_script!(
+    /// `clear` and `expire` of every generation and the parameters.
+    WINDOW_DROP = ["window_check", "window_epoch", "window_drop"]
+);
+
+/// Steps that see the server's clock off by more than a generation this many times in a row
+/// give up.
+pub(super) const TRIES: usize = 3;
+
+/// What a window script answered.
+pub(super) enum Reply {
+    Done(Value),
+    /// The guess was off; the server's time in ms.
+    Epoch(u64),
+    /// The stored parameters differ ("" when the bare key holds bits without any).
+    Params(String),
+}
+
+pub(super) fn classify(reply: Value) -> Result<Reply> {
+    if let Value::Array(items) = &reply {
+        match items.as_slice() {
+            [Value::BulkString(what), Value::Int(now)] if what == b"epoch" => {
+                return Ok(Reply::Epoch(u64::try_from(*now).unwrap_or(0)));
+            }
+            [Value::BulkString(what), Value::BulkString(stored)] if what == b"params" => {
+                return Ok(Reply::Params(String::from_utf8_lossy(stored).into_owned()));
+            }
+            _ => {}
+        }
+    }
+    Ok(Reply::Done(reply))
+}
+
+/// What a script run does besides its own arguments.
+#[derive(Clone, Copy)]
+pub(super) struct Run<'a> {
+    pub(super) script: &'a LuaScript,
+    pub(super) read_only: bool,
+    /// Stores the parameters of a new filter.
+    pub(super) store: bool,
+    /// Replies its flags and whether the parameters were seen (adds and checks).
+    pub(super) flags: bool,
+}
+
+/// One script on the part of `ctx`, with the head's arguments; again with the server's epoch
+/// when the guess was off (the server's clock may also cross a generation meanwhile). One
+/// attempt: the caller retries.
+pub(super) async fn call<C: Conn>(
+    ctx: Ctx<'_, C, Window>,
+    run: Run<'_>,
+    tail: &[&dyn Arg],
+) -> Result<Value> {
+    let (exec, window, part) = (ctx.exec(), ctx.kind(), ctx.part());
+    for _ in 0..TRIES {
+        let guess = window.guess();
+        // Checks leave the parameters out once this client has seen them stored (writes,
+        // info, clear and expire never do).
+        let checked = ctx
+            .guard()
+            .filter(|guard| !(run.read_only && run.flags && guard.is_checked()));
+        let keys = part.keys(guess, window.generations, checked);
+        let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
+        let ro = exec.has(Cap::BitfieldRo);
+        let mut args = window.head_args(&guess, run.store, ro);
+        args.extend_from_slice(tail);
+        let route = keys[1];
+        let reply = match run.read_only {
+            true => exec.script_ro(route, run.script, &keys, &args).await,
+            false => exec.script(route, run.script, &keys, &args).await,
+        };
+        let reply = match reply {
+            // A server before Redis 6.2: the scripts read bits with BITFIELD instead.
+            Err(err) if ro && exec.lacks(Cap::BitfieldRo, ctx.key(), &err) => continue,
+            reply => reply?,
+        };
+        match classify(reply)? {
+            Reply::Done(reply) => return Ok(reply),
+            Reply::Epoch(now) => window.server.learn(now),
+            Reply::Params(stored) => return Err(window.mismatch(ctx.key(), stored)),
+        }
+    }
+    Err(clock_moved())
+}
+
+impl Window {
+    /// The client's guess of the server's current epoch.
+    pub(super) fn guess(&self) -> i64 {
+        super::part::epoch_of(self.server.now_ms(), self.window_ms, self.generations)
+    }
+
+    /// The arguments every window script starts with (see `lua/window_args.lua`); `ro`: the
+    /// scripts read bits with `BITFIELD_RO`.
+    fn head_args<'a>(&'a self, guess: &'a i64, store: bool, ro: bool) -> Vec<&'a dyn Arg> {
+        vec![
+            guess,
+            &self.window_ms,
+            &self.generations,
+            &self.fingerprint,
+            if store { &"1" } else { &"0" },
+            if ro { &"bitfield_ro" } else { &"bitfield" },
+        ]
+    }
+
+    /// `EVAL` (or `EVAL_RO`: `by`) of `script` with its source, the declared `keys` and the
+    /// head's arguments, for a transaction (where `NOSCRIPT` could not be retried).
+    pub(super) fn eval(
+        &self,
+        by: &str,
+        script: &LuaScript,
+        keys: &[String],
+        guess: i64,
+        store: bool,
+        ro: bool,
+    ) -> Cmd {
+        let mut cmd = redis::cmd(by);
+        cmd.arg(script.source()).arg(keys.len()).arg(keys);
+        for arg in self.head_args(&guess, store, ro) {
+            arg.write(&mut cmd);
+        }
+        cmd
+    }
+
+    /// The mismatch a script's refusal means for the filter `key` ("": the bare key holds
+    /// bits without stored parameters).
+    pub(super) fn mismatch(&self, key: &str, stored: String) -> Error {
+        Error::ParamsMismatch {
+            key: key.to_owned(),
+            stored: match stored.is_empty() {
+                true => format!(
+                    "none (the key {key:?} holds a filter without stored parameters: another \
+                     kind)"
+                ),
+                false => stored,
+            },
+            requested: self.fingerprint.clone(),
+        }
+    }
+
+    /// A filter of one key: the parameters stored beside it (read with `GET`, whatever this
+    /// client has seen) are this filter's, or none are stored yet.
+    pub(super) async fn check_stored<C: Conn>(
+        &self,
+        exec: &Exec<C>,
+        guard: &Guard,
+        key: &str,
+    ) -> Result<()> {
+        let Some(params) = guard.key() else {
+            return Ok(());
+        };
+        let stored: Option<String> = exec.query(params, redis::cmd("GET").arg(params)).await?;
+        match stored.filter(|s| *s != self.fingerprint) {
+            Some(stored) => Err(self.mismatch(key, stored)),
+            None => Ok(()),
+        }
+    }
+
+    /// The epoch a `{"at", EPOCH}` reply names; `None` after learning the server's time from
+    /// a refused guess.
+    pub(super) fn epoch_from(&self, key: &str, reply: Value) -> Result<Option<i64>> {
+        match classify(reply)? {
+            Reply::Done(Value::Array(at)) => match at.as_slice() {
+                [Value::BulkString(what), Value::Int(epoch)] if what == b"at" => Ok(Some(*epoch)),
+                other => Err(Error::UnexpectedReply(format!("{other:?} for an epoch"))),
+            },
+            Reply::Done(other) => Err(Error::UnexpectedReply(format!("{other:?} for an epoch"))),
+            Reply::Epoch(now) => {
+                self.server.learn(now);
+                Ok(None)
+            }
+            Reply::Params(stored) => Err(self.mismatch(key, stored)),
+        }
+    }
+}
+
+/// Where the generation of `epoch` is among the keys declared for `guess`.
+pub(super) fn index(guess: i64, epoch: i64) -> Result<usize> {
+    usize::try_from(guess + 1 - epoch)
+        .ok()
+        .filter(|&i| i <= 2)
+        .ok_or_else(|| Error::UnexpectedReply(format!("epoch {epoch} for a guess of {guess}")))
+}
+
+pub(super) fn clock_moved() -> Error {
+    Error::UnexpectedReply(
+        "the server's clock moved by more than a generation three times in a row".into(),
+    )
+}
+
+/// One flag per item from a script's array of 0/1, and the last element: whether the script
+/// saw the filter's parameters stored.
+pub(super) fn flags(reply: &Value, items: usize) -> Result<(Vec<bool>, bool)> {
+    let unexpected = || Error::UnexpectedReply(format!("{reply:?} for {items} items"));
+    let Value::Array(values) = reply else {
+        return Err(unexpected());
+    };
+    if values.len() != items + 1 {
+        return Err(unexpected());
+    }
+    let mut flags = values
+        .iter()
+        .map(|v| match v {
+            Value::Int(flag) => Ok(*flag == 1),
+            _ => Err(unexpected()),
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let verified = flags.pop().unwrap_or(false);
+    Ok((flags, verified))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn replies_are_told_apart() {
+        let epoch = Value::Array(vec![Value::BulkString(b"epoch".to_vec()), Value::Int(5)]);
+        assert!(matches!(classify(epoch), Ok(Reply::Epoch(5))));
+        let params = Value::Array(vec![
+            Value::BulkString(b"params".to_vec()),
+            Value::BulkString(b"x".to_vec()),
+        ]);
+        assert!(matches!(classify(params), Ok(Reply::Params(p)) if p == "x"));
+        let done = Value::Array(vec![Value::Int(1), Value::Int(0), Value::Int(1)]);
+        let Ok(Reply::Done(done)) = classify(done) else {
+            panic!("flags are an answer");
+        };
+        assert_eq!(flags(&done, 2).unwrap(), (vec![true, false], true));
+        assert!(flags(&done, 3).is_err());
+    }
+}

@@ -1,0 +1,107 @@
+//! One part's batch of adds or checks: the dense path when it pays, else the per-item scripts
+//! in commands of a bounded size, a few in flight at once, in order.
+//!
+//! Retries: each command (or dense step) is retried by itself; a write whose replicas are
+//! awaited is retried whole with its `WAIT` (`WAIT` confirms the writes of its own connection,
+//! so after a reconnect a `WAIT` alone would confirm nothing).
+
+use super::scripts::{self, call, Run, WINDOW_ADD, WINDOW_EXISTS};
+use super::{dense, Window};
+use crate::bitfield::MAX_OFFSETS_PER_COMMAND;
+use crate::core::{Conn, Ctx};
+use crate::engine::Engine;
+use crate::error::Result;
+use crate::io::exec;
+use crate::scripts::Arg;
+use futures_util::future::BoxFuture;
+use std::future::Future;
+
+/// The items of one part, added (`write`) or checked; after a write, `WAIT` when asked.
+pub(super) async fn batch<C: Conn>(
+    ctx: Ctx<'_, C, Window>,
+    items: &[&[u8]],
+    write: bool,
+) -> Result<Vec<bool>> {
+    if !write || ctx.exec().options().replicas.is_none() {
+        return attempt(ctx, items, write, false).await;
+    }
+    let prefix = &ctx.part().prefix;
+    ctx.written(prefix, Engine::Scripts, || attempt(ctx, items, write, true))
+        .await
+}
+
+/// Runs `attempt` under the retry policy, or once when the caller retries around it
+/// (`whole`).
+pub(super) async fn step<C, T, F, Fut>(
+    ctx: Ctx<'_, C, Window>,
+    whole: bool,
+    mut attempt: F,
+) -> Result<T>
+where
+    C: Conn,
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T>>,
+{
+    match whole {
+        true => attempt().await,
+        false => ctx.retried(attempt).await,
+    }
+}
+
+/// The part's items by the dense path, or in commands of a bounded size, each retried unless
+/// the caller retries the whole.
+async fn attempt<C: Conn>(
+    ctx: Ctx<'_, C, Window>,
+    items: &[&[u8]],
+    write: bool,
+    whole: bool,
+) -> Result<Vec<bool>> {
+    if let Some(answers) = dense::batch(ctx, items, write, whole).await? {
+        return Ok(answers);
+    }
+    let k = ctx.part().geometry.hashes as usize;
+    // Each item may test every generation: a command's work is bounded as a plain filter's
+    // is (MAX_OFFSETS_PER_COMMAND bits).
+    let per_command = (MAX_OFFSETS_PER_COMMAND / (k * ctx.kind().generations as usize)).max(1);
+    if items.len() <= per_command {
+        return command(ctx, items, write, whole).await;
+    }
+    let commands = items.chunks(per_command);
+    let commands = commands.map(|chunk| boxed_command(ctx, chunk, write, whole));
+    exec::in_order(commands.collect()).await
+}
+
+/// [`command`], boxed for [`exec::in_order`] (rust-lang/rust#110338).
+fn boxed_command<'a, C: Conn>(
+    ctx: Ctx<'a, C, Window>,
+    items: &'a [&'a [u8]],
+    write: bool,
+    whole: bool,
+) -> BoxFuture<'a, Result<Vec<bool>>> {
+    Box::pin(command(ctx, items, write, whole))
+}
+
+/// One per-item script on some of the part's items: the add's or the check's flags.
+async fn command<C: Conn>(
+    ctx: Ctx<'_, C, Window>,
+    items: &[&[u8]],
+    write: bool,
+    whole: bool,
+) -> Result<Vec<bool>> {
+    let geometry = ctx.part().geometry;
+    let k = geometry.hashes as usize;
+    let offsets = geometry.offsets(items)?;
+    let run = Run {
+        script: if write { &WINDOW_ADD } else { &WINDOW_EXISTS },
+        read_only: !write,
+        store: write,
+        flags: true,
+    };
+    let tail: [&dyn Arg; 2] = [&k, &offsets];
+    let reply = step(ctx, whole, || call(ctx, run, &tail)).await?;
+    let (flags, verified) = scripts::flags(&reply, items.len())?;
+    if let Some(guard) = ctx.guard().filter(|_| verified) {
+        guard.mark_checked();
+    }
+    Ok(flags)
+}
