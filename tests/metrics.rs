@@ -12,45 +12,32 @@ use redbloom::{CountingBloom, GrowingBloom, NearCache, RedisBloom, Retry, Window
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-/// Every counter the recorder holds, by name and sorted labels.
-fn counters(snapshotter: &Snapshotter) -> BTreeMap<(String, Vec<(String, String)>), u64> {
-    snapshotter
-        .snapshot()
-        .into_vec()
-        .into_iter()
-        .filter_map(|(key, _, _, value)| {
-            let (kind, key) = key.into_parts();
-            let (MetricKind::Counter, DebugValue::Counter(n)) = (kind, value) else {
-                return None;
-            };
-            let mut labels: Vec<(String, String)> = key
-                .labels()
-                .map(|l| (l.key().to_owned(), l.value().to_owned()))
-                .collect();
-            labels.sort();
-            Some(((key.name().to_owned(), labels), n))
-        })
-        .collect()
-}
+/// A metric's name and sorted labels.
+type Name = (String, Vec<(String, String)>);
 
-/// The histogram samples recorded under `name` with `labels`.
-fn samples(snapshotter: &Snapshotter, name: &str, labels: &[(&str, &str)]) -> usize {
-    snapshotter
-        .snapshot()
-        .into_vec()
-        .into_iter()
-        .filter(|(key, ..)| {
-            let key = key.key();
-            key.name() == name
-                && labels
-                    .iter()
-                    .all(|(k, v)| key.labels().any(|l| l.key() == *k && l.value() == *v))
-        })
-        .map(|(.., value)| match value {
-            DebugValue::Histogram(samples) => samples.len(),
-            _ => 0,
-        })
-        .sum()
+/// What the recorder holds (one snapshot: it hands each histogram sample out once): every
+/// counter's value and every histogram's number of samples.
+fn snapshot(snapshotter: &Snapshotter) -> (BTreeMap<Name, u64>, BTreeMap<Name, usize>) {
+    let (mut counters, mut histograms) = (BTreeMap::new(), BTreeMap::new());
+    for (key, _, _, value) in snapshotter.snapshot().into_vec() {
+        let (kind, key) = key.into_parts();
+        let mut labels: Vec<(String, String)> = key
+            .labels()
+            .map(|l| (l.key().to_owned(), l.value().to_owned()))
+            .collect();
+        labels.sort();
+        let name = (key.name().to_owned(), labels);
+        match (kind, value) {
+            (MetricKind::Counter, DebugValue::Counter(n)) => {
+                counters.insert(name, n);
+            }
+            (MetricKind::Histogram, DebugValue::Histogram(samples)) => {
+                histograms.insert(name, samples.len());
+            }
+            _ => {}
+        }
+    }
+    (counters, histograms)
 }
 
 fn labels(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
@@ -131,7 +118,7 @@ async fn every_kind_counts_its_calls_by_op_and_outcome() {
         .unwrap();
     assert!(wrong.add("x").await.is_err());
 
-    let seen = counters(&snapshotter);
+    let (seen, latencies) = snapshot(&snapshotter);
     let calls = |kind: &str, op: &str, outcome: &str| {
         let key = (
             "redbloom_calls_total".to_owned(),
@@ -150,12 +137,12 @@ async fn every_kind_counts_its_calls_by_op_and_outcome() {
             ("clear", 1),
         ] {
             assert_eq!(calls(kind, op, "ok"), times, "{kind} {op}: {seen:#?}");
-            let latencies = samples(
-                &snapshotter,
-                "redbloom_call_duration_seconds",
-                &[("kind", kind), ("op", op), ("outcome", "ok")],
+            let key = (
+                "redbloom_call_duration_seconds".to_owned(),
+                labels(&[("kind", kind), ("op", op), ("outcome", "ok")]),
             );
-            assert_eq!(latencies, times as usize, "{kind} {op}'s latencies");
+            let samples = latencies.get(&key).copied().unwrap_or(0);
+            assert_eq!(samples, times as usize, "{kind} {op}'s latencies");
         }
     }
     for op in ["add_if_absent", "remove", "remove_many"] {
@@ -172,7 +159,7 @@ async fn every_kind_counts_its_calls_by_op_and_outcome() {
     assert!(near.add("a").await.unwrap());
     assert!(near.exists("a").await.unwrap());
     assert!(near.exists("a").await.unwrap());
-    let seen = counters(&snapshotter);
+    let (seen, _) = snapshot(&snapshotter);
     let near = |event: &str| {
         let key = (
             "redbloom_near_cache_total".to_owned(),
@@ -201,7 +188,7 @@ async fn every_kind_counts_its_calls_by_op_and_outcome() {
     assert!(gone.add("x").await.unwrap());
     server.kill();
     assert!(gone.add("y").await.is_err());
-    let seen = counters(&snapshotter);
+    let (seen, _) = snapshot(&snapshotter);
     let key = (
         "redbloom_retries_total".to_owned(),
         labels(&[("kind", "plain")]),

@@ -4,7 +4,6 @@ use super::kind::{Kind, Made, Setup};
 use super::{Bloom, Core};
 use crate::error::{Error, Result};
 use crate::keys;
-use crate::kinds::plain::Plain;
 use crate::near::NearCache;
 use crate::options::Options;
 use crate::retry::Retry;
@@ -12,7 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// Builds a filter of the kind `K`, chosen first: [`RedisBloom::builder`](crate::RedisBloom)
-/// (a plain filter, the default `K`), [`WindowBloom::builder`](crate::WindowBloom),
+/// (a plain filter; also [`Builder::new`]), [`WindowBloom::builder`](crate::WindowBloom),
 /// [`CountingBloom::builder`](crate::CountingBloom) or
 /// [`GrowingBloom::builder`](crate::GrowingBloom). The options below are every kind's; each
 /// kind's own (a plain filter's [`layout`](Builder::layout), a window's
@@ -57,7 +56,7 @@ use std::time::Duration;
 /// let _ = redbloom::RedisBloom::builder("k").bits(64).build(42u32);
 /// ```
 #[must_use]
-pub struct Builder<K: Kind = Plain> {
+pub struct Builder<K: Kind> {
     pub(crate) key: String,
     pub(crate) bits: Option<u64>,
     pub(crate) items: Option<u64>,
@@ -100,20 +99,6 @@ impl<K: Kind> std::fmt::Debug for Builder<K> {
             .field("near", &self.near)
             .field("options of the kind", &self.kind)
             .finish()
-    }
-}
-
-impl Builder<Plain> {
-    /// A builder for a plain filter at `key`; the same as
-    /// [`RedisBloom::builder`](crate::RedisBloom).
-    ///
-    /// ```
-    /// let config = redbloom::Builder::new("seen").bits(1 << 20);
-    /// assert!(config.validate().is_ok());
-    /// assert!(redbloom::Builder::new("seen").bits(0).validate().is_err());
-    /// ```
-    pub fn new(key: impl Into<String>) -> Self {
-        Builder::of_kind(key, crate::kinds::plain::PlainOptions::default())
     }
 }
 

@@ -8,12 +8,11 @@
 //! is read and asked, and which keys make its snapshot sections. A kind that does not offer a
 //! part (a module filter has no near cache) says so with a typed error from that part's hook.
 
-use super::part::Ctx;
 use super::sharded::{Check, Shards};
-use super::stored::StoredParams;
-use super::{Conn, Core};
+use crate::engine::Engine;
 use crate::error::Result;
 use crate::geometry::Geometry;
+use crate::io::exec::{Conn, Exec};
 use crate::io::guard::Guard;
 use crate::io::removal::Removal;
 use crate::near;
@@ -62,6 +61,36 @@ pub(crate) struct Setup<'a, K: Seam> {
     /// Its number of shards (checked: 1..=1024).
     pub(crate) shards: u32,
     pub(crate) kind: &'a K::Options,
+}
+
+/// A filter's stored parameters (`field=value` pairs), as a kind reads them back.
+#[derive(Debug, Clone, Copy)]
+pub struct Fields<'a>(pub(crate) &'a str);
+
+impl<'a> Fields<'a> {
+    /// The value of `field`.
+    pub(crate) fn field(&self, field: &str) -> Option<&'a str> {
+        self.0
+            .split_ascii_whitespace()
+            .filter_map(|pair| pair.split_once('='))
+            .find_map(|(name, value)| (name == field).then_some(value))
+    }
+
+    /// A number field; `None` when missing or not a number.
+    pub(crate) fn number<T: std::str::FromStr>(&self, field: &str) -> Option<T> {
+        self.field(field)?.parse().ok()
+    }
+
+    /// The sizes of a filter sized in bits (`bits`, `hashes`) with the kind's `options`.
+    pub(crate) fn in_bits<K: Seam>(&self, options: K::Options) -> Option<Sizes<K>> {
+        Some(Sizes {
+            bits: Some(self.number("bits")?),
+            items: None,
+            fpr: None,
+            hashes: Some(self.number("hashes")?),
+            kind: options,
+        })
+    }
 }
 
 /// A filter's sizes and kind options, as read back from its stored parameters.
@@ -116,7 +145,7 @@ pub trait Seam: Sized + Send + Sync + Debug + 'static {
     /// The sizes and options of the filter whose parameters are `stored` (they are this
     /// kind's): what [`make`](Seam::make) makes the same fingerprint of. `None` when they are
     /// not parameters of this kind that this version can read.
-    fn reopen(_stored: &StoredParams) -> Option<Sizes<Self>> {
+    fn reopen(_stored: &Fields<'_>) -> Option<Sizes<Self>> {
         None
     }
 
@@ -135,10 +164,9 @@ pub trait Seam: Sized + Send + Sync + Debug + 'static {
         ctx: Ctx<'a, C, Self>,
     ) -> impl Future<Output = Result<Self::PartInfo>> + Send + 'a;
 
-    /// The filter's info from every part's.
+    /// The filter's info from every part's (`ctx`: the filter, at its first part).
     fn info<'a, C: Conn>(
-        core: &'a Core<C, Self>,
-        clock: &'a Clock,
+        ctx: Ctx<'a, C, Self>,
         parts: Vec<Self::PartInfo>,
     ) -> impl Future<Output = Result<Self::Info>> + Send + 'a;
 
@@ -168,10 +196,11 @@ pub trait Seam: Sized + Send + Sync + Debug + 'static {
     /// The prefixes of the keys the copy holds (for tracking).
     fn copy_keys(&self, parts: &Shards<Self::Part>) -> Vec<String>;
 
-    /// Reads a new copy, after the parameters check.
+    /// Reads a new copy of at most `budget` bytes, after the parameters check (`ctx`: the
+    /// filter, at its first part).
     fn read_copy<'a, C: Conn>(
-        core: &'a Core<C, Self>,
-        clock: &'a Clock,
+        ctx: Ctx<'a, C, Self>,
+        budget: u64,
     ) -> impl Future<Output = Result<Self::Copy>> + Send + 'a;
 
     /// Whether `item` is in `copy` (with no I/O and no allocation: the fast path).
@@ -205,9 +234,10 @@ pub trait Seam: Sized + Send + Sync + Debug + 'static {
         section: &SectionHeader,
     ) -> Result<Staged>;
 
-    /// The staged sections by slot group, with the keys each replace deletes.
+    /// The staged sections by slot group, with the keys each replace deletes (`ctx`: the
+    /// filter, at its first part).
     fn groups<'a, C: Conn>(
-        core: &'a Core<C, Self>,
+        ctx: Ctx<'a, C, Self>,
         staged: &'a [Staged],
         mode: ImportMode,
     ) -> impl Future<Output = Result<Vec<Group>>> + Send + 'a;
@@ -242,4 +272,141 @@ pub(crate) fn split(
     let shards = shards.max(1);
     let per_part = Geometry::new(layout, bits.div_ceil(u64::from(shards)), hashes)?;
     Ok((per_part, per_part.total(per_part.bits * u64::from(shards))))
+}
+
+/// One slot group of one call, or (at its first part) the whole filter: what a kind's steps
+/// get from the core. Copied freely: references and a number.
+pub(crate) struct Ctx<'a, C, K: Seam> {
+    pub(crate) exec: &'a Exec<C>,
+    /// The filter's name.
+    pub(crate) key: &'a str,
+    /// The filter's parameters guard, whatever slot it lives in.
+    pub(crate) params: &'a Guard,
+    pub(crate) parts: &'a Shards<K::Part>,
+    /// The kind's own state.
+    pub(crate) kind: &'a K,
+    pub(crate) clock: &'a Clock,
+    /// The part this step is about.
+    pub(crate) index: usize,
+}
+
+impl<C, K: Seam> Clone for Ctx<'_, C, K> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<C, K: Seam> Copy for Ctx<'_, C, K> {}
+
+impl<'a, C, K: Seam> Ctx<'a, C, K> {
+    pub(crate) fn exec(&self) -> &'a Exec<C> {
+        self.exec
+    }
+
+    /// The kind's own state.
+    pub(crate) fn kind(&self) -> &'a K {
+        self.kind
+    }
+
+    /// This slot group's keys and state.
+    pub(crate) fn part(&self) -> &'a K::Part {
+        &self.parts.parts()[self.index]
+    }
+
+    /// The filter's name.
+    pub(crate) fn key(&self) -> &'a str {
+        self.key
+    }
+
+    /// The filter's parameters guard, whatever slot it lives in.
+    pub(crate) fn params(&self) -> &'a Guard {
+        self.params
+    }
+
+    /// Whether the parameters live in the part's slot group (a filter of one key).
+    pub(crate) fn inline(&self) -> bool {
+        self.parts.count() == 1
+    }
+
+    /// The parameters guard when it lives in this part's slot group (a filter of one key), so
+    /// that each step checks the parameters in the same transaction or script; `None` for a
+    /// shard, whose filter checks them beside.
+    pub(crate) fn guard(&self) -> Option<&'a Guard> {
+        self.inline().then_some(self.params)
+    }
+
+    /// The same call on part `index`.
+    pub(crate) fn at(self, index: usize) -> Self {
+        Ctx { index, ..self }
+    }
+}
+
+impl<'a, C: Conn, K: Seam> Ctx<'a, C, K> {
+    /// `attempt` under the filter's retry policy and the call's clock.
+    pub(crate) async fn retried<T, F, Fut>(&self, attempt: F) -> Result<T>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<T>>,
+    {
+        self.exec.retried(self.clock, attempt).await
+    }
+
+    /// `attempt` retried as [`retried`](Ctx::retried) does, or run once when the caller
+    /// retries around it (`outer`: a write retried whole with its `WAIT`).
+    pub(crate) async fn retried_unless<T, F, Fut>(&self, outer: bool, mut attempt: F) -> Result<T>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<T>>,
+    {
+        match outer {
+            true => attempt().await,
+            false => self.retried(attempt).await,
+        }
+    }
+
+    /// A write step: `attempt`, then `WAIT` for the replicas the filter asks for (on the
+    /// connection that carried the write, routed by a command on `key` that `engine` allows),
+    /// retried as one: after a reconnect a `WAIT` alone would confirm nothing.
+    pub(crate) async fn written<T, F, Fut>(
+        &self,
+        key: &str,
+        engine: Engine,
+        mut attempt: F,
+    ) -> Result<T>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<T>>,
+    {
+        let exec = self.exec;
+        exec.retried(self.clock, || {
+            let done = attempt();
+            async move {
+                let done = done.await?;
+                exec.confirm(key, engine).await?;
+                Ok(done)
+            }
+        })
+        .await
+    }
+
+    /// A sharded filter's parameters check (its guard in a slot of its own), retried; a
+    /// filter of one key checks them in its parts' steps.
+    pub(crate) async fn ensure_beside(&self, write: bool) -> Result<()> {
+        if self.inline() {
+            return Ok(());
+        }
+        self.retried(|| self.params.ensure(self.exec, write)).await
+    }
+
+    /// `f` on every part at once, each retried; the results in part order.
+    pub(crate) async fn each_part<T, F, Fut>(&self, f: F) -> Result<Vec<T>>
+    where
+        F: Fn(Ctx<'a, C, K>) -> Fut,
+        Fut: Future<Output = Result<T>>,
+    {
+        let (f, this) = (&f, *self);
+        let all = (0..self.parts.parts().len())
+            .map(|index| async move { this.retried(|| f(this.at(index))).await });
+        futures_util::future::try_join_all(all).await
+    }
 }

@@ -9,14 +9,13 @@
 pub(crate) mod builder;
 pub(crate) mod call;
 pub(crate) mod kind;
-mod part;
 pub(crate) mod sharded;
 pub(crate) mod stored;
 mod transfer;
 
 pub(crate) use self::call::Call;
-pub(crate) use self::kind::{Made, Op, Seam};
-pub(crate) use self::part::Ctx;
+pub(crate) use self::kind::{Ctx, Made, Op, Seam};
+pub(crate) use crate::io::exec::Conn;
 
 use self::kind::Kind;
 use self::sharded::Shards;
@@ -29,12 +28,6 @@ use crate::retry::Clock;
 use redis::aio::ConnectionLike;
 use std::sync::Arc;
 use std::time::Duration;
-
-/// The connections a filter takes: any redis-rs async connection that can be cloned and
-/// shared (a `MultiplexedConnection`, a `ConnectionManager`, a cluster connection).
-pub(crate) trait Conn: ConnectionLike + Clone + Send + Sync {}
-
-impl<C: ConnectionLike + Clone + Send + Sync> Conn for C {}
 
 /// A Bloom filter kept in Redis, of the kind `K`, on the connection `C`: the type behind
 /// [`RedisBloom`](crate::RedisBloom), [`WindowBloom`](crate::WindowBloom),
@@ -140,9 +133,14 @@ impl<C, K: Seam> Core<C, K> {
         self.parts.count() == 1
     }
 
-    fn ctx<'a>(&'a self, clock: &'a Clock, index: usize) -> Ctx<'a, C, K> {
+    /// Part `index` of a call whose clock is `clock` (part 0: also the whole filter).
+    pub(crate) fn ctx<'a>(&'a self, clock: &'a Clock, index: usize) -> Ctx<'a, C, K> {
         Ctx {
-            core: self,
+            exec: &self.exec,
+            key: &self.key,
+            params: &self.guard,
+            parts: &self.parts,
+            kind: &self.kind,
             clock,
             index,
         }
@@ -193,7 +191,7 @@ impl<C: Conn, K: Seam> Core<C, K> {
             return self.batch(&clock, Op::Exists, items).await;
         };
         let answer = |copy: &K::Copy, item: &[u8]| self.kind.in_copy(&self.parts, copy, item);
-        let read = || K::read_copy(self, &clock);
+        let read = || K::read_copy(self.ctx(&clock, 0), near.budget());
         let remote = || self.batch(&clock, Op::Exists, items);
         near.check(items, answer, read, remote).await
     }
@@ -205,35 +203,12 @@ impl<C: Conn, K: Seam> Core<C, K> {
         })
     }
 
-    /// A sharded filter's parameters check (its guard in a slot of its own), retried; a
-    /// filter of one key checks them in its parts' steps.
-    pub(crate) async fn ensure_beside(&self, clock: &Clock, write: bool) -> Result<()> {
-        if self.inline() {
-            return Ok(());
-        }
-        self.exec
-            .retried(clock, || self.guard.ensure(&self.exec, write))
-            .await
-    }
-
-    /// `f` on every part at once, each retried; the results in part order.
-    pub(crate) async fn each_part<'a, T, F, Fut>(&'a self, clock: &'a Clock, f: F) -> Result<Vec<T>>
-    where
-        F: Fn(Ctx<'a, C, K>) -> Fut,
-        Fut: std::future::Future<Output = Result<T>>,
-    {
-        let f = &f;
-        let all = (0..self.parts.parts().len()).map(|index| async move {
-            self.exec.retried(clock, || f(self.ctx(clock, index))).await
-        });
-        futures_util::future::try_join_all(all).await
-    }
-
     async fn info(&self) -> Result<K::Info> {
         let clock = self.exec.clock();
-        self.ensure_beside(&clock, false).await?;
-        let parts = self.each_part(&clock, K::part_info).await?;
-        K::info(self, &clock, parts).await
+        let ctx = self.ctx(&clock, 0);
+        ctx.ensure_beside(false).await?;
+        let parts = ctx.each_part(K::part_info).await?;
+        K::info(ctx, parts).await
     }
 
     /// `clear` or `expire`: a sharded filter's parameters checked first, every part in a
@@ -241,8 +216,9 @@ impl<C: Conn, K: Seam> Core<C, K> {
     /// someone else's filter); a filter of one key checks them in its part's step.
     async fn drop_keys(&self, how: Removal) -> Result<bool> {
         let clock = self.exec.clock();
-        self.ensure_beside(&clock, false).await?;
-        let dropped = self.each_part(&clock, |ctx| K::drop_part(ctx, how)).await?;
+        let ctx = self.ctx(&clock, 0);
+        ctx.ensure_beside(false).await?;
+        let dropped = ctx.each_part(|ctx| K::drop_part(ctx, how)).await?;
         if !self.inline() {
             self.guard.remove_stored(&self.exec, &clock, how).await?;
         }

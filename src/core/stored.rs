@@ -3,7 +3,7 @@
 //! with its key alone.
 
 use super::builder::Builder;
-use super::kind::Kind;
+use super::kind::{Fields, Kind};
 use crate::error::{Error, Result};
 use crate::keys;
 use redis::aio::ConnectionLike;
@@ -64,20 +64,7 @@ impl StoredParams {
 
     /// The value of `field` (`bits`, `hashes`, `shards`, `window_ms`, …).
     pub fn field(&self, field: &str) -> Option<&str> {
-        self.fingerprint
-            .split_ascii_whitespace()
-            .filter_map(|pair| pair.split_once('='))
-            .find_map(|(name, value)| (name == field).then_some(value))
-    }
-
-    /// A number field; `None` when missing or not a number.
-    pub(crate) fn number<T: std::str::FromStr>(&self, field: &str) -> Option<T> {
-        self.field(field)?.parse().ok()
-    }
-
-    /// The shard count (1 when not stored).
-    pub(crate) fn shards(&self) -> u32 {
-        self.number("shards").unwrap_or(1)
+        Fields(&self.fingerprint).field(field)
     }
 
     /// A builder of the filter as stored, of kind `K`: the same parameters, so that the filter
@@ -97,9 +84,11 @@ impl StoredParams {
         if self.kind() != K::NAME {
             return Err(mismatch(format!("a {} filter", K::NAME)));
         }
-        let sizes = K::reopen(self)
+        let fields = Fields(&self.fingerprint);
+        let sizes = K::reopen(&fields)
             .ok_or_else(|| mismatch(format!("parameters a {} filter can read", K::NAME)))?;
-        let mut builder = Builder::<K>::of_kind(self.key.clone(), sizes.kind).shards(self.shards());
+        let shards = fields.number("shards").unwrap_or(1);
+        let mut builder = Builder::<K>::of_kind(self.key.clone(), sizes.kind).shards(shards);
         builder.bits = sizes.bits;
         builder.items = sizes.items;
         builder.fpr = sizes.fpr;

@@ -109,12 +109,13 @@ impl<C: Conn, K: Seam> Core<C, K> {
             self.parts.count(),
         )?;
         self.guard.ensure(&self.exec, false).await?;
+        let clock = self.exec.clock();
         let nonce = snapshot::nonce();
         let place =
             |section: &snapshot::SectionHeader| self.kind.place(&self.parts, &nonce, section);
         let staged = snapshot::stage(&self.exec, &mut reader, mode, place).await?;
         let swapped = async {
-            let groups = K::groups(self, &staged, mode).await?;
+            let groups = K::groups(self.ctx(&clock, 0), &staged, mode).await?;
             let params = self.guard.swap_params(self.inline());
             snapshot::swap_checked(&self.exec, &groups, params, &self.guard, mode).await
         };

@@ -14,6 +14,12 @@ use redis::{Cmd, FromRedisValue, Value};
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+/// The connections a filter takes: any redis-rs async connection that can be cloned and
+/// shared (a `MultiplexedConnection`, a `ConnectionManager`, a cluster connection).
+pub(crate) trait Conn: ConnectionLike + Clone + Send + Sync {}
+
+impl<C: ConnectionLike + Clone + Send + Sync> Conn for C {}
+
 /// A filter's connection, its call options, and what it has learned about the server: shared
 /// by every slot group of the filter (learned once per filter, not once per shard).
 #[derive(Debug)]

@@ -27,135 +27,25 @@
 //!
 //! Nothing here knows a kind: a kind gives its copy's type and reads it (`core/kind.rs`).
 
+mod config;
+mod local;
+mod read;
 mod tracking;
 
 use crate::error::{Error, Result};
 use crate::metrics::{self, NearEvent};
 use arc_swap::ArcSwapOption;
-use std::collections::HashMap;
 use std::future::Future;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+pub(crate) use self::config::check_budget;
+pub use self::config::{NearCache, NearCacheStats};
+pub(crate) use self::read::{read_key, read_strings};
 pub(crate) use tracking::prefixes;
 
-/// The budget of a copy when none is given: 256 MiB.
-pub(crate) const DEFAULT_BUDGET: u64 = 256 << 20;
-
-/// How often a tracked copy is read again when no invalidation came, unless
-/// [`NearCache::floor`] says otherwise (or the refresh interval is longer).
-pub(crate) const DEFAULT_FLOOR: Duration = Duration::from_secs(60);
-
-/// Items added through a handle kept beside its copy until the next copy is read.
-pub(crate) const OVERLAY_ITEMS: usize = 65_536;
-
-/// A filter's near cache: its copy's refresh interval (the most a cached answer may lag
-/// behind Redis), memory budget and, optionally, the client that opens its invalidation
-/// connection. Given to [`Builder::near_cache`](crate::Builder::near_cache).
-///
-/// ```
-/// use std::time::Duration;
-/// let cache = redbloom::NearCache::new(Duration::from_secs(1)).budget(64 << 20);
-/// assert_eq!(cache.refresh(), Duration::from_secs(1));
-/// assert_eq!(cache.budget_bytes(), 64 << 20);
-/// ```
-#[derive(Debug, Clone)]
-#[must_use]
-pub struct NearCache {
-    refresh: Duration,
-    budget: u64,
-    floor: Duration,
-    tracking: Option<redis::Client>,
-}
-
-impl NearCache {
-    /// A near cache whose answers lag at most `refresh` behind Redis, with the default
-    /// budget (256 MiB) and no tracking: the copy is read again every `refresh`.
-    pub fn new(refresh: Duration) -> Self {
-        NearCache {
-            refresh,
-            budget: DEFAULT_BUDGET,
-            floor: DEFAULT_FLOOR,
-            tracking: None,
-        }
-    }
-
-    /// The most bytes the copy may take.
-    pub fn budget(mut self, bytes: u64) -> Self {
-        self.budget = bytes;
-        self
-    }
-
-    /// Learn of changes from Redis's invalidation messages (`CLIENT TRACKING` in broadcast
-    /// mode, over a RESP3 connection of its own that `client` opens, with its address,
-    /// credentials and TLS): the copy is read again only after a change, instead of every
-    /// interval. Needs Redis 6 or later and, under an ACL, `CLIENT TRACKING` and `HELLO`.
-    /// Without them, or while that connection is down, the copy is read every interval.
-    /// For a single server (or a primary and its replicas): on a Redis Cluster one node sees
-    /// only its own keys, so the filter refuses tracking there and reads every interval.
-    pub fn tracking(mut self, client: redis::Client) -> Self {
-        self.tracking = Some(client);
-        self
-    }
-
-    /// With tracking, read the copy again at least this often even when no invalidation
-    /// came (a floor against messages lost on a connection that died without a word).
-    /// One minute unless given; never more often than the refresh interval.
-    pub fn floor(mut self, every: Duration) -> Self {
-        self.floor = every;
-        self
-    }
-
-    /// The refresh interval: the most a cached answer lags behind Redis.
-    pub fn refresh(&self) -> Duration {
-        self.refresh
-    }
-
-    /// The most bytes the copy may take.
-    pub fn budget_bytes(&self) -> u64 {
-        self.budget
-    }
-
-    pub(crate) fn validate(&self) -> Result<()> {
-        if self.refresh.is_zero() {
-            return Err(Error::InvalidConfig(
-                "the near cache's refresh interval must be longer than zero".into(),
-            ));
-        }
-        Ok(())
-    }
-}
-
-/// What a near cache has done, from
-/// [`RedisBloom::near_cache_stats`](crate::RedisBloom::near_cache_stats) and its peers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-#[non_exhaustive]
-pub struct NearCacheStats {
-    /// Items answered from a fresh copy, with no round trip.
-    pub hits: u64,
-    /// Items answered from a copy past its interval, because Redis could not be reached.
-    pub stale_hits: u64,
-    /// Items answered by Redis: no copy yet, or the copy past its interval.
-    pub misses: u64,
-    /// Copies read.
-    pub refreshes: u64,
-    /// Reads of a copy that failed.
-    pub failed_refreshes: u64,
-    /// Invalidation messages received for the filter's keys.
-    pub invalidations: u64,
-    /// Since the current copy's read began (`None`: no copy).
-    pub age: Option<Duration>,
-    /// The copy may miss changes older than the interval: Redis could not be reached when the
-    /// copy was due.
-    pub stale: bool,
-    /// Invalidations are being received (tracking on and its connection up).
-    pub tracking: bool,
-    /// The copy's bytes.
-    pub bytes: u64,
-    /// The copy was turned off: the filter outgrew the budget (a filter that grows).
-    pub over_budget: bool,
-}
+use self::local::{Overlay, Striped, Turn};
 
 /// A copy of a filter's keys, as a kind reads it.
 #[allow(unreachable_pub)]
@@ -544,182 +434,14 @@ impl<S: Copy> Near<S> {
     }
 }
 
-/// `Ok` when a copy of `bytes` fits `config` (and its interval is valid).
-///
-/// # Errors
-/// [`Error::InvalidConfig`] for a zero interval; [`Error::NearCacheBudget`] naming both sizes.
-pub(crate) fn check_budget(key: &str, config: &NearCache, bytes: u64) -> Result<()> {
-    config.validate()?;
-    if bytes > config.budget {
-        return Err(Error::NearCacheBudget {
-            key: key.to_owned(),
-            bytes,
-            budget: config.budget,
-        });
-    }
-    Ok(())
-}
-
 fn nanos(duration: Duration) -> u64 {
     u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX / 4)
 }
 
-/// A counter added to by many threads at once, each on a cache line of its own (one shared
-/// counter costs the fast path more than its lookup on a busy machine).
-#[derive(Debug, Default)]
-struct Striped([Padded; STRIPES]);
-
-const STRIPES: usize = 8;
-
-#[derive(Debug, Default)]
-#[repr(align(128))]
-struct Padded(AtomicU64);
-
-impl Striped {
-    fn add(&self, n: u64) {
-        thread_local! {
-            static STRIPE: usize = {
-                static NEXT: AtomicUsize = AtomicUsize::new(0);
-                NEXT.fetch_add(1, Ordering::Relaxed) % STRIPES
-            };
-        }
-        let stripe = STRIPE.with(|s| *s);
-        self.0[stripe].0.fetch_add(n, Ordering::Relaxed);
-    }
-
-    fn sum(&self) -> u64 {
-        self.0.iter().map(|p| p.0.load(Ordering::Relaxed)).sum()
-    }
-}
-
-/// The right to read a new copy, held by one call at a time; given back when dropped (also
-/// when the call is cancelled).
-struct Turn<'a>(&'a AtomicBool);
-
-impl<'a> Turn<'a> {
-    fn take(flag: &'a AtomicBool) -> Option<Self> {
-        flag.compare_exchange(false, true, Ordering::AcqRel, Ordering::Relaxed)
-            .ok()
-            .map(|_| Turn(flag))
-    }
-}
-
-impl Drop for Turn<'_> {
-    fn drop(&mut self) {
-        self.0.store(false, Ordering::Release);
-    }
-}
-
-/// Items this handle added since the copy was read: their 128-bit hashes, each with when it
-/// was added.
-#[derive(Debug, Default)]
-struct Overlay {
-    len: AtomicUsize,
-    items: Mutex<HashMap<(u64, u64), u64>>,
-}
-
-impl Overlay {
-    /// Keeps `items`; `false` when there is no room for them.
-    fn add<T: AsRef<[u8]>>(&self, items: &[T], now: u64) -> bool {
-        let mut kept = self.items.lock().unwrap_or_else(PoisonError::into_inner);
-        if kept.len() + items.len() > OVERLAY_ITEMS {
-            return false;
-        }
-        for item in items {
-            kept.insert(crate::hash::murmur3_x64_128(item.as_ref()), now);
-        }
-        self.len.store(kept.len(), Ordering::Release);
-        true
-    }
-
-    fn contains(&self, item: &[u8]) -> bool {
-        if self.len.load(Ordering::Acquire) == 0 {
-            return false;
-        }
-        let hash = crate::hash::murmur3_x64_128(item);
-        self.items
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .contains_key(&hash)
-    }
-
-    /// Forgets the items added before `began` (a copy read since holds them).
-    fn prune(&self, began: u64) {
-        if self.len.load(Ordering::Acquire) == 0 {
-            return;
-        }
-        let mut kept = self.items.lock().unwrap_or_else(PoisonError::into_inner);
-        kept.retain(|_, at| *at >= began);
-        self.len.store(kept.len(), Ordering::Release);
-    }
-
-    fn clear(&self) {
-        let mut kept = self.items.lock().unwrap_or_else(PoisonError::into_inner);
-        kept.clear();
-        self.len.store(0, Ordering::Release);
-    }
-}
-
-/// A copy of a filter kept in one string per part: its parameters checked, then each part's
-/// string (`parts`: its key and most bytes) read whole, each read retried.
-pub(crate) async fn read_strings<'a, C>(
-    exec: &crate::io::exec::Exec<C>,
-    clock: &crate::retry::Clock,
-    guard: &crate::io::guard::Guard,
-    parts: impl Iterator<Item = (&'a str, u64)>,
-) -> Result<Strings>
-where
-    C: redis::aio::ConnectionLike + Clone + Send + Sync,
-{
-    exec.retried(clock, || guard.ensure(exec, false)).await?;
-    let mut copy = Strings(Vec::new());
-    for (key, max) in parts {
-        let bytes = exec.retried(clock, || read_key(exec, key, max)).await?;
-        copy.0.push(bytes);
-    }
-    Ok(copy)
-}
-
-/// Reads `key` whole (a string of at most `max_bytes`; empty when missing) in pieces of at most
-/// 1 MiB, so that no command holds the server longer than one piece's copy.
-pub(crate) async fn read_key<C>(
-    exec: &crate::io::exec::Exec<C>,
-    key: &str,
-    max_bytes: u64,
-) -> Result<Vec<u8>>
-where
-    C: redis::aio::ConnectionLike + Clone + Send + Sync,
-{
-    const PIECE: u64 = 1 << 20;
-    if max_bytes <= PIECE {
-        let bytes: Option<Vec<u8>> = exec.query(key, redis::cmd("GET").arg(key)).await?;
-        return Ok(bytes.unwrap_or_default());
-    }
-    let len: u64 = exec.query(key, redis::cmd("STRLEN").arg(key)).await?;
-    let len = len.min(max_bytes);
-    let mut bytes = Vec::with_capacity(len as usize);
-    let mut at = 0;
-    while at < len {
-        let end = (at + PIECE).min(len);
-        let cmd = redis::cmd("GETRANGE")
-            .arg(key)
-            .arg(at)
-            .arg(end - 1)
-            .to_owned();
-        let piece: Vec<u8> = exec.query(key, &cmd).await?;
-        let short = piece.len() < (end - at) as usize;
-        bytes.extend_from_slice(&piece);
-        if short {
-            // Shortened meanwhile (a clear): what is left reads as zeros.
-            break;
-        }
-        at = end;
-    }
-    Ok(bytes)
-}
-
 #[cfg(test)]
 mod tests {
+    use super::config::DEFAULT_FLOOR;
+    use super::local::OVERLAY_ITEMS;
     use super::*;
 
     #[derive(Debug)]

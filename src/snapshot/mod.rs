@@ -8,10 +8,13 @@
 
 mod chunk;
 mod error;
+mod export;
 mod format;
 mod input;
 mod reader;
+mod stage;
 pub(crate) mod strings;
+mod swap;
 mod transfer;
 mod writer;
 
@@ -26,9 +29,10 @@ pub use self::{
     writer::SnapshotWriter,
 };
 
-pub(crate) use self::transfer::{
-    check_header, drop_staged, export, nonce, stage, swap_checked, Group, Params, Staged, Stored,
-};
+pub(crate) use self::export::export;
+pub(crate) use self::stage::{drop_staged, stage};
+pub(crate) use self::swap::swap_checked;
+pub(crate) use self::transfer::{check_header, nonce, Group, Params, Staged, Stored};
 
 #[cfg(test)]
 pub(crate) use self::transfer::parse_hash_text;

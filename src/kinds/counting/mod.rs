@@ -11,10 +11,9 @@ mod swap;
 
 use crate::core::builder::SizedInBits;
 use crate::core::call::{self, Call};
-use crate::core::kind::{self, Kind, Made, Op, Seam, Setup, Sizes};
+use crate::core::kind::{self, Fields, Kind, Made, Op, Seam, Setup, Sizes};
 use crate::core::sharded::Shards;
-use crate::core::stored::StoredParams;
-use crate::core::{Bloom, Conn, Core, Ctx};
+use crate::core::{Bloom, Conn, Ctx};
 use crate::error::{Error, Result};
 use crate::geometry::Geometry;
 use crate::hash::ItemHash;
@@ -25,7 +24,6 @@ use crate::io::strings;
 use crate::io::tx::{Slot, Tx};
 use crate::layout::Layout;
 use crate::near;
-use crate::retry::Clock;
 use crate::sizing::{current_fpr, estimate_items};
 use crate::snapshot::{self, Group, ImportMode, SectionHeader, Staged, Stored};
 use crate::{bitfield, dense, keys, Builder};
@@ -269,14 +267,8 @@ impl Seam for Counting {
         })
     }
 
-    fn reopen(stored: &StoredParams) -> Option<Sizes<Self>> {
-        Some(Sizes {
-            bits: stored.number("bits"),
-            items: None,
-            fpr: None,
-            hashes: stored.number("hashes"),
-            kind: CountingOptions {},
-        })
+    fn reopen(stored: &Fields<'_>) -> Option<Sizes<Self>> {
+        stored.in_bits(CountingOptions {})
     }
 
     async fn batch<'a, C: Conn>(
@@ -317,8 +309,7 @@ impl Seam for Counting {
     }
 
     async fn info<'a, C: Conn>(
-        core: &'a Core<C, Self>,
-        _: &'a Clock,
+        ctx: Ctx<'a, C, Self>,
         parts: Vec<PartInfo>,
     ) -> Result<CountingInfo> {
         let mut total = PartInfo {
@@ -333,10 +324,10 @@ impl Seam for Counting {
             total.bytes += part.bytes;
             total.ttl = total.ttl.longest_lived(part.ttl);
         }
-        let Geometry { bits, hashes, .. } = core.kind.geometry;
+        let Geometry { bits, hashes, .. } = ctx.kind().geometry;
         Ok(CountingInfo {
             filter: FilterInfo {
-                key: core.key.clone(),
+                key: ctx.key().to_owned(),
                 bits,
                 hashes,
                 bits_set: total.in_use,
@@ -382,13 +373,10 @@ impl Seam for Counting {
         parts.parts().iter().map(|p| p.key.clone()).collect()
     }
 
-    async fn read_copy<'a, C: Conn>(
-        core: &'a Core<C, Self>,
-        clock: &'a Clock,
-    ) -> Result<near::Strings> {
-        let parts = core.parts.parts().iter();
+    async fn read_copy<'a, C: Conn>(ctx: Ctx<'a, C, Self>, _: u64) -> Result<near::Strings> {
+        let parts = ctx.parts.parts().iter();
         let parts = parts.map(|p| (p.key.as_str(), p.max_bytes()));
-        near::read_strings(&core.exec, clock, &core.guard, parts).await
+        near::read_strings(ctx.exec(), ctx.clock, ctx.params(), parts).await
     }
 
     /// All its counters above zero.
@@ -431,11 +419,11 @@ impl Seam for Counting {
     }
 
     async fn groups<'a, C: Conn>(
-        core: &'a Core<C, Self>,
+        ctx: Ctx<'a, C, Self>,
         staged: &'a [Staged],
         _: ImportMode,
     ) -> Result<Vec<Group>> {
-        snapshot::strings::groups(staged, core.parts.parts().len())
+        snapshot::strings::groups(staged, ctx.parts.parts().len())
     }
 }
 

@@ -28,10 +28,9 @@ mod shape;
 mod snapshot;
 
 use self::shape::Level;
-use crate::core::kind::{Kind, Made, Op, Seam, Setup, Sizes};
+use crate::core::kind::{Fields, Kind, Made, Op, Seam, Setup, Sizes};
 use crate::core::sharded::Shards;
-use crate::core::stored::StoredParams;
-use crate::core::{Bloom, Conn, Core, Ctx};
+use crate::core::{Bloom, Conn, Ctx};
 use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::hash::ItemHash;
@@ -39,7 +38,6 @@ use crate::info::{GrowingInfo, GrowingLevel};
 use crate::io::guard::{self, Guard};
 use crate::io::removal::Removal;
 use crate::layout::Layout;
-use crate::retry::Clock;
 use crate::scripts::script;
 use crate::snapshot::{Group, ImportMode, SectionHeader, Staged, Stored};
 use crate::{keys, Builder};
@@ -502,7 +500,7 @@ impl Seam for Growing {
 
     /// The stored capacity (all shards'), rate, growth, tightening and levels (as many as the
     /// filter could have: asked for again, the same).
-    fn reopen(stored: &StoredParams) -> Option<Sizes<Self>> {
+    fn reopen(stored: &Fields<'_>) -> Option<Sizes<Self>> {
         Some(Sizes {
             bits: None,
             items: Some(stored.number("capacity")?),
@@ -562,11 +560,10 @@ impl Seam for Growing {
     }
 
     async fn info<'a, C: Conn>(
-        core: &'a Core<C, Self>,
-        _: &'a Clock,
+        ctx: Ctx<'a, C, Self>,
         parts: Vec<info::PartInfo>,
     ) -> Result<GrowingInfo> {
-        core.kind.total(&core.key, parts)
+        ctx.kind().total(ctx.key(), parts)
     }
 
     /// The part's counts, every segment its levels use and (a filter of one key) the
@@ -623,11 +620,8 @@ impl Seam for Growing {
         parts.parts().iter().map(|p| p.counts.clone()).collect()
     }
 
-    async fn read_copy<'a, C: Conn>(
-        core: &'a Core<C, Self>,
-        clock: &'a Clock,
-    ) -> Result<near::Copy> {
-        near::read(core, clock).await
+    async fn read_copy<'a, C: Conn>(ctx: Ctx<'a, C, Self>, budget: u64) -> Result<near::Copy> {
+        near::read(ctx, budget).await
     }
 
     fn in_copy(&self, parts: &Shards<Part>, copy: &near::Copy, item: &[u8]) -> bool {
@@ -655,10 +649,10 @@ impl Seam for Growing {
     }
 
     async fn groups<'a, C: Conn>(
-        core: &'a Core<C, Self>,
+        ctx: Ctx<'a, C, Self>,
         staged: &'a [Staged],
         _: ImportMode,
     ) -> Result<Vec<Group>> {
-        snapshot::groups(core, staged).await
+        snapshot::groups(ctx, staged).await
     }
 }

@@ -4,11 +4,10 @@
 
 use super::{read, Growing, Part};
 use crate::core::sharded::Shards;
-use crate::core::{Conn, Core};
+use crate::core::{Conn, Ctx};
 use crate::error::{Error, Result};
 use crate::hash::ItemHash;
 use crate::layout::Layout;
-use crate::retry::Clock;
 
 /// The copy: per part, its levels and the segments they lie in.
 #[derive(Debug)]
@@ -46,11 +45,11 @@ impl Growing {
 ///
 /// # Errors
 /// [`Error::NearCacheBudget`] when the levels have outgrown the budget.
-pub(super) async fn read<C: Conn>(core: &Core<C, Growing>, clock: &Clock) -> Result<Copy> {
-    core.ensure_beside(clock, false).await?;
-    let kind = &core.kind;
-    let levels = core
-        .each_part(clock, |ctx| async move {
+pub(super) async fn read<C: Conn>(ctx: Ctx<'_, C, Growing>, budget: u64) -> Result<Copy> {
+    ctx.ensure_beside(false).await?;
+    let kind = ctx.kind();
+    let levels = ctx
+        .each_part(|ctx| async move {
             let counts = &ctx.part().counts;
             let hlen = redis::cmd("HLEN").arg(counts).to_owned();
             ctx.exec().query::<usize>(counts, &hlen).await
@@ -60,14 +59,13 @@ pub(super) async fn read<C: Conn>(core: &Core<C, Growing>, clock: &Clock) -> Res
         .iter()
         .map(|&n| kind.bytes_of(n.clamp(1, kind.levels.len())))
         .sum();
-    let budget = core.near.as_ref().map_or(u64::MAX, |near| near.budget());
     if bytes > budget {
         return Err(Error::NearCacheBudget {
-            key: core.key.clone(),
+            key: ctx.key().to_owned(),
             bytes,
             budget,
         });
     }
-    let parts = core.each_part(clock, read::levels).await?;
+    let parts = ctx.each_part(read::levels).await?;
     Ok(Copy { parts })
 }

@@ -13,7 +13,7 @@
 
 use super::{params_keys, Growing, Part};
 use crate::core::sharded::Shards;
-use crate::core::{Conn, Core, Ctx};
+use crate::core::{Conn, Ctx};
 use crate::error::{Error, Result};
 use crate::io::guard::Guard;
 use crate::io::tx::{Slot, Tx};
@@ -149,10 +149,10 @@ pub(super) fn too_long(key: &str, guard: &Guard, stored: &Stored, len: u64) -> E
 /// must hold every part, and exactly the segments its levels use); each part's segments past
 /// the file's go with the swap.
 pub(super) async fn groups<C: Conn>(
-    core: &Core<C, Growing>,
+    ctx: Ctx<'_, C, Growing>,
     staged: &[Staged],
 ) -> Result<Vec<Group>> {
-    let (kind, parts) = (&core.kind, core.parts.parts());
+    let (kind, parts) = (ctx.kind(), ctx.parts.parts());
     let mut by_part: BTreeMap<usize, Vec<Staged>> = BTreeMap::new();
     for s in staged {
         let part = parts
@@ -180,7 +180,7 @@ pub(super) async fn groups<C: Conn>(
             0 => Vec::new(),
             _ => {
                 let cmd = redis::cmd("HGETALL").arg(&counts.staging).to_owned();
-                core.exec.query(&counts.staging, &cmd).await?
+                ctx.exec().query(&counts.staging, &cmd).await?
             }
         };
         let levels = kind.check_counts(part, fields)?;

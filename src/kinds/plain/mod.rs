@@ -14,9 +14,8 @@ pub use self::offline::OfflineBloom;
 use self::bits::{Batch, Bits, Run};
 use crate::core::builder::SizedInBits;
 use crate::core::call::{self, Call};
-use crate::core::kind::{self, Kind, Made, Op, Seam, Setup, Sizes};
+use crate::core::kind::{self, Fields, Kind, Made, Op, Seam, Setup, Sizes};
 use crate::core::sharded::{self, Shards};
-use crate::core::stored::StoredParams;
 use crate::core::{Bloom, Conn, Core, Ctx};
 use crate::engine::Engine;
 use crate::error::Result;
@@ -28,7 +27,6 @@ use crate::io::removal::Removal;
 use crate::io::strings;
 use crate::layout::Layout;
 use crate::near;
-use crate::retry::Clock;
 use crate::snapshot::{self, Group, ImportMode, SectionHeader, Staged, Stored};
 use crate::{dense, keys, Builder};
 use std::sync::Arc;
@@ -93,6 +91,17 @@ impl Bloom<(), Plain> {
 }
 
 impl Builder<Plain> {
+    /// A builder for a plain filter at `key`; the same as [`RedisBloom::builder`].
+    ///
+    /// ```
+    /// let config = redbloom::Builder::new("seen").bits(1 << 20);
+    /// assert!(config.validate().is_ok());
+    /// assert!(redbloom::Builder::new("seen").bits(0).validate().is_err());
+    /// ```
+    pub fn new(key: impl Into<String>) -> Self {
+        Builder::of_kind(key, PlainOptions::default())
+    }
+
     /// How items map to bits. Defaults to [`Layout::GoZero`] (k = 14). With [`Layout::Native`],
     /// [`expected_items`](Builder::expected_items) and
     /// [`false_positive_rate`](Builder::false_positive_rate) choose both the bits and k
@@ -257,16 +266,10 @@ impl Seam for Plain {
         })
     }
 
-    fn reopen(stored: &StoredParams) -> Option<Sizes<Self>> {
-        Some(Sizes {
-            bits: stored.number("bits"),
-            items: None,
-            fpr: None,
-            hashes: stored.number("hashes"),
-            kind: PlainOptions {
-                layout: Some(Layout::from_name(stored.field("layout")?)?),
-                engine: Engine::default(),
-            },
+    fn reopen(stored: &Fields<'_>) -> Option<Sizes<Self>> {
+        stored.in_bits(PlainOptions {
+            layout: Some(Layout::from_name(stored.field("layout")?)?),
+            engine: Engine::default(),
         })
     }
 
@@ -305,15 +308,14 @@ impl Seam for Plain {
     }
 
     async fn info<'a, C: Conn>(
-        core: &'a Core<C, Self>,
-        _: &'a Clock,
+        ctx: Ctx<'a, C, Self>,
         mut parts: Vec<FilterInfo>,
     ) -> Result<FilterInfo> {
         if parts.len() == 1 {
             return Ok(parts.remove(0));
         }
-        let Geometry { bits, hashes, .. } = core.kind.geometry;
-        Ok(sharded::sum_info(&core.key, bits, hashes, &parts))
+        let Geometry { bits, hashes, .. } = ctx.kind().geometry;
+        Ok(sharded::sum_info(ctx.key(), bits, hashes, &parts))
     }
 
     async fn drop_part<'a, C: Conn>(ctx: Ctx<'a, C, Self>, how: Removal) -> Result<bool> {
@@ -339,13 +341,10 @@ impl Seam for Plain {
         parts.parts().iter().map(|p| p.key.clone()).collect()
     }
 
-    async fn read_copy<'a, C: Conn>(
-        core: &'a Core<C, Self>,
-        clock: &'a Clock,
-    ) -> Result<near::Strings> {
-        let parts = core.parts.parts().iter();
+    async fn read_copy<'a, C: Conn>(ctx: Ctx<'a, C, Self>, _: u64) -> Result<near::Strings> {
+        let parts = ctx.parts.parts().iter();
         let parts = parts.map(|p| (p.key.as_str(), p.geometry.max_bytes()));
-        near::read_strings(&core.exec, clock, &core.guard, parts).await
+        near::read_strings(ctx.exec(), ctx.clock, ctx.params(), parts).await
     }
 
     fn in_copy(&self, parts: &Shards<Bits>, copy: &near::Strings, item: &[u8]) -> bool {
@@ -381,10 +380,10 @@ impl Seam for Plain {
     }
 
     async fn groups<'a, C: Conn>(
-        core: &'a Core<C, Self>,
+        ctx: Ctx<'a, C, Self>,
         staged: &'a [Staged],
         _: ImportMode,
     ) -> Result<Vec<Group>> {
-        snapshot::strings::groups(staged, core.parts.parts().len())
+        snapshot::strings::groups(staged, ctx.parts.parts().len())
     }
 }

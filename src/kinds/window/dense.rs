@@ -11,7 +11,6 @@
 //!   `GETRANGE` of every declared generation in chunks; the live ones are tested here.
 
 use super::scripts::{clock_moved, index, TRIES, WINDOW_AT, WINDOW_MERGE};
-use super::step::step;
 use super::Window;
 use crate::core::{Conn, Ctx};
 use crate::dense;
@@ -72,13 +71,13 @@ pub(super) async fn batch<C: Conn>(
     let offsets = geometry.offsets(items)?;
     let offsets = offsets.as_slice();
     let answers = match write {
-        true => match step(ctx, whole, || add(ctx, offsets)).await {
+        true => match ctx.retried_unless(whole, || add(ctx, offsets)).await {
             // A user granted the generations but not the scratch key or BITOP: the same add
             // by the per-item script.
             Err(err) if exec.lacks(MERGE, ctx.key(), &err) => return Ok(None),
             done => done?,
         },
-        false => step(ctx, whole, || read(ctx, offsets)).await?,
+        false => ctx.retried_unless(whole, || read(ctx, offsets)).await?,
     };
     Ok(Some(answers))
 }

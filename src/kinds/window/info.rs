@@ -3,12 +3,11 @@
 
 use super::scripts::{call, Run, WINDOW_DROP, WINDOW_INFO};
 use super::Window;
-use crate::core::{Conn, Core, Ctx};
+use crate::core::{Conn, Ctx};
 use crate::error::{Error, Result};
 use crate::geometry::Geometry;
 use crate::info::{FilterInfo, GenerationInfo, KeyTtl, WindowInfo};
 use crate::io::removal::Removal;
-use crate::retry::Clock;
 use crate::sizing::{current_fpr, estimate_items};
 use redis::Value;
 use std::collections::BTreeMap;
@@ -38,17 +37,16 @@ pub(super) async fn part_info<C: Conn>(ctx: Ctx<'_, C, Window>) -> Result<PartIn
 /// The filter's info from every part's: the generations of one epoch added up over the parts,
 /// newest first; the TTL the parameters'.
 pub(super) async fn info<C: Conn>(
-    core: &Core<C, Window>,
-    clock: &Clock,
+    ctx: Ctx<'_, C, Window>,
     parts: Vec<PartInfo>,
 ) -> Result<WindowInfo> {
-    let window = &core.kind;
+    let window = ctx.kind();
     // A sharded filter's parameters are in a slot of their own: their TTL is read there.
     let mut params_ttl = None;
-    if !core.inline() {
-        let (exec, key) = (&core.exec, core.guard.key().unwrap_or(&core.key));
+    if !ctx.inline() {
+        let (exec, key) = (ctx.exec(), ctx.params().key().unwrap_or(ctx.key()));
         let pttl = redis::cmd("PTTL").arg(key).to_owned();
-        let pttl: i64 = exec.retried(clock, || exec.query(key, &pttl)).await?;
+        let pttl: i64 = exec.retried(ctx.clock, || exec.query(key, &pttl)).await?;
         params_ttl = Some(pttl);
     }
     let mut generations: BTreeMap<i64, GenerationInfo> = BTreeMap::new();
@@ -77,7 +75,7 @@ pub(super) async fn info<C: Conn>(
         .map(|g| 1.0 - current_fpr(bits, hashes, g.bits_set))
         .product();
     let filter = FilterInfo {
-        key: core.key.clone(),
+        key: ctx.key().to_owned(),
         bits,
         hashes,
         bits_set: parts.iter().map(|g| g.bits_set).sum(),

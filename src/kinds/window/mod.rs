@@ -28,17 +28,16 @@ mod step;
 use self::info::PartInfo;
 use self::part::{generations_of, millis, Part, ServerClock};
 use crate::core::builder::SizedInBits;
-use crate::core::kind::{self, Kind, Made, Op, Seam, Setup, Sizes};
+use crate::core::kind::{self, Fields, Kind, Made, Op, Seam, Setup, Sizes};
 use crate::core::sharded::Shards;
-use crate::core::stored::StoredParams;
-use crate::core::{Bloom, Conn, Core, Ctx};
+use crate::core::{Bloom, Conn, Ctx};
 use crate::error::{Error, Result};
 use crate::geometry::Geometry;
 use crate::info::WindowInfo;
 use crate::io::guard::Guard;
 use crate::io::removal::Removal;
 use crate::layout::Layout;
-use crate::retry::Clock;
+
 use crate::sizing::window_generation_fpr;
 use crate::snapshot::{Group, ImportMode, SectionHeader, Staged, Stored};
 use crate::{keys, Builder};
@@ -271,7 +270,7 @@ impl Seam for Window {
         Ok(Made { kind, parts, guard })
     }
 
-    fn reopen(stored: &StoredParams) -> Option<Sizes<Self>> {
+    fn reopen(stored: &Fields<'_>) -> Option<Sizes<Self>> {
         let window_ms: u64 = stored.number("window_ms")?;
         Some(Sizes {
             bits: stored.number("bits"),
@@ -297,12 +296,8 @@ impl Seam for Window {
         info::part_info(ctx).await
     }
 
-    async fn info<'a, C: Conn>(
-        core: &'a Core<C, Self>,
-        clock: &'a Clock,
-        parts: Vec<PartInfo>,
-    ) -> Result<WindowInfo> {
-        info::info(core, clock, parts).await
+    async fn info<'a, C: Conn>(ctx: Ctx<'a, C, Self>, parts: Vec<PartInfo>) -> Result<WindowInfo> {
+        info::info(ctx, parts).await
     }
 
     async fn drop_part<'a, C: Conn>(ctx: Ctx<'a, C, Self>, how: Removal) -> Result<bool> {
@@ -329,11 +324,8 @@ impl Seam for Window {
             .collect()
     }
 
-    async fn read_copy<'a, C: Conn>(
-        core: &'a Core<C, Self>,
-        clock: &'a Clock,
-    ) -> Result<near::Copy> {
-        core.exec.retried(clock, || near::read(core)).await
+    async fn read_copy<'a, C: Conn>(ctx: Ctx<'a, C, Self>, _: u64) -> Result<near::Copy> {
+        ctx.retried(|| near::read(ctx)).await
     }
 
     fn in_copy(&self, parts: &Shards<Part>, copy: &near::Copy, item: &[u8]) -> bool {
@@ -357,10 +349,10 @@ impl Seam for Window {
     }
 
     async fn groups<'a, C: Conn>(
-        core: &'a Core<C, Self>,
+        ctx: Ctx<'a, C, Self>,
         staged: &'a [Staged],
         mode: ImportMode,
     ) -> Result<Vec<Group>> {
-        snapshot::groups(core, staged, mode).await
+        snapshot::groups(ctx, staged, mode).await
     }
 }

@@ -8,7 +8,7 @@
 use super::part::{epoch_of, server_ms, Part};
 use super::Window;
 use crate::core::sharded::Shards;
-use crate::core::{Conn, Core};
+use crate::core::{Conn, Ctx};
 use crate::error::Result;
 use crate::hash::ItemHash;
 use crate::layout::Layout;
@@ -58,20 +58,20 @@ pub(super) fn contains(window: &Window, parts: &Shards<Part>, copy: &Copy, item:
 
 /// Reads every part's generations from the oldest live one to the next, after the
 /// parameters check. One attempt: the caller retries.
-pub(super) async fn read<C: Conn>(core: &Core<C, Window>) -> Result<Copy> {
-    let (exec, window) = (&core.exec, &core.kind);
-    if !core.inline() {
-        core.guard.ensure(exec, false).await?;
+pub(super) async fn read<C: Conn>(ctx: Ctx<'_, C, Window>) -> Result<Copy> {
+    let (exec, window) = (ctx.exec(), ctx.kind());
+    if !ctx.inline() {
+        ctx.params().ensure(exec, false).await?;
     }
     let g = i64::from(window.generations);
     let mut copy = Copy {
-        parts: Vec::with_capacity(core.parts.parts().len()),
+        parts: Vec::with_capacity(ctx.parts.parts().len()),
         server_ms: 0,
         heard: Instant::now(),
     };
-    for (index, part) in core.parts.parts().iter().enumerate() {
-        if core.inline() {
-            window.check_stored(exec, &core.guard, &core.key).await?;
+    for (index, part) in ctx.parts.parts().iter().enumerate() {
+        if ctx.inline() {
+            window.check_stored(exec, ctx.params(), ctx.key()).await?;
         }
         let time = exec.query(&part.anchor(), &redis::cmd("TIME")).await?;
         let heard = Instant::now();

@@ -12,7 +12,7 @@
 use super::part::{epoch_of, server_ms, Part};
 use super::Window;
 use crate::core::sharded::Shards;
-use crate::core::{Conn, Core, Ctx};
+use crate::core::{Conn, Ctx};
 use crate::error::{Error, Result};
 use crate::io::exec::Exec;
 use crate::io::guard::Guard;
@@ -104,13 +104,13 @@ pub(super) fn place(parts: &Shards<Part>, nonce: &str, section: &SectionHeader) 
 
 /// Each part's staged generations; a replace deletes its live generations the file lacks.
 pub(super) async fn groups<C: Conn>(
-    core: &Core<C, Window>,
+    ctx: Ctx<'_, C, Window>,
     staged: &[Staged],
     mode: ImportMode,
 ) -> Result<Vec<Group>> {
-    let (exec, window) = (&core.exec, &core.kind);
+    let (exec, window) = (ctx.exec(), ctx.kind());
     let mut groups = Vec::new();
-    for part in core.parts.parts() {
+    for part in ctx.parts.parts() {
         let head = format!("{}:", part.prefix);
         let group: Vec<Staged> = staged
             .iter()

@@ -14,7 +14,6 @@ use crate::error::Result;
 use crate::io::exec;
 use crate::scripts::Arg;
 use futures_util::future::BoxFuture;
-use std::future::Future;
 
 /// The items of one part, added (`write`) or checked; after a write, `WAIT` when asked.
 pub(super) async fn batch<C: Conn>(
@@ -28,24 +27,6 @@ pub(super) async fn batch<C: Conn>(
     let prefix = &ctx.part().prefix;
     ctx.written(prefix, Engine::Scripts, || attempt(ctx, items, write, true))
         .await
-}
-
-/// Runs `attempt` under the retry policy, or once when the caller retries around it
-/// (`whole`).
-pub(super) async fn step<C, T, F, Fut>(
-    ctx: Ctx<'_, C, Window>,
-    whole: bool,
-    mut attempt: F,
-) -> Result<T>
-where
-    C: Conn,
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Result<T>>,
-{
-    match whole {
-        true => attempt().await,
-        false => ctx.retried(attempt).await,
-    }
 }
 
 /// The part's items by the dense path, or in commands of a bounded size, each retried unless
@@ -98,7 +79,7 @@ async fn command<C: Conn>(
         flags: true,
     };
     let tail: [&dyn Arg; 2] = [&k, &offsets];
-    let reply = step(ctx, whole, || call(ctx, run, &tail)).await?;
+    let reply = ctx.retried_unless(whole, || call(ctx, run, &tail)).await?;
     let (flags, verified) = scripts::flags(&reply, items.len())?;
     if let Some(guard) = ctx.guard().filter(|_| verified) {
         guard.mark_checked();

@@ -1,0 +1,62 @@
+//! Reading a copy's keys: whole strings in bounded pieces.
+
+use super::Strings;
+use crate::error::Result;
+
+/// A copy of a filter kept in one string per part: its parameters checked, then each part's
+/// string (`parts`: its key and most bytes) read whole, each read retried.
+pub(crate) async fn read_strings<'a, C>(
+    exec: &crate::io::exec::Exec<C>,
+    clock: &crate::retry::Clock,
+    guard: &crate::io::guard::Guard,
+    parts: impl Iterator<Item = (&'a str, u64)>,
+) -> Result<Strings>
+where
+    C: redis::aio::ConnectionLike + Clone + Send + Sync,
+{
+    exec.retried(clock, || guard.ensure(exec, false)).await?;
+    let mut copy = Strings(Vec::new());
+    for (key, max) in parts {
+        let bytes = exec.retried(clock, || read_key(exec, key, max)).await?;
+        copy.0.push(bytes);
+    }
+    Ok(copy)
+}
+
+/// Reads `key` whole (a string of at most `max_bytes`; empty when missing) in pieces of at most
+/// 1 MiB, so that no command holds the server longer than one piece's copy.
+pub(crate) async fn read_key<C>(
+    exec: &crate::io::exec::Exec<C>,
+    key: &str,
+    max_bytes: u64,
+) -> Result<Vec<u8>>
+where
+    C: redis::aio::ConnectionLike + Clone + Send + Sync,
+{
+    const PIECE: u64 = 1 << 20;
+    if max_bytes <= PIECE {
+        let bytes: Option<Vec<u8>> = exec.query(key, redis::cmd("GET").arg(key)).await?;
+        return Ok(bytes.unwrap_or_default());
+    }
+    let len: u64 = exec.query(key, redis::cmd("STRLEN").arg(key)).await?;
+    let len = len.min(max_bytes);
+    let mut bytes = Vec::with_capacity(len as usize);
+    let mut at = 0;
+    while at < len {
+        let end = (at + PIECE).min(len);
+        let cmd = redis::cmd("GETRANGE")
+            .arg(key)
+            .arg(at)
+            .arg(end - 1)
+            .to_owned();
+        let piece: Vec<u8> = exec.query(key, &cmd).await?;
+        let short = piece.len() < (end - at) as usize;
+        bytes.extend_from_slice(&piece);
+        if short {
+            // Shortened meanwhile (a clear): what is left reads as zeros.
+            break;
+        }
+        at = end;
+    }
+    Ok(bytes)
+}
