@@ -1,4 +1,4 @@
--- After lua/window_params.lua: the server's time, the current generation (or the refusal of a
+-- After lua/window_args.lua: the server's time, the current generation (or the refusal of a
 -- guess more than one generation off), and the live generations' keys.
 local clock = redis.call("time")
 local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)

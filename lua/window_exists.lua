@@ -1,4 +1,4 @@
--- Checks items; read-only (EVAL_RO), so replicas can serve it. After lua/window_params.lua
+-- Checks items; read-only (EVAL_RO), so replicas can serve it. After lua/window_args.lua
 -- only: a generation's key exists only while the generation is live (it expires the moment it
 -- leaves the window, by the server's clock), so an item found in any declared key is present
 -- without asking the clock. Only an item found nowhere needs the server's time: were the

@@ -51,7 +51,8 @@
 # takes one or two of the two) is discarded (kept in target/bench/compare-discarded.jsonl) and
 # run again once the machine has been quiet for a second, at most COMPARE_RETRIES times; the
 # last try is then kept, counted in the table's `dist` column. Before every pair the script waits
-# (at most COMPARE_QUIET_WAIT s) for such a quiet second. Which runs are kept depends on the other
+# (at most COMPARE_QUIET_WAIT s) for such a quiet second. All that waiting and redoing stops
+# once it has taken COMPARE_PATIENCE seconds in all. Which runs are kept depends on the other
 # processes' CPU only, never on the figures.
 #
 # Usage: scripts/compare_builds.sh BASE_BIN NEW_BIN [ROUNDS]      (ROUNDS: default 5)
@@ -62,13 +63,18 @@
 #   COMPARE_SINGLE=200000  COMPARE_BULK=1000000  COMPARE_BULK_ITEMS=10000000
 #   COMPARE_ONLY=REGEX     only the scenarios whose name matches (grep -E), e.g. '^(native|window)$'
 #   COMPARE_SKIP=REGEX     leave out the scenarios whose name matches, e.g. bulk_big
-#   COMPARE_MAX_FOREIGN=0.10  COMPARE_RETRIES=3  COMPARE_QUIET_WAIT=180   (see above)
+#   COMPARE_MAX_FOREIGN=0.10  COMPARE_RETRIES=3  COMPARE_QUIET_WAIT=120  COMPARE_PATIENCE=900
+#                          (see above; PATIENCE: the most seconds, over the whole run, spent
+#                          waiting for quiet seconds and running disturbed pairs again: beyond
+#                          it, pairs are kept as they come, so a busy machine cannot stretch a
+#                          run without bound)
 # Output: a line per run, then the table (also in target/bench/compare.md); the raw results as
 # JSON lines in target/bench/compare.jsonl ({"workload","build","round","items_per_sec",
 # "result": the binary's report, "foreign_cores","attempt","disturbed"}), the run's parameters
 # in target/bench/compare-meta.json, stderr of any command that printed some in
 # target/bench/compare-logs/.
-# With the defaults 5 rounds take about 12 minutes on 2 idle cores, more while others build.
+# With the defaults 5 rounds take about 13 minutes on 2 idle cores; at most PATIENCE (15 min)
+# more while other processes keep the machine busy.
 # Exits non-zero only on errors (bad arguments, a command that fails or reports something
 # unexpected, a server that does not start), never because of a ratio.
 # Needs redis-server, redis-cli and python3.
@@ -86,7 +92,9 @@ for n in "$rounds" "$single" "$bulk" "$bulk_items"; do
 done
 max_foreign=${COMPARE_MAX_FOREIGN:-0.10}
 retries=${COMPARE_RETRIES:-3}
-quiet_wait=${COMPARE_QUIET_WAIT:-180}
+quiet_wait=${COMPARE_QUIET_WAIT:-120}
+patience=${COMPARE_PATIENCE:-900}
+case $patience in ''|*[!0-9]*) echo "COMPARE_PATIENCE: a whole number of seconds, 0 or more" >&2; exit 2;; esac
 case $retries in ''|*[!0-9]*) echo "COMPARE_RETRIES: a whole number, 0 or more" >&2; exit 2;; esac
 case $quiet_wait in ''|*[!0-9]*) echo "COMPARE_QUIET_WAIT: a whole number of seconds, 0 or more" >&2; exit 2;; esac
 python3 -c 'import sys; float(sys.argv[1]) >= 0 or sys.exit(1)' "$max_foreign" 2>/dev/null \
@@ -312,34 +320,40 @@ foreign() {
     python3 -c "import sys; b,r,o,w,hz=map(float,sys.argv[1:]); print(f'{max(0.0, b - r - o) / hz / max(w, 1e-3):.3f}')" \
         $((busy - b0)) $((redis_ticks - r0)) $((own_ticks - o0)) "$(python3 -c "print($EPOCHREALTIME - $t0)")" "$hz"
 }
-# Waits (up to QUIET_WAIT seconds) until others use under MAX_FOREIGN cores over a second.
+# over STARTED_TIME: true when others used over MAX_FOREIGN cores.
+over() { python3 -c "import sys; sys.exit(0 if float(sys.argv[1]) > float(sys.argv[2]) else 1)" "$1" "$max_foreign"; }
+# Patience: the wall seconds left for waiting and for pairs run again, over the whole run.
+patience_left() { [ $((EPOCHSECONDS - started - kept_seconds)) -lt "$patience" ]; }
+# Waits (at most QUIET_WAIT seconds, and while patience lasts) until others have used at most
+# MAX_FOREIGN cores for a second.
 wait_quiet() {
-    local waited=0 used t0
+    local since=$EPOCHSECONDS used t0 b0 r0 o0
     while :; do
-        ticks; t0=$EPOCHREALTIME
-        local b0=$busy r0=$redis_ticks o0=$own_ticks
+        ticks; t0=$EPOCHREALTIME; b0=$busy r0=$redis_ticks o0=$own_ticks
         sleep 1
         used=$(foreign "$b0" "$r0" "$o0" "$t0")
-        python3 -c "import sys; sys.exit(0 if float(sys.argv[1]) <= float(sys.argv[2]) else 1)" "$used" "$max_foreign" && break
-        [ "$waited" -ge "$quiet_wait" ] && { echo "    (still $used cores used by other processes after ${waited} s: going on)"; break; }
-        [ "$waited" -eq 0 ] && echo "    (other processes use $used cores: waiting for a quiet machine, at most ${quiet_wait} s)"
-        waited=$((waited + 1))
+        over "$used" || break
+        if [ $((EPOCHSECONDS - since)) -ge "$quiet_wait" ] || ! patience_left; then
+            echo "    (other processes still use $used cores after $((EPOCHSECONDS - since)) s: going on)"
+            break
+        fi
+        [ $((EPOCHSECONDS - since)) -le 1 ] && echo "    (other processes use $used cores: waiting for a quiet second)"
     done
-    quiet_waited=$((quiet_waited + waited))
 }
-quiet_waited=0
 runfile="$out/compare-run.jsonl"
 pairfile="$out/compare-pair.jsonl"
 discarded="$out/compare-discarded.jsonl"
 : > "$discarded"
-started=$(date +%s)
-total=$((${#scenarios[@]} * rounds * 2)) done_runs=0 redone=0
+started=$EPOCHSECONDS
+kept_seconds=0   # wall seconds of the pairs kept: what is left of the run's time is waiting and redoing
+total=$((${#scenarios[@]} * rounds * 2)) done_runs=0 redone=0 kept_disturbed=0
 for round in $(seq "$rounds"); do
     for scenario in "${scenarios[@]}"; do
         for attempt in $(seq $((retries + 1))); do
             wait_quiet
             : > "$pairfile"
             disturbed=false
+            pair_started=$EPOCHSECONDS
             for build in base new; do
                 bin=${bins[$build]}
                 report=""
@@ -349,30 +363,32 @@ for round in $(seq "$rounds"); do
                 "run_$scenario"
                 used=$(foreign "$b0" "$r0" "$o0" "$t0")
                 python3 "$helper" annotate "$runfile" "$pairfile" foreign_cores="$used" attempt="$attempt"
-                python3 -c "import sys; sys.exit(0 if float(sys.argv[1]) <= float(sys.argv[2]) else 1)" "$used" "$max_foreign" \
-                    || disturbed=true
-                printf '[%3d/%d %4ds] %-14s %-4s r%d%s: others %s cores;%s\n' "$((done_runs + $([ "$build" = new ] && echo 2 || echo 1)))" \
-                    "$total" $(($(date +%s) - started)) "$scenario" "$build" "$round" \
+                if over "$used"; then disturbed=true; fi
+                printf '[%3d/%d %4ds] %-14s %-4s r%d%s: others %s cores;%s\n' \
+                    "$((done_runs + $([ "$build" = new ] && echo 2 || echo 1)))" "$total" \
+                    $((EPOCHSECONDS - started)) "$scenario" "$build" "$round" \
                     "$([ "$attempt" -gt 1 ] && echo " (try $attempt)")" "$used" "$report"
             done
-            if [ "$disturbed" = true ] && [ "$attempt" -le "$retries" ]; then
+            if [ "$disturbed" = true ] && [ "$attempt" -le "$retries" ] && patience_left; then
                 echo "    disturbed by other processes (over $max_foreign cores): this pair again"
                 python3 "$helper" annotate "$pairfile" "$discarded" discarded=true
                 redone=$((redone + 1))
                 continue
             fi
             python3 "$helper" annotate "$pairfile" "$results" disturbed="$disturbed"
+            kept_seconds=$((kept_seconds + EPOCHSECONDS - pair_started))
             done_runs=$((done_runs + 2))
+            [ "$disturbed" = true ] && kept_disturbed=$((kept_disturbed + 1))
             break
         done
     done
 done
 rm -f "$runfile" "$pairfile"
 flush
-elapsed=$(($(date +%s) - started))
+elapsed=$((EPOCHSECONDS - started))
 echo
 python3 "$helper" table "$results" | tee "$out/compare.md"
 echo
-echo "$total runs kept, $redone pair(s) discarded and run again (disturbed; in $discarded)," \
-    "${quiet_waited} s spent waiting for a quiet machine"
-echo "took ${elapsed} s ($((elapsed / 60)) min $((elapsed % 60)) s); raw results: $results"
+echo "took ${elapsed} s ($((elapsed / 60)) min $((elapsed % 60)) s), of which $((elapsed - kept_seconds)) s" \
+    "waiting for quiet seconds and running again $redone disturbed pair(s) (they are in $discarded);" \
+    "$kept_disturbed pair(s) kept although disturbed; raw results: $results"

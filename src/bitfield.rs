@@ -14,50 +14,69 @@ pub const MAX_OFFSETS_PER_COMMAND: usize = 1 << 14;
 
 /// `BITFIELD key SET u1 o 1` for every offset.
 pub(crate) fn set(key: &str, offsets: &[u64]) -> Cmd {
-    let mut cmd = with_capacity(key, offsets.len(), 4);
-    cmd.arg("BITFIELD").arg(key);
-    for &offset in offsets {
+    command(key, "BITFIELD", &[], offsets, 4, |cmd, offset| {
         cmd.arg("SET").arg("u1").arg(offset).arg(1);
-    }
-    cmd
+    })
 }
 
 /// `BITFIELD_RO key GET u1 o` for every offset (plain `BITFIELD` when `read_only` is false, for
 /// servers older than Redis 6.2).
 pub(crate) fn get(key: &str, offsets: &[u64], read_only: bool) -> Cmd {
-    let mut cmd = with_capacity(key, offsets.len(), 3);
-    cmd.arg(if read_only { "BITFIELD_RO" } else { "BITFIELD" })
-        .arg(key);
-    for &offset in offsets {
+    command(key, reader(read_only), &[], offsets, 3, |cmd, offset| {
         cmd.arg("GET").arg("u1").arg(offset);
-    }
-    cmd
+    })
 }
 
 /// `BITFIELD key OVERFLOW SAT INCRBY u4 #i 1` for every counter index: 4-bit counters that
 /// saturate at 15 (a counting filter's add); the reply is every counter's new value.
 pub(crate) fn increment(key: &str, cells: &[u64]) -> Cmd {
-    let mut cmd = with_capacity(key, cells.len() + 1, 4);
-    cmd.arg("BITFIELD").arg(key).arg("OVERFLOW").arg("SAT");
-    for &cell in cells {
-        cmd.arg("INCRBY")
-            .arg("u4")
-            .arg(counter_name(cell, &mut [0; 21]))
-            .arg(1);
-    }
-    cmd
+    command(
+        key,
+        "BITFIELD",
+        &["OVERFLOW", "SAT"],
+        cells,
+        4,
+        |cmd, cell| {
+            let mut buf = [0; 21];
+            cmd.arg("INCRBY")
+                .arg("u4")
+                .arg(counter_name(cell, &mut buf))
+                .arg(1);
+        },
+    )
 }
 
 /// `BITFIELD_RO key GET u4 #i` for every counter index (plain `BITFIELD` when `read_only` is
 /// false, for servers older than Redis 6.2).
 pub(crate) fn get_counters(key: &str, cells: &[u64], read_only: bool) -> Cmd {
-    let mut cmd = with_capacity(key, cells.len(), 3);
-    cmd.arg(if read_only { "BITFIELD_RO" } else { "BITFIELD" })
-        .arg(key);
-    for &cell in cells {
+    command(key, reader(read_only), &[], cells, 3, |cmd, cell| {
         cmd.arg("GET")
             .arg("u4")
             .arg(counter_name(cell, &mut [0; 21]));
+    })
+}
+
+/// The read command: `BITFIELD_RO`, or `BITFIELD` on a server older than Redis 6.2.
+fn reader(read_only: bool) -> &'static str {
+    match read_only {
+        true => "BITFIELD_RO",
+        false => "BITFIELD",
+    }
+}
+
+/// `NAME key HEAD...` and `each`'s arguments for every position, in order.
+fn command(
+    key: &str,
+    name: &str,
+    head: &[&str],
+    positions: &[u64],
+    args_per_position: usize,
+    each: impl Fn(&mut Cmd, u64),
+) -> Cmd {
+    let mut cmd = with_capacity(key, positions.len() + head.len(), args_per_position);
+    cmd.arg(name).arg(key).arg(head);
+    for &position in positions {
+        each(&mut cmd, position);
     }
     cmd
 }

@@ -52,8 +52,7 @@ pub use self::{
 
 /// The kinds of filter: the `K` of [`Bloom<C, K>`] and [`Builder<K>`].
 pub mod kind {
-    pub use crate::core::builder::SizedInBits;
-    pub use crate::core::kind::Kind;
+    pub use crate::core::kind::{Kind, SizedInBits};
     pub use crate::kinds::counting::Counting;
     pub use crate::kinds::growing::Growing;
     pub use crate::kinds::plain::Plain;

@@ -32,10 +32,12 @@ impl LuaScript {
     }
 
     /// Runs the script on `keys` with `args` (each a separate `ARGV` entry, or several for a
-    /// slice).
+    /// slice); `read_only` as a read-only one (`EVALSHA_RO`, Redis 7: a replica may serve it,
+    /// and the server refuses any write it attempts).
     pub(crate) async fn invoke<T, C>(
         &self,
         conn: &mut C,
+        read_only: bool,
         keys: &[&str],
         args: &[&dyn Arg],
     ) -> RedisResult<T>
@@ -43,36 +45,10 @@ impl LuaScript {
         T: FromRedisValue,
         C: ConnectionLike,
     {
-        self.invoke_as(conn, ("EVALSHA", "EVAL"), keys, args).await
-    }
-
-    /// Runs the script as a read-only one (`EVALSHA_RO`, Redis 7): a replica may serve it, and
-    /// the server refuses any write it attempts.
-    pub(crate) async fn invoke_ro<T, C>(
-        &self,
-        conn: &mut C,
-        keys: &[&str],
-        args: &[&dyn Arg],
-    ) -> RedisResult<T>
-    where
-        T: FromRedisValue,
-        C: ConnectionLike,
-    {
-        self.invoke_as(conn, ("EVALSHA_RO", "EVAL_RO"), keys, args)
-            .await
-    }
-
-    async fn invoke_as<T, C>(
-        &self,
-        conn: &mut C,
-        (by_sha, by_source): (&str, &str),
-        keys: &[&str],
-        args: &[&dyn Arg],
-    ) -> RedisResult<T>
-    where
-        T: FromRedisValue,
-        C: ConnectionLike,
-    {
+        let (by_sha, by_source) = match read_only {
+            true => ("EVALSHA_RO", "EVAL_RO"),
+            false => ("EVALSHA", "EVAL"),
+        };
         match self
             .command(by_sha, &self.sha, keys, args)
             .query_async(conn)
@@ -110,54 +86,40 @@ impl<T: ToRedisArgs + Sync> Arg for T {
     }
 }
 
-/// Declares a script: `script!(NAME = include_str!("path/to.lua"))`, its SHA computed once.
-/// A kind declares its own scripts in its own file this way.
+/// Declares scripts: `script! { NAME = include_str!("path/to.lua"); ... }`, each one's SHA
+/// computed once. A kind declares its own scripts in its own folder this way.
 macro_rules! script {
-    ($(#[$doc:meta])* $name:ident = $source:expr) => {
+    ($($(#[$doc:meta])* $name:ident = $source:expr);+ $(;)?) => {$(
         $(#[$doc])*
         pub(crate) static $name: $crate::scripts::LuaScript =
             $crate::scripts::LuaScript::new($source, || {
                 ::redis::Script::new($source).get_hash().to_owned()
             });
-    };
+    )+};
 }
 #[allow(unused_imports)]
 pub(crate) use script;
 
-script!(
+script! {
     /// go-zero's set script, replying whether any bit flipped.
-    ADD = include_str!("../lua/add.lua")
-);
-script!(
+    ADD = include_str!("../lua/add.lua");
     /// go-zero's test script, verbatim.
-    EXISTS = include_str!("../lua/exists.lua")
-);
-script!(
+    EXISTS = include_str!("../lua/exists.lua");
     /// The set script over a batch of items, one reply per item.
-    ADD_MANY = include_str!("../lua/add_many.lua")
-);
-script!(
+    ADD_MANY = include_str!("../lua/add_many.lua");
     /// The test script over a batch of items, one reply per item.
-    EXISTS_MANY = include_str!("../lua/exists_many.lua")
-);
-script!(
+    EXISTS_MANY = include_str!("../lua/exists_many.lua");
     /// Compares the parameters stored beside a filter with a client's, storing them first.
-    PARAMS = include_str!("../lua/params.lua")
-);
-script!(
+    PARAMS = include_str!("../lua/params.lua");
     /// The dense path's OR of a batch's bitmap into the filter, sent as `EVAL` inside a `MULTI`.
-    MERGE = include_str!("../lua/merge.lua")
-);
-script!(
+    MERGE = include_str!("../lua/merge.lua");
     /// The dense path by ranges: one range of a batch's bitmap ORed into a large filter, sent as
     /// `EVAL` inside a `MULTI`; replies with the range's bytes from before.
-    MERGE_RANGE = include_str!("../lua/merge_range.lua")
-);
-script!(
+    MERGE_RANGE = include_str!("../lua/merge_range.lua");
     /// `clear` and `expire`: the key's type and the filter's parameters checked, then the
     /// delete or the TTL, in one atomic step.
-    DROP = include_str!("../lua/drop.lua")
-);
+    DROP = include_str!("../lua/drop.lua");
+}
 
 #[cfg(test)]
 mod tests {

@@ -203,18 +203,30 @@ pub(crate) fn for_builder(
     Ok((bits, hashes))
 }
 
-fn check_items_and_rate(items: u64, fpr: f64) -> Result<()> {
+/// `Ok` for at least one item and a rate in (0, 1).
+///
+/// # Errors
+/// [`Error::InvalidConfig`] naming what is out of range.
+pub(crate) fn check_items_and_rate(items: u64, fpr: f64) -> Result<()> {
     if items == 0 {
         return Err(Error::InvalidConfig(
             "the expected number of items must be at least 1".into(),
         ));
     }
-    if !(fpr > 0.0 && fpr < 1.0) {
-        return Err(Error::InvalidConfig(format!(
-            "the false-positive rate must be between 0 and 1 (exclusive), not {fpr}"
-        )));
+    between_0_and_1("the false-positive rate", fpr)
+}
+
+/// `Ok` for a `value` in (0, 1) (a rate, a ratio); else the error naming `what`.
+///
+/// # Errors
+/// [`Error::InvalidConfig`].
+pub(crate) fn between_0_and_1(what: &str, value: f64) -> Result<()> {
+    match value > 0.0 && value < 1.0 {
+        true => Ok(()),
+        false => Err(Error::InvalidConfig(format!(
+            "{what} must be between 0 and 1 (exclusive), not {value}"
+        ))),
     }
-    Ok(())
 }
 
 fn to_bits(bits: f64) -> Result<u64> {

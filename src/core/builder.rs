@@ -1,6 +1,6 @@
 //! Configuring a filter of one kind, and checking the configuration before any I/O.
 
-use super::kind::{Kind, Made, Setup};
+use super::kind::{Kind, Made, Setup, SizedInBits};
 use super::{Bloom, Core};
 use crate::error::{Error, Result};
 use crate::keys;
@@ -288,10 +288,6 @@ impl<K: Kind> Builder<K> {
         })
     }
 }
-
-/// The kinds sized in bits as well as by items and a rate: plain, counting and window
-/// filters (a growing filter's levels are sized by items).
-pub trait SizedInBits: Kind {}
 
 impl<K: SizedInBits> Builder<K> {
     /// Sets the filter's size in bits (a counting filter: counters; a window filter: one

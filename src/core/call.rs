@@ -1,7 +1,7 @@
 //! A public call as the outside sees it: its span (`tracing`, README "Observability") and its
 //! metrics (README "Metrics"), made here for every call of every kind.
 
-use super::kind::Seam;
+use super::kind::Kind;
 use crate::error::Result;
 use crate::metrics;
 use std::future::Future;
@@ -96,7 +96,7 @@ impl Call {
 /// Runs `work`, the public call `call` of a filter of kind `K` at `key` (on `items` items),
 /// in its span (a DEBUG span; an `error` event in it when the call fails) and counted in the
 /// metrics by kind, call and outcome, with its latency.
-pub(crate) async fn run<K: Seam, T>(
+pub(crate) async fn run<K: Kind, T>(
     call: Call,
     key: &str,
     items: Option<usize>,

@@ -25,7 +25,48 @@ use std::future::Future;
 /// [`Counting`](crate::kind::Counting) or [`Growing`](crate::kind::Growing). It is the `K` of
 /// [`Bloom<C, K>`](crate::Bloom) and [`Builder<K>`](crate::Builder), which choose the methods
 /// each kind has. Sealed: the kinds are this crate's.
-pub trait Kind: Seam {}
+pub trait Kind: Seam + Cached + Sections {
+    /// The kind's name: the `kind` of spans, metrics, snapshot files and
+    /// [`StoredParams::kind`](crate::StoredParams::kind) (`plain`, `window`, `counting`,
+    /// `growing`).
+    const NAME: &'static str;
+}
+
+/// The kinds sized in bits as well as by items and a rate: plain, counting and window
+/// filters (a growing filter's levels are sized by items).
+pub trait SizedInBits: Kind + InBits {}
+
+/// Makes a kind's state type a [`Kind`] named `$name` (and, `in bits`, one sized in bits whose
+/// state holds its `geometry`): the kind's identity, in its own folder.
+macro_rules! kind {
+    ($kind:ty = $name:literal) => {
+        impl $crate::core::kind::Kind for $kind {
+            const NAME: &'static str = $name;
+        }
+    };
+    ($kind:ty = $name:literal, in bits) => {
+        $crate::core::kind::kind!($kind = $name);
+        impl $crate::core::kind::SizedInBits for $kind {}
+        impl $crate::core::kind::InBits for $kind {
+            fn size(&self) -> (u64, u32) {
+                (self.geometry.bits, self.geometry.hashes)
+            }
+        }
+    };
+}
+pub(crate) use kind;
+
+/// A kind's size (all shards together) and bits per item, for [`SizedInBits`]'s methods.
+#[allow(unreachable_pub)]
+pub trait InBits {
+    fn size(&self) -> (u64, u32);
+}
+
+/// A batch's items, as a kind's steps get them.
+pub(crate) type Items<'a> = &'a [&'a [u8]];
+
+/// A batch's answers: one per item, in input order.
+pub(crate) type Answers = Result<Vec<bool>>;
 
 /// What a batch does to the items of one slot group.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -115,8 +156,6 @@ pub(crate) struct Made<K: Seam> {
 /// public [`Kind`] is sealed by it.
 #[allow(unreachable_pub, private_interfaces, private_bounds)]
 pub trait Seam: Sized + Send + Sync + Debug + 'static {
-    /// The kind's name: the `kind` of spans, metrics and snapshot files.
-    const NAME: &'static str;
     /// The builder's options of this kind.
     type Options: Debug + Clone + Send + Sync;
     /// One slot group's keys and state.
@@ -125,8 +164,6 @@ pub trait Seam: Sized + Send + Sync + Debug + 'static {
     type PartInfo: Send;
     /// What `info` reports.
     type Info: Debug + Send;
-    /// The near cache's copy of the filter.
-    type Copy: near::Copy + Debug;
 
     /// The filter a builder describes.
     ///
@@ -139,8 +176,8 @@ pub trait Seam: Sized + Send + Sync + Debug + 'static {
     fn batch<'a, C: Conn>(
         ctx: Ctx<'a, C, Self>,
         op: Op,
-        items: &'a [&'a [u8]],
-    ) -> impl Future<Output = Result<Vec<bool>>> + Send + 'a;
+        items: Items<'a>,
+    ) -> impl Future<Output = Answers> + Send + 'a;
 
     /// The sizes and options of the filter whose parameters are `stored` (they are this
     /// kind's): what [`make`](Seam::make) makes the same fingerprint of. `None` when they are
@@ -184,8 +221,15 @@ pub trait Seam: Sized + Send + Sync + Debug + 'static {
 
     /// Items per check batch that check fastest.
     fn bulk_check_batch_size(&self, parts: &Shards<Self::Part>) -> usize;
+}
 
-    // ---- The near cache.
+/// What a kind supplies to the near cache (src/near/ holds the generic copy and its policy): its
+/// copy's type and size, how it is read and asked. A kind without a near cache says so from
+/// `copy_bytes`.
+#[allow(unreachable_pub, private_interfaces, private_bounds)]
+pub trait Cached: Seam {
+    /// The near cache's copy of the filter.
+    type Copy: near::Copy + Debug;
 
     /// The bytes the copy takes (checked against the budget when the filter is built).
     ///
@@ -205,9 +249,13 @@ pub trait Seam: Sized + Send + Sync + Debug + 'static {
 
     /// Whether `item` is in `copy` (with no I/O and no allocation: the fast path).
     fn in_copy(&self, parts: &Shards<Self::Part>, copy: &Self::Copy, item: &[u8]) -> bool;
+}
 
-    // ---- Snapshots (the file format and the transfer are `crate::snapshot`'s).
-
+/// What a kind supplies to snapshots (src/snapshot/ holds the file format and the generic
+/// transfer): which keys are its sections and where a file's sections go back. A kind whose
+/// files cannot be merged says so from `merge_allowed`.
+#[allow(unreachable_pub, private_interfaces, private_bounds)]
+pub trait Sections: Seam {
     /// `Ok` when a file may be merged into the filter ([`ImportMode::Merge`]); else the
     /// refusal.
     ///

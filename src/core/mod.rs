@@ -14,10 +14,10 @@ pub(crate) mod stored;
 mod transfer;
 
 pub(crate) use self::call::Call;
-pub(crate) use self::kind::{Ctx, Made, Op, Seam};
+pub(crate) use self::kind::{Ctx, Made, Op};
 pub(crate) use crate::io::exec::Conn;
 
-use self::kind::Kind;
+use self::kind::{Kind, SizedInBits};
 use self::sharded::Shards;
 use crate::error::Result;
 use crate::io::exec::Exec;
@@ -63,7 +63,7 @@ impl<C, K: Kind> std::fmt::Debug for Bloom<C, K> {
 }
 
 /// What the handles of one filter share.
-pub(crate) struct Core<C, K: Seam> {
+pub(crate) struct Core<C, K: Kind> {
     pub(crate) exec: Exec<C>,
     /// The filter's name (for a sharded filter, the name its shards' keys derive from).
     pub(crate) key: String,
@@ -76,7 +76,7 @@ pub(crate) struct Core<C, K: Seam> {
     pub(crate) near: Option<Near<K::Copy>>,
 }
 
-impl<C, K: Seam> Core<C, K> {
+impl<C, K: Kind> Core<C, K> {
     /// A filter of what `made` holds, on `conn`, with `near` (its budget checked here).
     pub(crate) fn new(
         conn: C,
@@ -147,7 +147,7 @@ impl<C, K: Seam> Core<C, K> {
     }
 }
 
-impl<C: Conn, K: Seam> Core<C, K> {
+impl<C: Conn, K: Kind> Core<C, K> {
     /// A batch of `op` on every part that holds items of it: a filter of one key in its part
     /// (the guard inline); a sharded one checks its parameters as the kind says, runs the
     /// parts at once and puts the answers back in input order.
@@ -241,7 +241,26 @@ fn slices<T: AsRef<[u8]>>(items: &[T]) -> Vec<&[u8]> {
     items.iter().map(AsRef::as_ref).collect()
 }
 
+impl<C, K: SizedInBits> Bloom<C, K> {
+    /// The filter's size in bits, all shards together (a counting filter: its counters; a
+    /// window filter: one generation's).
+    pub fn bits(&self) -> u64 {
+        self.0.kind.size().0
+    }
+
+    /// Bit locations (a counting filter: counters) per item; 14 in go-zero's layout.
+    pub fn hashes(&self) -> u32 {
+        self.0.kind.size().1
+    }
+}
+
 impl<C, K: Kind> Bloom<C, K> {
+    /// Items per batch that `redbloom load` uses.
+    #[deprecated(note = "renamed bulk_add_batch_size")]
+    pub fn bulk_batch_size(&self) -> usize {
+        self.bulk_add_batch_size()
+    }
+
     /// The filter's key in Redis (for a sharded filter, the name its shards' keys derive from).
     pub fn key(&self) -> &str {
         &self.0.key

@@ -3,7 +3,7 @@
 //! its keys as sections and says where a file's sections go back.
 
 use super::call::{self, Call};
-use super::kind::{Kind, Seam};
+use super::kind::Kind;
 use super::{Bloom, Conn, Core};
 use crate::error::{Error, Result};
 use crate::snapshot::{
@@ -71,7 +71,7 @@ impl<C: ConnectionLike + Clone + Send + Sync, K: Kind> Bloom<C, K> {
     }
 }
 
-impl<C: Conn, K: Seam> Core<C, K> {
+impl<C: Conn, K: Kind> Core<C, K> {
     async fn export<W: AsyncWrite + Unpin>(&self, out: W) -> Result<Transferred> {
         let clock = self.exec.clock();
         self.guard.ensure(&self.exec, false).await?;

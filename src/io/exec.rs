@@ -132,10 +132,30 @@ impl<C> Exec<C> {
         }
         if !cap.flag(&self.caps).swap(true, Ordering::Relaxed) {
             let (from, to, cause) = cap.describe();
-            tracing::info!(target: "redbloom", key, from, to, cause, "fallback");
-            crate::metrics::fallback(self.kind, from, to);
+            self.fell_back(key, (from, to, cause), true);
         }
         true
+    }
+
+    /// Reports a fallback on `key`: `from` given up for `to` because of `cause`; `learned` for
+    /// good (an INFO event `fallback`), or for this batch only (a DEBUG one). Counted either
+    /// way (`redbloom_fallbacks_total`).
+    pub(crate) fn fell_back(
+        &self,
+        key: &str,
+        (from, to, cause): (&'static str, &'static str, &'static str),
+        learned: bool,
+    ) {
+        macro_rules! event {
+            ($level:ident) => {
+                tracing::$level!(target: "redbloom", key, from, to, cause, "fallback")
+            };
+        }
+        match learned {
+            true => event!(info),
+            false => event!(debug),
+        }
+        crate::metrics::fallback(self.kind, from, to);
     }
 }
 
@@ -210,33 +230,30 @@ where
         keys: &[&str],
         args: &[&dyn Arg],
     ) -> Result<Value> {
-        script
-            .invoke(&mut self.conn.clone(), keys, args)
-            .await
-            .map_err(|e| Error::from_redis(e, key))
+        self.invoke(key, false, (script, keys, args)).await
     }
 
     /// Runs a script that only reads (`EVALSHA_RO`, so that replicas may serve it), as plain
     /// `EVALSHA` on servers older than Redis 7, which lack the read-only form.
-    pub(crate) async fn script_ro(
-        &self,
-        key: &str,
-        script: &LuaScript,
-        keys: &[&str],
-        args: &[&dyn Arg],
-    ) -> Result<Value> {
+    pub(crate) async fn script_ro(&self, key: &str, (lua, keys, args): Eval<'_>) -> Result<Value> {
         if self.has(Cap::EvalRo) {
-            match script.invoke_ro(&mut self.conn.clone(), keys, args).await {
-                Err(err) => {
-                    let err = Error::from_redis(err, key);
-                    if !self.lacks(Cap::EvalRo, key, &err) {
-                        return Err(err);
-                    }
-                }
-                reply => return reply.map_err(|e| Error::from_redis(e, key)),
+            match self.invoke(key, true, (lua, keys, args)).await {
+                Err(err) if self.lacks(Cap::EvalRo, key, &err) => {}
+                reply => return reply,
             }
         }
-        self.script(key, script, keys, args).await
+        self.script(key, lua, keys, args).await
+    }
+
+    async fn invoke(
+        &self,
+        key: &str,
+        read_only: bool,
+        (lua, keys, args): Eval<'_>,
+    ) -> Result<Value> {
+        let conn = &mut self.conn.clone();
+        let reply = lua.invoke(conn, read_only, keys, args).await;
+        reply.map_err(|e| Error::from_redis(e, key))
     }
 
     /// `WAIT` for the replicas the filter asks for, after a write to `key`.
@@ -274,6 +291,9 @@ where
         Ok(())
     }
 }
+
+/// A script call: the script, its keys, its arguments.
+pub(crate) type Eval<'a> = (&'a LuaScript, &'a [&'a str], &'a [&'a dyn Arg]);
 
 /// Commands of one batch in flight at once on the connection.
 pub(crate) const COMMANDS_IN_FLIGHT: usize = 4;

@@ -7,6 +7,7 @@ use super::exec::Exec;
 use super::removal::Removal;
 use super::tx::{Slot, Tx};
 use crate::error::{Error, Result};
+use crate::keys;
 use crate::layout::Layout;
 use crate::retry::Clock;
 use crate::scripts;
@@ -44,23 +45,41 @@ pub(crate) enum Evidence {
 }
 
 impl Guard {
-    pub(crate) fn new(
-        name: String,
-        key: Option<String>,
-        bits_key: String,
+    /// The guard of the filter `name` over `shards` parts, whose parameters are `fingerprint`
+    /// and whose bits key (of `layout`) holds at most `bits` bits. Its parameters live beside it,
+    /// `{name}:redbloom:params`: for a filter of one key, in its slot, the bare key telling a
+    /// new filter from bits without parameters; for a sharded one, in a slot of their own, the
+    /// parameters key itself telling a new filter (the shards are in other slots, and the bare
+    /// name is not the filter's).
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] for a name whose slot no key beside it can share (a `}` without
+    /// a hash tag); only go-zero's layout of one key goes without (then only the bits' length is
+    /// checked).
+    pub(crate) fn of(
+        name: &str,
+        shards: u32,
         fingerprint: String,
-        layout: Layout,
-        bits: u64,
-    ) -> Self {
-        Guard {
-            name,
+        (layout, bits): (Layout, u64),
+    ) -> Result<Self> {
+        let params = keys::sidecar(name, "redbloom:params");
+        let (key, bits_key) = match (shards, layout) {
+            (0 | 1, Layout::GoZero) => (params.ok(), name.to_owned()),
+            (0 | 1, Layout::Native) => (Some(params?), name.to_owned()),
+            _ => {
+                let params = params?;
+                (Some(params.clone()), params)
+            }
+        };
+        Ok(Guard {
+            name: name.to_owned(),
             key,
             bits_key,
             fingerprint,
             layout,
             bits,
             checked: AtomicBool::new(false),
-        }
+        })
     }
 
     /// Where the parameters live.
@@ -173,6 +192,11 @@ impl Guard {
         check_length(&self.name, self.bits, bytes, &self.fingerprint)
     }
 
+    /// The mismatch a script's refusal `{"params", STORED}` means, if `reply` is one.
+    pub(crate) fn refused(&self, reply: &Value) -> Option<Error> {
+        refused_params(reply).map(|stored| self.refusal(Evidence::Stored(stored)))
+    }
+
     /// The error the server's evidence proves; an `Err` always.
     pub(crate) fn refusal(&self, evidence: Evidence) -> Error {
         let checked = match evidence {
@@ -217,14 +241,12 @@ impl Guard {
             (Layout::Native, Ok(Value::Int(_))) => return self.compare(None),
             // A user allowed the bits but not the check's script: go-zero's layout does without.
             (Layout::GoZero, Err(Error::NoPermission(_))) => {
-                tracing::info!(
-                    target: "redbloom",
-                    key = %self.name,
-                    from = "parameters check",
-                    to = "no check (go-zero layout)",
-                    cause = "the ACL refused the check's script",
-                    "fallback"
+                let fallback = (
+                    "parameters check",
+                    "no check (go-zero layout)",
+                    "the ACL refused the check's script",
                 );
+                exec.fell_back(&self.name, fallback, true);
                 true
             }
             (_, Ok(other)) => {

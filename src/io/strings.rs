@@ -49,14 +49,10 @@ where
     let evidence = match &reply {
         Value::Int(done) => return Ok(*done > 0),
         Value::Array(refusal) => match refusal.as_slice() {
-            [Value::BulkString(what), Value::BulkString(stored)] if what == b"params" => {
-                let stored = String::from_utf8_lossy(stored).into_owned();
-                Some(Evidence::Stored((!stored.is_empty()).then_some(stored)))
-            }
             [Value::BulkString(what), Value::Int(bytes)] if what == b"length" => {
                 Some(Evidence::Length(*bytes))
             }
-            _ => None,
+            _ => guard::refused_params(&reply).map(Evidence::Stored),
         },
         _ => None,
     };

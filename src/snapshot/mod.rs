@@ -32,7 +32,7 @@ pub use self::{
 pub(crate) use self::export::export;
 pub(crate) use self::stage::{drop_staged, stage};
 pub(crate) use self::swap::swap_checked;
-pub(crate) use self::transfer::{check_header, nonce, Group, Params, Staged, Stored};
+pub(crate) use self::transfer::{check_header, nonce, too_long, Group, Params, Staged, Stored};
 
 #[cfg(test)]
 pub(crate) use self::transfer::parse_hash_text;

@@ -117,19 +117,7 @@ where
     if target.len > 0 {
         let mut tx = Tx::plain();
         tx.add_unread(redis::cmd("DEL").arg(key).to_owned());
-        tx.add_unread(
-            redis::cmd("SETRANGE")
-                .arg(key)
-                .arg(target.len - 1)
-                .arg(&[0u8][..])
-                .to_owned(),
-        );
-        tx.add_unread(
-            redis::cmd("PEXPIRE")
-                .arg(key)
-                .arg(STAGING_TTL_MS)
-                .to_owned(),
-        );
+        staged_range(&mut tx, key, target.len - 1, &[0]);
         exec.run(key, &tx).await?;
     }
     let mut at = 0u64;
@@ -140,24 +128,29 @@ where
         }
         if chunk.iter().any(|&b| b != 0) {
             let mut tx = Tx::plain();
-            tx.add_unread(
-                redis::cmd("SETRANGE")
-                    .arg(key)
-                    .arg(at)
-                    .arg(chunk)
-                    .to_owned(),
-            );
-            tx.add_unread(
-                redis::cmd("PEXPIRE")
-                    .arg(key)
-                    .arg(STAGING_TTL_MS)
-                    .to_owned(),
-            );
+            staged_range(&mut tx, key, at, chunk);
             exec.run(key, &tx).await?;
         }
         at += chunk.len() as u64;
     }
     Ok(())
+}
+
+/// `bytes` written at byte `at` of the staging key `key`, and its TTL renewed.
+fn staged_range(tx: &mut Tx, key: &str, at: u64, bytes: &[u8]) {
+    tx.add_unread(
+        redis::cmd("SETRANGE")
+            .arg(key)
+            .arg(at)
+            .arg(bytes)
+            .to_owned(),
+    );
+    tx.add_unread(
+        redis::cmd("PEXPIRE")
+            .arg(key)
+            .arg(STAGING_TTL_MS)
+            .to_owned(),
+    );
 }
 
 /// A merge's section (the last of `staged`) into pieces: the section's bytes cut at every

@@ -13,15 +13,13 @@ use redis::aio::ConnectionLike;
 use redis::Value;
 use std::time::Instant;
 
-script!(
+script! {
     /// Swaps an import's staged keys in, checked, in one step per slot group (for a merge, only
     /// the checks).
-    IMPORT_SWAP = include_str!("../../lua/import_swap.lua")
-);
-script!(
+    IMPORT_SWAP = include_str!("../../lua/import_swap.lua");
     /// A merge's step: one staged range ORed into the filter's key.
-    IMPORT_MERGE = include_str!("../../lua/import_merge.lua")
-);
+    IMPORT_MERGE = include_str!("../../lua/import_merge.lua");
+}
 
 /// ORs every merge's staged pieces into their keys (`lua/import_merge.lua`, one range per
 /// step, steps pipelined up to [`RANGES_IN_FLIGHT_BYTES`](crate::dense::RANGES_IN_FLIGHT_BYTES)

@@ -200,6 +200,22 @@ pub(crate) fn check_header(
     })
 }
 
+/// The mismatch a key longer than its section may be means: `what` of another filter (a
+/// generation, a segment) at the filter `key` whose parameters are `fingerprint`.
+pub(crate) fn too_long(
+    key: &str,
+    fingerprint: &str,
+    what: &str,
+    stored: &Stored,
+    len: u64,
+) -> Error {
+    Error::ParamsMismatch {
+        key: key.to_owned(),
+        stored: format!("a {what} {} of {len} bytes", stored.key),
+        requested: fingerprint.to_owned(),
+    }
+}
+
 /// A name for one import's staging keys: the time and the process.
 pub(crate) fn nonce() -> String {
     let nanos = std::time::SystemTime::now()

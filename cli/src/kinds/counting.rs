@@ -11,7 +11,6 @@ use redbloom::{Bloom, Builder, CountingBloom, StoredParams};
 use std::future::Future;
 
 impl CliKind for Counting {
-    const NAME: &'static str = "counting";
     const FLAG: &'static str = "--counting";
 
     fn chosen(cli: &Cli) -> bool {

@@ -9,7 +9,6 @@ use redbloom::kind::Growing;
 use redbloom::{Builder, GrowingBloom, StoredParams};
 
 impl CliKind for Growing {
-    const NAME: &'static str = "growing";
     const FLAG: &'static str = "--growth";
 
     fn chosen(cli: &Cli) -> bool {

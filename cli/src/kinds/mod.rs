@@ -17,8 +17,6 @@ use std::future::Future;
 
 /// A kind of filter as the command line sees it.
 pub(crate) trait CliKind: Kind + Sized + Send + Sync {
-    /// The kind's name, as stored with its filters.
-    const NAME: &'static str;
     /// The flag that asks for the kind (`""`: none, the plain filter).
     const FLAG: &'static str;
 
@@ -85,7 +83,7 @@ macro_rules! kinds {
         /// `work` with the kind named `name` (as stored with a filter); `None` for a kind this
         /// version does not know.
         pub(crate) fn by_name<W: WithKind>(name: &str, work: W) -> Option<W::Output> {
-            $(if name == <$kind as CliKind>::NAME {
+            $(if name == <$kind as Kind>::NAME {
                 return Some(work.with::<$kind>());
             })+
             None

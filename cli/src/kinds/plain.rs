@@ -9,7 +9,6 @@ use redbloom::kind::Plain;
 use redbloom::{Builder, Layout, RedisBloom, StoredParams};
 
 impl CliKind for Plain {
-    const NAME: &'static str = "plain";
     const FLAG: &'static str = "";
 
     fn chosen(_: &Cli) -> bool {

@@ -9,7 +9,6 @@ use redbloom::kind::Window;
 use redbloom::{Builder, StoredParams, WindowBloom};
 
 impl CliKind for Window {
-    const NAME: &'static str = "window";
     const FLAG: &'static str = "--window";
 
     fn chosen(cli: &Cli) -> bool {

@@ -9,9 +9,10 @@
 mod steps;
 mod swap;
 
-use crate::core::builder::SizedInBits;
 use crate::core::call::{self, Call};
-use crate::core::kind::{self, Fields, Kind, Made, Op, Seam, Setup, Sizes};
+use crate::core::kind::{
+    self, Answers, Cached, Fields, Items, Made, Op, Seam, Sections, Setup, Sizes,
+};
 use crate::core::sharded::Shards;
 use crate::core::{Bloom, Conn, Ctx};
 use crate::error::{Error, Result};
@@ -110,8 +111,7 @@ impl Counters {
     }
 }
 
-impl Kind for Counting {}
-impl SizedInBits for Counting {}
+kind::kind!(Counting = "counting", in bits);
 
 impl Bloom<(), Counting> {
     /// A [`Builder`] for a counting filter at `key`: sized with
@@ -128,17 +128,6 @@ impl<C> Bloom<C, Counting> {
     pub fn counters(&self) -> u64 {
         self.0.kind.geometry.bits
     }
-
-    /// Counters per item.
-    pub fn hashes(&self) -> u32 {
-        self.0.kind.geometry.hashes
-    }
-
-    /// Items per batch that `redbloom load` and `unload` use.
-    #[deprecated(note = "renamed bulk_add_batch_size")]
-    pub fn bulk_batch_size(&self) -> usize {
-        self.bulk_add_batch_size()
-    }
 }
 
 impl<C: redis::aio::ConnectionLike + Clone + Send + Sync> Bloom<C, Counting> {
@@ -150,12 +139,8 @@ impl<C: redis::aio::ConnectionLike + Clone + Send + Sync> Bloom<C, Counting> {
     /// # Errors
     /// As for [`add`](Bloom::add).
     pub async fn add_if_absent(&self, item: impl AsRef<[u8]>) -> Result<bool> {
-        let item = item.as_ref();
-        let core = &*self.0;
-        call::run::<Counting, _>(Call::AddIfAbsent, &core.key, Some(1), async {
-            Ok(core.write(Op::AddIfAbsent, &[item]).await?[0])
-        })
-        .await
+        self.one(Call::AddIfAbsent, Op::AddIfAbsent, item.as_ref())
+            .await
     }
 
     /// [`add_if_absent`](Bloom::add_if_absent) for every item, in order.
@@ -178,12 +163,7 @@ impl<C: redis::aio::ConnectionLike + Clone + Send + Sync> Bloom<C, Counting> {
     /// As for [`add`](Bloom::add). Not idempotent: a retried remove after a lost reply may
     /// remove twice.
     pub async fn remove(&self, item: impl AsRef<[u8]>) -> Result<bool> {
-        let item = item.as_ref();
-        let core = &*self.0;
-        call::run::<Counting, _>(Call::Remove, &core.key, Some(1), async {
-            Ok(core.write(Op::Remove, &[item]).await?[0])
-        })
-        .await
+        self.one(Call::Remove, Op::Remove, item.as_ref()).await
     }
 
     /// [`remove`](Bloom::remove) for every item, in order; an item repeated in the batch is
@@ -193,6 +173,14 @@ impl<C: redis::aio::ConnectionLike + Clone + Send + Sync> Bloom<C, Counting> {
     /// As for [`add`](Bloom::add).
     pub async fn remove_many<T: AsRef<[u8]>>(&self, items: &[T]) -> Result<Vec<bool>> {
         self.many(Call::RemoveMany, Op::Remove, items).await
+    }
+
+    async fn one(&self, call: Call, op: Op, item: &[u8]) -> Result<bool> {
+        let core = &*self.0;
+        call::run::<Counting, _>(call, &core.key, Some(1), async {
+            Ok(core.write(op, &[item]).await?[0])
+        })
+        .await
     }
 
     async fn many<T: AsRef<[u8]>>(&self, call: Call, op: Op, items: &[T]) -> Result<Vec<bool>> {
@@ -211,12 +199,10 @@ const NO_MERGE: &str = "a counting filter's file cannot be merged into it (its c
 
 #[allow(private_interfaces, private_bounds)]
 impl Seam for Counting {
-    const NAME: &'static str = "counting";
     type Options = CountingOptions;
     type Part = Counters;
     type PartInfo = PartInfo;
     type Info = CountingInfo;
-    type Copy = near::Strings;
 
     fn make(setup: Setup<'_, Self>) -> Result<Made<Self>> {
         // Sized in counters, a counting filter takes 7 per item unless told.
@@ -238,28 +224,18 @@ impl Seam for Counting {
             "kind=counting counter_bits=4 {}",
             geometry.fingerprint(shards)
         );
-        let params = keys::sidecar(key, "redbloom:params")?;
-        let (bare, parts) = match shards {
-            1 => (
-                key.to_owned(),
-                vec![Counters::new(key.to_owned(), per_part)],
-            ),
-            _ => {
-                let parts = (0..shards)
-                    .map(|i| Counters::new(keys::shard_key(key, i, shards), per_part))
-                    .collect();
-                (params.clone(), parts)
-            }
+        let parts = match shards {
+            1 => vec![Counters::new(key.to_owned(), per_part)],
+            _ => (0..shards)
+                .map(|i| Counters::new(keys::shard_key(key, i, shards), per_part))
+                .collect(),
         };
-        let bits = geometry.bits * 4;
-        let guard = Guard::new(
-            key.into(),
-            Some(params),
-            bare,
+        let guard = Guard::of(
+            key,
+            shards,
             fingerprint,
-            Layout::Native,
-            bits,
-        );
+            (Layout::Native, geometry.bits * 4),
+        )?;
         Ok(Made {
             kind: Counting { geometry },
             parts,
@@ -271,11 +247,7 @@ impl Seam for Counting {
         stored.in_bits(CountingOptions {})
     }
 
-    async fn batch<'a, C: Conn>(
-        ctx: Ctx<'a, C, Self>,
-        op: Op,
-        items: &'a [&'a [u8]],
-    ) -> Result<Vec<bool>> {
+    async fn batch<'a, C: Conn>(ctx: Ctx<'a, C, Self>, op: Op, items: Items<'a>) -> Answers {
         if let Some(guard) = ctx.guard() {
             ctx.retried(|| guard.ensure(ctx.exec(), op.writes()))
                 .await?;
@@ -364,6 +336,11 @@ impl Seam for Counting {
         let hashes = u64::from(part.geometry.hashes);
         (bytes.div_ceil(8 * hashes) * 2).clamp(1_000, 1_000_000) as usize * parts.count() as usize
     }
+}
+
+#[allow(private_interfaces, private_bounds)]
+impl Cached for Counting {
+    type Copy = near::Strings;
 
     fn copy_bytes(&self, parts: &Shards<Counters>) -> Result<u64> {
         Ok(parts.parts().iter().map(Counters::max_bytes).sum())
@@ -388,7 +365,10 @@ impl Seam for Counting {
             .geometry
             .all(&hash, |cell| swap::counter(counters, cell) > 0)
     }
+}
 
+#[allow(private_interfaces, private_bounds)]
+impl Sections for Counting {
     fn merge_allowed(&self) -> Result<()> {
         Err(Error::InvalidConfig(NO_MERGE.into()))
     }

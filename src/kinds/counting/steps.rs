@@ -3,7 +3,7 @@
 //! `MAX_OFFSETS_PER_COMMAND` counters, a few in flight, in order, a write and its `WAIT`
 //! retried together.
 
-use super::swap::{self, read_whole, refusal};
+use super::swap::{self, read_whole};
 use super::{Counters, Counting};
 use crate::bitfield::{self, Fold, MAX_OFFSETS_PER_COMMAND};
 use crate::core::{Conn, Ctx, Op};
@@ -16,14 +16,12 @@ use crate::io::tx::{Slot, Tx};
 use futures_util::future::BoxFuture;
 use redis::Value;
 
-script!(
+script! {
     /// Removes items: nothing unless every counter is above zero; saturated counters stay.
-    COUNTING_REMOVE = include_str!("../../../lua/counting_remove.lua")
-);
-script!(
+    COUNTING_REMOVE = include_str!("../../../lua/counting_remove.lua");
     /// Adds items only if absent (`CF.ADDNX`).
-    COUNTING_ADD_ABSENT = include_str!("../../../lua/counting_add_absent.lua")
-);
+    COUNTING_ADD_ABSENT = include_str!("../../../lua/counting_add_absent.lua");
+}
 use crate::scripts::script;
 
 /// What a refused dense swap falls back to.
@@ -74,14 +72,10 @@ pub(super) async fn part<C: Conn>(
         let cells = part.geometry.offsets(items)?;
         match swap::run(ctx, &cells, op).await {
             Ok(Some(answers)) => return Ok(answers),
-            Ok(None) => tracing::debug!(
-                target: "redbloom",
-                key = %part.key,
-                from = "dense swap",
-                to = "BITFIELD",
-                cause = "other writers changed the counters during every swap",
-                "fallback"
-            ),
+            Ok(None) => {
+                let cause = "other writers changed the counters during every swap";
+                exec.fell_back(&part.key, ("dense swap", "BITFIELD", cause), false);
+            }
             // A user granted the counters but not the scratch keys or the swap's commands: the
             // same batch by BITFIELD.
             Err(err) if exec.lacks(SWAP, &part.key, &err) => {}
@@ -201,7 +195,7 @@ async fn command<C: Conn>(
             let reply = exec
                 .script(&part.key, script, &keys, &[&fingerprint, &k, &bit_offsets])
                 .await?;
-            if let Some(refusal) = refusal(params, &reply) {
+            if let Some(refusal) = params.refused(&reply) {
                 return Err(refusal);
             }
             flags(&reply, count).ok_or_else(|| unexpected(&reply))

@@ -15,7 +15,6 @@ use crate::dense;
 use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::io::exec::Exec;
-use crate::io::guard::{Evidence, Guard};
 use crate::io::tx::{Slot, Tx};
 use redis::Value;
 
@@ -94,7 +93,7 @@ pub(super) async fn run<C: Conn>(
                     .arg(changed);
                 let reply: Slot<Value> = tx.add(eval);
                 let reply = exec.run(&part.key, &tx).await?.take(reply)?;
-                if let Some(refusal) = refusal(params, &reply) {
+                if let Some(refusal) = params.refused(&reply) {
                     return Err(refusal);
                 }
                 match reply {
@@ -114,20 +113,6 @@ pub(super) async fn run<C: Conn>(
         }
     }
     Ok(None)
-}
-
-/// The error a script's `{"params", STORED}` reply means, if it is one.
-pub(super) fn refusal(guard: &Guard, reply: &Value) -> Option<Error> {
-    let Value::Array(refusal) = reply else {
-        return None;
-    };
-    let [Value::BulkString(what), Value::BulkString(stored)] = refusal.as_slice() else {
-        return None;
-    };
-    (what == b"params").then(|| {
-        let stored = String::from_utf8_lossy(stored).into_owned();
-        guard.refusal(Evidence::Stored((!stored.is_empty()).then_some(stored)))
-    })
 }
 
 /// A key's counters, in chunks of a few MiB, in one round trip.

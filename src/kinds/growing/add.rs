@@ -13,10 +13,10 @@ use crate::scripts::script;
 use redis::Value;
 use std::sync::atomic::Ordering;
 
-script!(
+script! {
     /// Adds items: tests every level, sets the newest, makes the next one when it is full.
-    GROW_ADD = include_str!("../../../lua/grow_add.lua")
-);
+    GROW_ADD = include_str!("../../../lua/grow_add.lua");
+}
 
 /// What the add script answered.
 struct Answer {

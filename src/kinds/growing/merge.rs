@@ -65,14 +65,9 @@ pub(super) async fn add<C: Conn>(
             }
         }
         Ok(None) => {
-            tracing::debug!(
-                target: "redbloom",
-                key = %ctx.key(),
-                from = "dense merge",
-                to = "per-item script",
-                cause = "other clients changed the levels during every merge",
-                "fallback"
-            );
+            let cause = "other clients changed the levels during every merge";
+            let fallback = ("dense merge", "per-item script", cause);
+            ctx.exec().fell_back(ctx.key(), fallback, false);
             Ok(None)
         }
         // A user granted the levels but not the scratch keys or the merge's commands: the

@@ -28,7 +28,9 @@ mod shape;
 mod snapshot;
 
 use self::shape::Level;
-use crate::core::kind::{Fields, Kind, Made, Op, Seam, Setup, Sizes};
+use crate::core::kind::{
+    self, Answers, Cached, Fields, Items, Made, Op, Seam, Sections, Setup, Sizes,
+};
 use crate::core::sharded::Shards;
 use crate::core::{Bloom, Conn, Ctx};
 use crate::engine::Engine;
@@ -56,10 +58,10 @@ const DEFAULT_TIGHTENING: f64 = 0.8;
 const DEFAULT_MAX_LEVELS: u32 = 32;
 const MAX_LEVELS: u32 = 64;
 
-script!(
+script! {
     /// `clear` and `expire`, checked.
-    GROW_DROP = include_str!("../../../lua/grow_drop.lua")
-);
+    GROW_DROP = include_str!("../../../lua/grow_drop.lua");
+}
 
 /// A Bloom filter that grows (SPEC.md §4 "growing"): no capacity to guess, and the
 /// false-positive rate held at or below the rate given however many items it takes.
@@ -134,7 +136,7 @@ pub struct Part {
     turn: tokio::sync::Mutex<()>,
 }
 
-impl Kind for Growing {}
+kind::kind!(Growing = "growing");
 
 impl Bloom<(), Growing> {
     /// A [`Builder`] for a growing filter at `key`, sized by
@@ -248,13 +250,6 @@ impl<C> Bloom<C, Growing> {
         let per_part: u64 = self.0.kind.levels.iter().map(|l| l.capacity).sum();
         per_part.saturating_mul(u64::from(self.shards()))
     }
-
-    /// Items per batch that `redbloom load` uses: large enough that the dense add (the levels
-    /// read whole, the batch's bits merged) pays for its reads.
-    #[deprecated(note = "renamed bulk_add_batch_size")]
-    pub fn bulk_batch_size(&self) -> usize {
-        self.bulk_add_batch_size()
-    }
 }
 
 /// The levels' name beside a filter's key: `redbloom:grow:HASH`, HASH naming the parameters.
@@ -299,22 +294,13 @@ impl Growing {
                 "the growth factor is a whole number of at least 1".into(),
             ));
         }
-        if !(tightening > 0.0 && tightening < 1.0) {
-            return Err(Error::InvalidConfig(format!(
-                "the tightening ratio must be between 0 and 1 (exclusive), not {tightening}"
-            )));
-        }
+        crate::sizing::between_0_and_1("the tightening ratio", tightening)?;
         if !(1..=MAX_LEVELS).contains(&max_levels) {
             return Err(Error::InvalidConfig(format!(
                 "a growing filter has 1 to {MAX_LEVELS} levels, not {max_levels}"
             )));
         }
-        if !(fpr > 0.0 && fpr < 1.0) || capacity == 0 {
-            return Err(Error::InvalidConfig(
-                "a growing filter needs its first level's items (at least 1) and a rate in (0, 1)"
-                    .into(),
-            ));
-        }
+        crate::sizing::check_items_and_rate(capacity, fpr)?;
         let shards = setup.shards.max(1);
         let levels = shape::levels(
             capacity.div_ceil(u64::from(shards)),
@@ -450,51 +436,28 @@ impl Growing {
 
 #[allow(private_interfaces, private_bounds)]
 impl Seam for Growing {
-    const NAME: &'static str = "growing";
     type Options = GrowingOptions;
     type Part = Part;
     type PartInfo = info::PartInfo;
     type Info = GrowingInfo;
-    type Copy = near::Copy;
 
     fn make(setup: Setup<'_, Self>) -> Result<Made<Self>> {
         let kind = Growing::new(&setup)?;
         let (key, shards) = (setup.key, setup.shards.max(1));
-        let params = keys::sidecar(key, "redbloom:params")?;
         let levels = levels_of(&kind.fingerprint);
-        let fingerprint = kind.fingerprint.clone();
-        let first = kind.levels[0].bits();
-        if shards == 1 {
-            // The scripts check the parameters beside the levels, and the bare key.
-            let part = kind.part(keys::sidecar(key, &levels)?);
-            let guard = Guard::new(
-                key.into(),
-                Some(params),
-                key.into(),
-                fingerprint,
-                Layout::Native,
-                first,
-            );
-            return Ok(Made {
-                parts: vec![part],
-                kind,
-                guard,
-            });
-        }
-        let parts = (0..shards)
-            .map(|i| {
-                let shard = keys::shard_key(key, i, shards);
-                Ok(kind.part(keys::sidecar(&shard, &levels)?))
-            })
-            .collect::<Result<Vec<_>>>()?;
-        let guard = Guard::new(
-            key.into(),
-            Some(params.clone()),
-            params,
-            fingerprint,
-            Layout::Native,
-            first,
-        );
+        let shape = (Layout::Native, kind.levels[0].bits());
+        // A filter of one key: the scripts check the parameters beside the levels, and the bare
+        // key.
+        let guard = Guard::of(key, shards, kind.fingerprint.clone(), shape)?;
+        let parts = match shards {
+            1 => vec![kind.part(keys::sidecar(key, &levels)?)],
+            _ => (0..shards)
+                .map(|i| {
+                    let shard = keys::shard_key(key, i, shards);
+                    Ok(kind.part(keys::sidecar(&shard, &levels)?))
+                })
+                .collect::<Result<Vec<_>>>()?,
+        };
         Ok(Made { kind, parts, guard })
     }
 
@@ -518,11 +481,7 @@ impl Seam for Growing {
     /// whole (each retried as one read, or one merge); otherwise in steps of a bounded size,
     /// in order, each retried, and a write's `WAIT` after them all (the whole part retried
     /// with it when replicas are asked).
-    async fn batch<'a, C: Conn>(
-        ctx: Ctx<'a, C, Self>,
-        op: Op,
-        items: &'a [&'a [u8]],
-    ) -> Result<Vec<bool>> {
+    async fn batch<'a, C: Conn>(ctx: Ctx<'a, C, Self>, op: Op, items: Items<'a>) -> Answers {
         let hashes: Vec<ItemHash> = items
             .iter()
             .map(|item| ItemHash::of(item, Layout::Native))
@@ -611,6 +570,11 @@ impl Seam for Growing {
     fn bulk_check_batch_size(&self, parts: &Shards<Part>) -> usize {
         100_000 * parts.count() as usize
     }
+}
+
+#[allow(private_interfaces, private_bounds)]
+impl Cached for Growing {
+    type Copy = near::Copy;
 
     fn copy_bytes(&self, parts: &Shards<Part>) -> Result<u64> {
         Ok(self.first_copy_bytes(parts))
@@ -627,7 +591,10 @@ impl Seam for Growing {
     fn in_copy(&self, parts: &Shards<Part>, copy: &near::Copy, item: &[u8]) -> bool {
         self.found_in(parts, copy, item)
     }
+}
 
+#[allow(private_interfaces, private_bounds)]
+impl Sections for Growing {
     fn merge_allowed(&self) -> Result<()> {
         Err(Error::InvalidConfig(
             "a growing filter's file cannot be merged into it (its levels and counts do not add \

@@ -17,7 +17,7 @@ use crate::core::{Conn, Ctx};
 use crate::error::{Error, Result};
 use crate::io::guard::Guard;
 use crate::io::tx::{Slot, Tx};
-use crate::snapshot::{invalid, Group, SectionHeader, Staged, Stored};
+use crate::snapshot::{self, invalid, Group, SectionHeader, Staged, Stored};
 use std::collections::BTreeMap;
 
 const SEGMENT: &str = "segment";
@@ -138,11 +138,7 @@ pub(super) async fn sections<C: Conn>(ctx: Ctx<'_, C, Growing>) -> Result<Vec<St
 
 /// A segment longer than the filter's: another filter's.
 pub(super) fn too_long(key: &str, guard: &Guard, stored: &Stored, len: u64) -> Error {
-    Error::ParamsMismatch {
-        key: key.to_owned(),
-        stored: format!("a segment {} of {len} bytes", stored.key),
-        requested: guard.fingerprint().to_owned(),
-    }
+    snapshot::too_long(key, guard.fingerprint(), "segment", stored, len)
 }
 
 /// The staged sections by part, each part's counts checked against its segments (the file

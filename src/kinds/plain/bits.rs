@@ -10,13 +10,13 @@ use crate::error::{Error, Result};
 use crate::geometry::{check_offsets, Geometry};
 use crate::hash::ItemHash;
 use crate::info::{FilterInfo, KeyTtl};
+use crate::io::exec::Conn;
 use crate::io::exec::{self, Cap, Exec};
 use crate::io::guard::Guard;
 use crate::io::tx::{Slot, Tx};
 use crate::keys;
 use crate::scripts;
 use crate::sizing::{current_fpr, estimate_items};
-use redis::aio::ConnectionLike;
 use redis::Value;
 use std::sync::{Arc, OnceLock};
 
@@ -158,10 +158,11 @@ impl Bits {
     /// by ranges beyond) or by the engine's commands, at most [`MAX_OFFSETS_PER_COMMAND`]
     /// offsets each; true for each item one of whose bits flipped. One attempt: the caller
     /// retries.
-    pub(crate) async fn write<C>(&self, ctx: Run<'_, C>, batch: &Batch<'_>) -> Result<Vec<bool>>
-    where
-        C: ConnectionLike + Clone + Send + Sync,
-    {
+    pub(crate) async fn write<C: Conn>(
+        &self,
+        ctx: Run<'_, C>,
+        batch: &Batch<'_>,
+    ) -> Result<Vec<bool>> {
         if let Some(scratch) = self.dense_scratch(ctx, batch.len()) {
             match self.merge(ctx, scratch, batch.whole()?).await {
                 // A user granted the filter's key but not the scratch key or the merge's
@@ -179,14 +180,11 @@ impl Bits {
     /// The dense add by ranges, for a key over [`dense::MAX_BYTES`] and a batch that, with the
     /// batches a merge may gather beside it, outweighs the ranges it touches; `None` when the
     /// batch goes by `BITFIELD` instead (nothing written).
-    async fn write_by_ranges<C>(
+    async fn write_by_ranges<C: Conn>(
         &self,
         ctx: Run<'_, C>,
         batch: &Batch<'_>,
-    ) -> Result<Option<Vec<bool>>>
-    where
-        C: ConnectionLike + Clone + Send + Sync,
-    {
+    ) -> Result<Option<Vec<bool>>> {
         let bytes = self.geometry.max_bytes();
         let range = ctx.exec.options().merge_chunk();
         let offsets = batch.len() as u64 * u64::from(self.geometry.hashes);
@@ -203,15 +201,12 @@ impl Bits {
 
     /// A batch's turn in the queue of its direction; `None` when it goes by `BITFIELD` after
     /// all.
-    async fn by_ranges<C>(
+    async fn by_ranges<C: Conn>(
         &self,
         ctx: Run<'_, C>,
         batch: &Batch<'_>,
         direction: Direction,
-    ) -> Result<Option<Vec<bool>>>
-    where
-        C: ConnectionLike + Clone + Send + Sync,
-    {
+    ) -> Result<Option<Vec<bool>>> {
         let Some(grouped) = batch.grouped(ctx.exec.options().merge_chunk())? else {
             return Ok(None);
         };
@@ -223,10 +218,11 @@ impl Bits {
     }
 
     /// Reads every item's bits; true for each item whose bits are all set.
-    pub(crate) async fn read<C>(&self, ctx: Run<'_, C>, batch: &Batch<'_>) -> Result<Vec<bool>>
-    where
-        C: ConnectionLike + Clone + Send + Sync,
-    {
+    pub(crate) async fn read<C: Conn>(
+        &self,
+        ctx: Run<'_, C>,
+        batch: &Batch<'_>,
+    ) -> Result<Vec<bool>> {
         let geometry = self.geometry;
         if ctx.engine == Engine::Fast
             && geometry.max_bytes() <= dense::MAX_BYTES
@@ -255,7 +251,7 @@ impl Bits {
     }
 
     /// The scratch key when a batch of `items` is cheaper as a whole bitmap.
-    fn dense_scratch<C>(&self, ctx: Run<'_, C>, items: usize) -> Option<&str> {
+    fn dense_scratch<C: Conn>(&self, ctx: Run<'_, C>, items: usize) -> Option<&str> {
         let dense = ctx.engine == Engine::Fast
             && ctx.exec.has(MERGE)
             && dense::worth_it(self.geometry.bits, items, self.geometry.hashes);
@@ -264,15 +260,12 @@ impl Bits {
 
     /// Runs the batch's parts, a few at a time ([`exec::in_order`]), in order on the connection;
     /// the answers in input order.
-    async fn in_commands<C>(
+    async fn in_commands<C: Conn>(
         &self,
         ctx: Run<'_, C>,
         batch: &Batch<'_>,
         direction: Direction,
-    ) -> Result<Vec<bool>>
-    where
-        C: ConnectionLike + Clone + Send + Sync,
-    {
+    ) -> Result<Vec<bool>> {
         match batch.parts.len() {
             0 => Ok(Vec::new()),
             1 => self.command(ctx, batch, direction, 0).await,
@@ -286,16 +279,13 @@ impl Bits {
     }
 
     /// Part `i` of the batch: one command.
-    async fn command<C>(
+    async fn command<C: Conn>(
         &self,
         ctx: Run<'_, C>,
         batch: &Batch<'_>,
         direction: Direction,
         i: usize,
-    ) -> Result<Vec<bool>>
-    where
-        C: ConnectionLike + Clone + Send + Sync,
-    {
+    ) -> Result<Vec<bool>> {
         let (items, offsets) = batch.part(i)?;
         match direction {
             Direction::Write => self.write_command(ctx, items, offsets).await,
@@ -306,30 +296,24 @@ impl Bits {
     /// [`command`](Bits::command), boxed: the compiler cannot yet prove a future held in a
     /// stream `Send` for every lifetime it borrows (rust-lang/rust#110338). One allocation per
     /// command of a batch of several.
-    fn boxed_command<'a, C>(
+    fn boxed_command<'a, C: Conn>(
         &'a self,
         ctx: Run<'a, C>,
         batch: &'a Batch<'a>,
         direction: Direction,
         i: usize,
-    ) -> futures_util::future::BoxFuture<'a, Result<Vec<bool>>>
-    where
-        C: ConnectionLike + Clone + Send + Sync,
-    {
+    ) -> futures_util::future::BoxFuture<'a, Result<Vec<bool>>> {
         Box::pin(self.command(ctx, batch, direction, i))
     }
 
     /// One write: a `BITFIELD` (in one transaction with the guard for a native filter), or
     /// go-zero's set script or its batch form.
-    async fn write_command<C>(
+    async fn write_command<C: Conn>(
         &self,
         ctx: Run<'_, C>,
         items: usize,
         offsets: &[u64],
-    ) -> Result<Vec<bool>>
-    where
-        C: ConnectionLike + Clone + Send + Sync,
-    {
+    ) -> Result<Vec<bool>> {
         let k = self.geometry.hashes as usize;
         match ctx.engine {
             Engine::Fast => {
@@ -389,15 +373,12 @@ impl Bits {
 
     /// One read: `BITFIELD_RO` (plain `BITFIELD` before Redis 6.2), or go-zero's test script
     /// or its batch form.
-    async fn read_command<C>(
+    async fn read_command<C: Conn>(
         &self,
         ctx: Run<'_, C>,
         items: usize,
         offsets: &[u64],
-    ) -> Result<Vec<bool>>
-    where
-        C: ConnectionLike + Clone + Send + Sync,
-    {
+    ) -> Result<Vec<bool>> {
         let k = self.geometry.hashes as usize;
         match ctx.engine {
             Engine::Fast => {
@@ -430,10 +411,7 @@ impl Bits {
     }
 
     /// `BITFIELD_RO`, or plain `BITFIELD` once the server has said it lacks `BITFIELD_RO`.
-    async fn read_bitfield<C>(&self, ctx: Run<'_, C>, offsets: &[u64]) -> Result<Value>
-    where
-        C: ConnectionLike + Clone + Send + Sync,
-    {
+    async fn read_bitfield<C: Conn>(&self, ctx: Run<'_, C>, offsets: &[u64]) -> Result<Value> {
         if ctx.exec.has(Cap::BitfieldRo) {
             match ctx
                 .exec
@@ -451,10 +429,12 @@ impl Bits {
 
     /// The dense add: the batch's bits as one bitmap ORed into the filter in one transaction;
     /// "new" from the bytes before.
-    async fn merge<C>(&self, ctx: Run<'_, C>, scratch: &str, offsets: &[u64]) -> Result<Vec<bool>>
-    where
-        C: ConnectionLike + Clone + Send + Sync,
-    {
+    async fn merge<C: Conn>(
+        &self,
+        ctx: Run<'_, C>,
+        scratch: &str,
+        offsets: &[u64],
+    ) -> Result<Vec<bool>> {
         // One transaction: the bytes from before, the batch's bitmap into the scratch key,
         // the OR (sent as EVAL so that NOSCRIPT cannot happen inside EXEC), the scratch
         // key gone even if the OR failed.
@@ -491,10 +471,7 @@ impl Bits {
     }
 
     /// The filter's bytes, in chunks of a few MiB, in one round trip (the dense check).
-    async fn read_whole<C>(&self, ctx: Run<'_, C>) -> Result<Vec<u8>>
-    where
-        C: ConnectionLike + Clone + Send + Sync,
-    {
+    async fn read_whole<C: Conn>(&self, ctx: Run<'_, C>) -> Result<Vec<u8>> {
         let mut tx = Tx::plain();
         let whole = dense::read_whole(&mut tx, &self.key, self.geometry.bits);
         let mut replies = ctx.exec.run(&self.key, &tx).await?;
@@ -502,10 +479,7 @@ impl Bits {
     }
 
     /// The key's fill, size and TTL in one atomic round trip; `key` names the filter.
-    pub(crate) async fn info<C>(&self, ctx: Run<'_, C>, key: &str) -> Result<FilterInfo>
-    where
-        C: ConnectionLike + Clone + Send + Sync,
-    {
+    pub(crate) async fn info<C: Conn>(&self, ctx: Run<'_, C>, key: &str) -> Result<FilterInfo> {
         let Geometry { bits, hashes, .. } = self.geometry;
         let mut tx = Tx::atomic();
         let bits_set = tx.add::<u64>(

@@ -21,10 +21,10 @@ use super::ranges::{Answer, Direction, Pass};
 use crate::dense::{self, Grouped, RangeMerge};
 use crate::error::{Error, Result};
 use crate::io::exec::Cap;
+use crate::io::exec::Conn;
 use crate::io::tx::{Slot, Tx};
 use crate::scripts;
 use futures_util::StreamExt;
-use redis::aio::ConnectionLike;
 
 /// The TTL of the scratch keys, should a merge step fail between their `SET` and their `DEL`.
 const SCRATCH_TTL_MS: u64 = 60_000;
@@ -35,7 +35,7 @@ const MERGE_BY_RANGES: Cap = Cap::Merge {
     to: "BITFIELD",
 };
 
-impl<C: ConnectionLike + Clone + Send + Sync> Pass for (&Bits, Run<'_, C>) {
+impl<C: Conn> Pass for (&Bits, Run<'_, C>) {
     fn pays(&self, direction: Direction, offsets: usize) -> bool {
         let (bits, ctx) = *self;
         match direction {
@@ -55,23 +55,24 @@ impl<C: ConnectionLike + Clone + Send + Sync> Pass for (&Bits, Run<'_, C>) {
 
 impl Bits {
     /// Whether a merge of `offsets` offsets by ranges pays for its pass over the key.
-    fn merge_pays<C>(&self, ctx: Run<'_, C>, offsets: usize) -> bool {
+    fn merge_pays<C: Conn>(&self, ctx: Run<'_, C>, offsets: usize) -> bool {
         let range = ctx.exec.options().merge_chunk();
         dense::merge_by_ranges(self.geometry.max_bytes(), range, offsets as u64)
     }
 
     /// Whether a read of the ranges `offsets` offsets touch pays.
-    fn read_pays<C>(&self, ctx: Run<'_, C>, offsets: usize) -> bool {
+    fn read_pays<C: Conn>(&self, ctx: Run<'_, C>, offsets: usize) -> bool {
         let range = ctx.exec.options().merge_chunk();
         dense::read_by_ranges(self.geometry.max_bytes(), range, offsets as u64)
     }
 
     /// One merge over the key for `batches` (grouped with the same ranges), in order: one
     /// answer per batch.
-    async fn merge_ranges<C>(&self, ctx: Run<'_, C>, batches: &[&Grouped]) -> Result<Vec<Answer>>
-    where
-        C: ConnectionLike + Clone + Send + Sync,
-    {
+    async fn merge_ranges<C: Conn>(
+        &self,
+        ctx: Run<'_, C>,
+        batches: &[&Grouped],
+    ) -> Result<Vec<Answer>> {
         let per_item = || batches.iter().map(|_| Answer::PerItem).collect();
         let (Some(scratch), Some(scratch_or)) = (&self.scratch, &self.scratch_or) else {
             return Ok(per_item());
@@ -161,10 +162,7 @@ impl Bits {
     /// it in place, moved: each move copies the whole string (seen: 0.25-0.45 s near 512 MiB,
     /// several times in one load). One step costs Redis about 0.7 ns per byte, once (0.36-0.4 s
     /// for a new key of 512 MiB; a per-item first write pays as much).
-    async fn grow<C>(&self, ctx: Run<'_, C>, batches: &[&Grouped]) -> Result<()>
-    where
-        C: ConnectionLike + Clone + Send + Sync,
-    {
+    async fn grow<C: Conn>(&self, ctx: Run<'_, C>, batches: &[&Grouped]) -> Result<()> {
         let ranges = batches.first().map_or(0, |b| b.ranges());
         let Some(last) = (0..ranges).rev().find_map(|r| {
             batches
@@ -190,10 +188,11 @@ impl Bits {
     /// One read over the key for `batches`: each range any of them touches read once (from the
     /// first to the last byte holding one of their bits); for each item, whether its bits are
     /// all set.
-    async fn read_ranges<C>(&self, ctx: Run<'_, C>, batches: &[&Grouped]) -> Result<Vec<Answer>>
-    where
-        C: ConnectionLike + Clone + Send + Sync,
-    {
+    async fn read_ranges<C: Conn>(
+        &self,
+        ctx: Run<'_, C>,
+        batches: &[&Grouped],
+    ) -> Result<Vec<Answer>> {
         let offsets: usize = batches.iter().map(|b| b.offsets()).sum();
         if !self.read_pays(ctx, offsets) {
             return Ok(batches.iter().map(|_| Answer::PerItem).collect());

@@ -12,9 +12,10 @@ mod ranges;
 pub use self::offline::OfflineBloom;
 
 use self::bits::{Batch, Bits, Run};
-use crate::core::builder::SizedInBits;
 use crate::core::call::{self, Call};
-use crate::core::kind::{self, Fields, Kind, Made, Op, Seam, Setup, Sizes};
+use crate::core::kind::{
+    self, Answers, Cached, Fields, Items, Made, Op, Seam, Sections, Setup, Sizes,
+};
 use crate::core::sharded::{self, Shards};
 use crate::core::{Bloom, Conn, Core, Ctx};
 use crate::engine::Engine;
@@ -79,8 +80,7 @@ pub struct PlainOptions {
     engine: Engine,
 }
 
-impl Kind for Plain {}
-impl SizedInBits for Plain {}
+kind::kind!(Plain = "plain", in bits);
 
 impl Bloom<(), Plain> {
     /// A [`Builder`] for a plain filter at `key`, sized in bits or from items and a rate; the
@@ -173,16 +173,6 @@ impl<C> Bloom<C, Plain> {
         Bloom(Arc::new(Core { kind, ..core }))
     }
 
-    /// The filter's size in bits (all shards together).
-    pub fn bits(&self) -> u64 {
-        self.0.kind.geometry.bits
-    }
-
-    /// Bit locations per item (14 in go-zero's layout).
-    pub fn hashes(&self) -> u32 {
-        self.0.kind.geometry.hashes
-    }
-
     /// How items map to bits.
     pub fn layout(&self) -> Layout {
         self.0.kind.geometry.layout
@@ -193,9 +183,6 @@ impl<C> Bloom<C, Plain> {
         self.0.kind.engine
     }
 }
-
-/// The name of the parameters key beside a filter.
-const PARAMS: &str = "redbloom:params";
 
 impl Plain {
     /// How a part's steps run.
@@ -210,12 +197,10 @@ impl Plain {
 
 #[allow(private_interfaces, private_bounds)]
 impl Seam for Plain {
-    const NAME: &'static str = "plain";
     type Options = PlainOptions;
     type Part = Bits;
     type PartInfo = FilterInfo;
     type Info = FilterInfo;
-    type Copy = near::Strings;
 
     fn make(setup: Setup<'_, Self>) -> Result<Made<Self>> {
         let layout = setup.kind.layout.unwrap_or_default();
@@ -224,13 +209,8 @@ impl Seam for Plain {
         let key = setup.key;
         if setup.shards <= 1 {
             let geometry = Geometry::new(layout, bits, hashes)?;
-            let params = match layout {
-                // go-zero's own filters go unguarded when the name allows no key beside it.
-                Layout::GoZero => keys::sidecar(key, PARAMS).ok(),
-                Layout::Native => Some(keys::sidecar(key, PARAMS)?),
-            };
-            let fingerprint = geometry.fingerprint(1);
-            let guard = Guard::new(key.into(), params, key.into(), fingerprint, layout, bits);
+            // go-zero's own filters go unguarded when the name allows no key beside it.
+            let guard = Guard::of(key, 1, geometry.fingerprint(1), (layout, bits))?;
             let scratch = keys::sidecar(key, "redbloom:scratch").ok();
             return Ok(Made {
                 kind: Plain { geometry, engine },
@@ -247,18 +227,9 @@ impl Seam for Plain {
                 Bits::new(shard, scratch, per_shard)
             })
             .collect();
-        // The parameters are checked once, for the whole filter, in a slot of their own: the
-        // key that tells a new filter from bits without parameters is the parameters key
-        // itself (the shards are in other slots, and the bare name is not the filter's).
-        let params = keys::sidecar(key, PARAMS)?;
-        let guard = Guard::new(
-            key.into(),
-            Some(params.clone()),
-            params,
-            geometry.fingerprint(shards),
-            layout,
-            geometry.bits,
-        );
+        // The parameters are checked once, for the whole filter, in a slot of their own.
+        let fingerprint = geometry.fingerprint(shards);
+        let guard = Guard::of(key, shards, fingerprint, (layout, geometry.bits))?;
         Ok(Made {
             kind: Plain { geometry, engine },
             parts,
@@ -275,11 +246,7 @@ impl Seam for Plain {
 
     /// One part's batch, retried as a whole: the parameters check (when the guard lives in
     /// this part's slot group), then the bits, and after a write `WAIT`.
-    async fn batch<'a, C: Conn>(
-        ctx: Ctx<'a, C, Self>,
-        op: Op,
-        items: &'a [&'a [u8]],
-    ) -> Result<Vec<bool>> {
+    async fn batch<'a, C: Conn>(ctx: Ctx<'a, C, Self>, op: Op, items: Items<'a>) -> Answers {
         let part = ctx.part();
         let batch = Batch::new(items, part.geometry);
         let run = ctx.kind().run(&ctx);
@@ -332,6 +299,11 @@ impl Seam for Plain {
         let part = &parts.parts()[0].geometry;
         dense::check_batch_size(part.bits, part.hashes) * parts.count() as usize
     }
+}
+
+#[allow(private_interfaces, private_bounds)]
+impl Cached for Plain {
+    type Copy = near::Strings;
 
     fn copy_bytes(&self, _: &Shards<Bits>) -> Result<u64> {
         Ok(self.geometry.bits.div_ceil(8))
@@ -355,7 +327,10 @@ impl Seam for Plain {
             dense::test(bytes, offset)
         })
     }
+}
 
+#[allow(private_interfaces, private_bounds)]
+impl Sections for Plain {
     fn merge_allowed(&self) -> Result<()> {
         Ok(())
     }

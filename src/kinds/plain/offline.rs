@@ -124,7 +124,7 @@ impl OfflineBloom {
     /// [`Error::Snapshot`] when writing fails.
     pub async fn write_snapshot<W: AsyncWrite + Unpin>(&self, out: W) -> Result<Transferred> {
         let header = SnapshotHeader::new(
-            <Plain as crate::core::kind::Seam>::NAME,
+            <Plain as crate::kind::Kind>::NAME,
             self.fingerprint.clone(),
             self.parts.len() as u32,
         );

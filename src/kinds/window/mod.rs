@@ -27,8 +27,9 @@ mod step;
 
 use self::info::PartInfo;
 use self::part::{generations_of, millis, Part, ServerClock};
-use crate::core::builder::SizedInBits;
-use crate::core::kind::{self, Fields, Kind, Made, Op, Seam, Setup, Sizes};
+use crate::core::kind::{
+    self, Answers, Cached, Fields, Items, Made, Op, Seam, Sections, Setup, Sizes,
+};
 use crate::core::sharded::Shards;
 use crate::core::{Bloom, Conn, Ctx};
 use crate::error::{Error, Result};
@@ -111,8 +112,7 @@ pub struct WindowOptions {
     generations: Option<u32>,
 }
 
-impl Kind for Window {}
-impl SizedInBits for Window {}
+kind::kind!(Window = "window", in bits);
 
 impl Bloom<(), Window> {
     /// A [`Builder`] for a window filter at `key` whose items are found for at least `window`
@@ -166,25 +166,6 @@ impl<C> Bloom<C, Window> {
     pub fn generations(&self) -> u32 {
         self.0.kind.generations
     }
-
-    /// One generation's size in bits (all shards together); the filter holds at most
-    /// [`generations`](Bloom::generations) of them.
-    pub fn bits(&self) -> u64 {
-        self.0.kind.geometry.bits
-    }
-
-    /// Bit locations per item.
-    pub fn hashes(&self) -> u32 {
-        self.0.kind.geometry.hashes
-    }
-
-    /// Items per [`add_many`](Bloom::add_many) or [`exists_many`](Bloom::exists_many) call
-    /// that load and check fastest: large enough for the dense path when the generations
-    /// allow it, else 4,096.
-    #[deprecated(note = "renamed bulk_add_batch_size")]
-    pub fn bulk_batch_size(&self) -> usize {
-        self.bulk_add_batch_size()
-    }
 }
 
 impl Window {
@@ -218,12 +199,10 @@ impl Window {
 
 #[allow(private_interfaces, private_bounds)]
 impl Seam for Window {
-    const NAME: &'static str = "window";
     type Options = WindowOptions;
     type Part = Part;
     type PartInfo = PartInfo;
     type Info = WindowInfo;
-    type Copy = near::Copy;
 
     fn make(setup: Setup<'_, Self>) -> Result<Made<Self>> {
         let (bits, hashes) = kind::sized(&setup, Layout::Native, window_generation_fpr)?;
@@ -242,24 +221,16 @@ impl Seam for Window {
                 geometry: per_part,
             })
         };
-        let params = keys::sidecar(key, "redbloom:params")?;
         // A filter of one key: its scripts check the parameters beside it and the bare key;
         // a sharded one: in a slot of their own, the parameters key telling a new filter.
-        let (parts, bare) = match shards {
-            1 => (vec![part(key)?], key.to_owned()),
-            _ => {
-                let parts = (0..shards).map(|i| part(&keys::shard_key(key, i, shards)));
-                (parts.collect::<Result<Vec<_>>>()?, params.clone())
-            }
+        let parts = match shards {
+            1 => vec![part(key)?],
+            _ => (0..shards)
+                .map(|i| part(&keys::shard_key(key, i, shards)))
+                .collect::<Result<Vec<_>>>()?,
         };
-        let guard = Guard::new(
-            key.into(),
-            Some(params),
-            bare,
-            fingerprint.clone(),
-            Layout::Native,
-            geometry.bits,
-        );
+        let shape = (Layout::Native, geometry.bits);
+        let guard = Guard::of(key, shards, fingerprint.clone(), shape)?;
         let kind = Window {
             geometry,
             window_ms,
@@ -272,23 +243,13 @@ impl Seam for Window {
 
     fn reopen(stored: &Fields<'_>) -> Option<Sizes<Self>> {
         let window_ms: u64 = stored.number("window_ms")?;
-        Some(Sizes {
-            bits: stored.number("bits"),
-            items: None,
-            fpr: None,
-            hashes: stored.number("hashes"),
-            kind: WindowOptions {
-                window: Duration::from_millis(window_ms),
-                generations: Some(stored.number("generations")?),
-            },
+        stored.in_bits(WindowOptions {
+            window: Duration::from_millis(window_ms),
+            generations: Some(stored.number("generations")?),
         })
     }
 
-    async fn batch<'a, C: Conn>(
-        ctx: Ctx<'a, C, Self>,
-        op: Op,
-        items: &'a [&'a [u8]],
-    ) -> Result<Vec<bool>> {
+    async fn batch<'a, C: Conn>(ctx: Ctx<'a, C, Self>, op: Op, items: Items<'a>) -> Answers {
         step::batch(ctx, items, op.writes()).await
     }
 
@@ -311,6 +272,11 @@ impl Seam for Window {
     fn bulk_check_batch_size(&self, parts: &Shards<Part>) -> usize {
         self.bulk_batch_size(parts)
     }
+}
+
+#[allow(private_interfaces, private_bounds)]
+impl Cached for Window {
+    type Copy = near::Copy;
 
     fn copy_bytes(&self, parts: &Shards<Part>) -> Result<u64> {
         Ok(near::bytes(self, parts))
@@ -331,7 +297,10 @@ impl Seam for Window {
     fn in_copy(&self, parts: &Shards<Part>, copy: &near::Copy, item: &[u8]) -> bool {
         near::contains(self, parts, copy, item)
     }
+}
 
+#[allow(private_interfaces, private_bounds)]
+impl Sections for Window {
     fn merge_allowed(&self) -> Result<()> {
         Ok(())
     }

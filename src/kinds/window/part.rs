@@ -104,14 +104,7 @@ mod tests {
             scratch: "{k}:redbloom:scratch".into(),
             geometry: Geometry::new(Layout::Native, 64, 3).unwrap(),
         };
-        let guard = Guard::new(
-            "k".into(),
-            Some("{k}:redbloom:params".into()),
-            "k".into(),
-            "kind=window".into(),
-            Layout::Native,
-            64,
-        );
+        let guard = Guard::of("k", 1, "kind=window".into(), (Layout::Native, 64)).unwrap();
         let keys = part.keys(100, 4, Some(&guard));
         assert_eq!(keys.len(), 4 + 2 + 2);
         assert_eq!(keys[0], "{k}:redbloom:gen:101");

@@ -108,7 +108,7 @@ pub(super) async fn call<C: Conn>(
         args.extend_from_slice(tail);
         let route = keys[1];
         let reply = match run.read_only {
-            true => exec.script_ro(route, run.script, &keys, &args).await,
+            true => exec.script_ro(route, (run.script, &keys, &args)).await,
             false => exec.script(route, run.script, &keys, &args).await,
         };
         let reply = match reply {

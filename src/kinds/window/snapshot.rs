@@ -64,11 +64,7 @@ pub(super) async fn sections<C: Conn>(ctx: Ctx<'_, C, Window>) -> Result<Vec<Sto
 
 /// A generation longer than one holds: another filter's.
 pub(super) fn too_long(key: &str, guard: &Guard, stored: &Stored, len: u64) -> Error {
-    Error::ParamsMismatch {
-        key: key.to_owned(),
-        stored: format!("a generation {} of {len} bytes", stored.key),
-        requested: guard.fingerprint().to_owned(),
-    }
+    snapshot::too_long(key, guard.fingerprint(), "generation", stored, len)
 }
 
 /// Where a `generation` section goes back: its epoch's key in its part, staged beside it.

@@ -48,41 +48,34 @@ async fn attempt<C: Conn>(
         return command(ctx, items, write, whole).await;
     }
     let commands = items.chunks(per_command);
-    let commands = commands.map(|chunk| boxed_command(ctx, chunk, write, whole));
+    let commands = commands.map(|chunk| command(ctx, chunk, write, whole));
     exec::in_order(commands.collect()).await
 }
 
-/// [`command`], boxed for [`exec::in_order`] (rust-lang/rust#110338).
-fn boxed_command<'a, C: Conn>(
+/// One per-item script on some of the part's items: the add's or the check's flags. Boxed,
+/// for [`exec::in_order`] (rust-lang/rust#110338).
+fn command<'a, C: Conn>(
     ctx: Ctx<'a, C, Window>,
     items: &'a [&'a [u8]],
     write: bool,
     whole: bool,
 ) -> BoxFuture<'a, Result<Vec<bool>>> {
-    Box::pin(command(ctx, items, write, whole))
-}
-
-/// One per-item script on some of the part's items: the add's or the check's flags.
-async fn command<C: Conn>(
-    ctx: Ctx<'_, C, Window>,
-    items: &[&[u8]],
-    write: bool,
-    whole: bool,
-) -> Result<Vec<bool>> {
-    let geometry = ctx.part().geometry;
-    let k = geometry.hashes as usize;
-    let offsets = geometry.offsets(items)?;
-    let run = Run {
-        script: if write { &WINDOW_ADD } else { &WINDOW_EXISTS },
-        read_only: !write,
-        store: write,
-        flags: true,
-    };
-    let tail: [&dyn Arg; 2] = [&k, &offsets];
-    let reply = ctx.retried_unless(whole, || call(ctx, run, &tail)).await?;
-    let (flags, verified) = scripts::flags(&reply, items.len())?;
-    if let Some(guard) = ctx.guard().filter(|_| verified) {
-        guard.mark_checked();
-    }
-    Ok(flags)
+    Box::pin(async move {
+        let geometry = ctx.part().geometry;
+        let k = geometry.hashes as usize;
+        let offsets = geometry.offsets(items)?;
+        let run = Run {
+            script: if write { &WINDOW_ADD } else { &WINDOW_EXISTS },
+            read_only: !write,
+            store: write,
+            flags: true,
+        };
+        let tail: [&dyn Arg; 2] = [&k, &offsets];
+        let reply = ctx.retried_unless(whole, || call(ctx, run, &tail)).await?;
+        let (flags, verified) = scripts::flags(&reply, items.len())?;
+        if let Some(guard) = ctx.guard().filter(|_| verified) {
+            guard.mark_checked();
+        }
+        Ok(flags)
+    })
 }

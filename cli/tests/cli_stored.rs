@@ -1,0 +1,214 @@
+//! Opening a filter from what Redis stores (SPEC.md §3): with `--key` alone, every command of
+//! every kind (one key or sharded) reads the stored kind and parameters; flags given must agree
+//! (exit 2 naming the flag); a go-zero filter made by Go stores nothing and needs `--bits`.
+
+#[path = "../../tests/common/mod.rs"]
+mod common;
+
+use common::cli::{assert_fails, redbloom, run};
+
+/// The flags that create a filter of each kind (each sharded too), and a field its `info`
+/// shows only for that kind.
+const KINDS: &[(&str, &[&str], &str)] = &[
+    ("plain", &["--bits", "100000"], "bits"),
+    (
+        "native",
+        &["--layout", "native", "--capacity", "1000", "--fpr", "0.01"],
+        "bits",
+    ),
+    (
+        "window",
+        &[
+            "--window",
+            "1h",
+            "--generations",
+            "5",
+            "--capacity",
+            "1000",
+            "--fpr",
+            "0.01",
+        ],
+        "window_seconds",
+    ),
+    (
+        "counting",
+        &["--counting", "--capacity", "1000", "--fpr", "0.01"],
+        "counters_in_use",
+    ),
+    (
+        "growing",
+        &["--growth", "2", "--capacity", "1000", "--fpr", "0.01"],
+        "max_levels",
+    ),
+];
+
+#[tokio::test]
+async fn every_kind_opens_with_its_key_alone() {
+    let redis = common::redis().await;
+    let url = redis.url();
+    let dir = tempfile::tempdir().unwrap();
+    for (name, flags, field) in KINDS {
+        for shards in ["1", "3"] {
+            let key = common::unique_key(&format!("stored-{name}-{shards}"));
+            let with = |args: &[&str]| {
+                let mut all: Vec<&str> = flags.to_vec();
+                all.extend(["--shards", shards, "--json"]);
+                all.extend(args);
+                redbloom(url, &key, &all)
+            };
+            let alone = |args: &[&str]| {
+                let mut all = vec!["--json"];
+                all.extend(args);
+                redbloom(url, &key, &all)
+            };
+            let (code, out, err) = run(with(&["add", "a", "b"]));
+            assert_eq!((code, out["new"].as_u64()), (0, Some(2)), "{name}: {err}");
+            // Every command with the key alone.
+            let (code, made, err) = run(with(&["info"]));
+            assert_eq!(code, 0, "{name}: {err}");
+            let (code, info, err) = run(alone(&["info"]));
+            assert_eq!(code, 0, "{name} {shards}: info with --key alone: {err}");
+            assert_eq!(info["bits"], made["bits"], "{name}: {info}");
+            assert!(!info[field].is_null(), "{name}: {field} in {info}");
+            let (code, out, err) = run(alone(&["exists", "a", "b", "c"]));
+            assert_eq!(
+                (code, out["present"].as_u64()),
+                (1, Some(2)),
+                "{name}: {err}"
+            );
+            let (code, out, err) = run(alone(&["add", "c"]));
+            assert_eq!((code, out["new"].as_u64()), (0, Some(1)), "{name}: {err}");
+            let file = dir.path().join(format!("{name}-{shards}.rbloom"));
+            let file = file.to_str().unwrap();
+            let (code, out, err) = run(alone(&["export", file]));
+            assert_eq!(code, 0, "{name}: export with --key alone: {err}");
+            assert!(out["bytes"].as_u64().unwrap() > 0, "{name}: {out}");
+            let (code, _, err) = run(alone(&["import", file]));
+            assert_eq!(code, 0, "{name}: import with --key alone: {err}");
+            let (code, out, err) = run(alone(&["expire", "600"]));
+            assert_eq!(
+                (code, out["ttl_seconds"].as_u64()),
+                (0, Some(600)),
+                "{name}: {err}"
+            );
+            // Flags that agree are taken; flags that differ are refused, naming the flag.
+            let (code, _, err) = run(with(&["info"]));
+            assert_eq!(code, 0, "{name}: {err}");
+            let other_shards = if shards == "1" { "2" } else { "1" };
+            assert_fails(
+                alone(&["--shards", other_shards, "info"]),
+                &["--shards"],
+                None,
+            );
+            let (code, out, err) = run(alone(&["clear"]));
+            assert_eq!(
+                (code, out["deleted"].as_bool()),
+                (0, Some(true)),
+                "{name}: {err}"
+            );
+            // Gone: nothing stored any more, so the size is needed again.
+            assert_fails(alone(&["info"]), &["--bits N"], None);
+        }
+    }
+}
+
+#[tokio::test]
+async fn kind_flags_that_disagree_with_the_stored_filter_are_refused() {
+    let redis = common::redis().await;
+    let url = redis.url();
+    let key = common::unique_key("stored-window");
+    let window = [
+        "--window",
+        "1h",
+        "--capacity",
+        "1000",
+        "--fpr",
+        "0.01",
+        "add",
+        "x",
+    ];
+    let (code, _, err) = run(redbloom(url, &key, &window));
+    assert_eq!(code, 0, "{err}");
+    assert_fails(
+        redbloom(url, &key, &["--window", "2h", "info"]),
+        &["--window", "leave"],
+        None,
+    );
+    assert_fails(
+        redbloom(url, &key, &["--generations", "8", "--window", "1h", "info"]),
+        &["--generations"],
+        None,
+    );
+    assert_fails(
+        redbloom(url, &key, &["--counting", "info"]),
+        &["window", "--counting"],
+        None,
+    );
+    assert_fails(
+        redbloom(url, &key, &["--growth", "2", "info"]),
+        &["window", "--growth"],
+        None,
+    );
+    let (code, out, err) = run(redbloom(url, &key, &["--window", "1h", "--json", "info"]));
+    assert_eq!(
+        (code, out["window_seconds"].as_f64()),
+        (0, Some(3600.0)),
+        "{err}"
+    );
+
+    let growing = common::unique_key("stored-growing");
+    let flags = [
+        "--growth",
+        "4",
+        "--capacity",
+        "100",
+        "--fpr",
+        "0.01",
+        "add",
+        "y",
+    ];
+    let (code, _, err) = run(redbloom(url, &growing, &flags));
+    assert_eq!(code, 0, "{err}");
+    assert_fails(
+        redbloom(url, &growing, &["--growth", "2", "info"]),
+        &["--growth 4"],
+        None,
+    );
+    let plain = common::unique_key("stored-plain");
+    let (code, _, err) = run(redbloom(url, &plain, &["--bits", "1000", "add", "z"]));
+    assert_eq!(code, 0, "{err}");
+    assert_fails(
+        redbloom(url, &plain, &["--layout", "native", "info"]),
+        &["--layout"],
+        None,
+    );
+    assert_fails(
+        redbloom(url, &plain, &["--counting", "remove", "z"]),
+        &["plain"],
+        None,
+    );
+}
+
+#[tokio::test]
+async fn a_go_zero_filter_made_by_go_needs_its_size() {
+    let redis = common::redis().await;
+    let mut conn = redis.connection().await;
+    let url = redis.url();
+    let key = common::unique_key("stored-go");
+    // go-zero's own writes: bits, and no parameters beside them.
+    let _: i64 = redis::cmd("SETBIT")
+        .arg(&key)
+        .arg(7)
+        .arg(1)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let line = assert_fails(
+        redbloom(url, &key, &["info"]),
+        &["--bits N", "go-zero"],
+        None,
+    );
+    assert!(line.contains("stores"), "{line}");
+    let (code, out, err) = run(redbloom(url, &key, &["--bits", "64", "--json", "info"]));
+    assert_eq!((code, out["bits_set"].as_u64()), (0, Some(1)), "{err}");
+}
