@@ -33,10 +33,9 @@ pub use self::{
     info::{
         CountingInfo, FilterInfo, GenerationInfo, GrowingInfo, GrowingLevel, KeyTtl, WindowInfo,
     },
-    kinds::counting::CountingBloom,
-    kinds::growing::GrowingBloom,
-    kinds::plain::{OfflineBloom, RedisBloom},
-    kinds::window::WindowBloom,
+    // RedisBloom, CountingBloom, WindowBloom, GrowingBloom: the registry in src/kinds/mod.rs.
+    kinds::filters::*,
+    kinds::plain::OfflineBloom,
     layout::{native_locations, Layout},
     near::{NearCache, NearCacheStats},
     retry::Retry,
@@ -50,13 +49,11 @@ pub use self::{
     },
 };
 
-/// The kinds of filter: the `K` of [`Bloom<C, K>`] and [`Builder<K>`].
+/// The kinds of filter: the `K` of [`Bloom<C, K>`] and [`Builder<K>`] (`Plain`, `Counting`,
+/// `Window`, `Growing`: the registry in src/kinds/mod.rs).
 pub mod kind {
     pub use crate::core::kind::{Kind, SizedInBits};
-    pub use crate::kinds::counting::Counting;
-    pub use crate::kinds::growing::Growing;
-    pub use crate::kinds::plain::Plain;
-    pub use crate::kinds::window::Window;
+    pub use crate::kinds::types::*;
 }
 
 /// The redis-rs version this crate is built on, so you never align versions by hand.

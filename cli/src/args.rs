@@ -1,8 +1,7 @@
 //! The command line of SPEC.md §3.
 
-use clap::builder::{PossibleValuesParser, TypedValueParser};
+use crate::kinds::KindFlags;
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use redbloom::Layout;
 use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -11,18 +10,19 @@ use std::time::Duration;
 macro_rules! usage {
     ($own:literal) => {
         concat!(
-            "redbloom --key KEY (--bits N | --capacity N --fpr P) [OPTIONS] ",
+            "redbloom --key KEY [--bits N | --capacity N --fpr P] [OPTIONS] ",
             $own
         )
     };
 }
 
-/// The usage line every help shows: the key and the size are required, the rest optional.
-const USAGE: &str = "redbloom --key KEY (--bits N | --capacity N --fpr P) [OPTIONS] <COMMAND>";
+/// The usage line every help shows: the key is required; the size creates a filter, or opens
+/// one that stores no parameters (a go-zero filter made by Go).
+const USAGE: &str = "redbloom --key KEY [--bits N | --capacity N --fpr P] [OPTIONS] <COMMAND>";
 
 /// Help headings of the options every command takes.
 const CONNECTION: &str = "Connection options";
-const FILTER: &str = "Filter options";
+pub(crate) const FILTER: &str = "Filter options";
 const OUTPUT: &str = "Output options";
 
 const EXAMPLES: &str = "\
@@ -33,14 +33,16 @@ Examples:
   # Check the lines of standard input against it
   cat today.txt | redbloom --key seen --capacity 10000000 --fpr 0.001 check -
 
-  # Describe it as one line of JSON
-  redbloom --key seen --capacity 10000000 --fpr 0.001 info --json
+  # Describe it as one line of JSON: a filter that exists opens with its key alone
+  redbloom --key seen info --json
 
   # One filter over 16 shards of a Redis Cluster, each write confirmed by a replica
   redbloom --cluster redis://10.0.0.1:7000,redis://10.0.0.2:7000 --shards 16 \\
       --wait-replicas 1 --key big --capacity 5000000000 --fpr 0.01 load items.txt
 
-The size flags must be the same for every command on one filter.";
+A filter redbloom made stores its kind and size in Redis: later commands may leave the size and
+kind flags out, and any given must be those it was made with. Numbers may be written 1e6;
+durations combine units (1h30m).";
 
 /// Load, check and inspect Bloom filters kept in Redis (go-zero's layout by default).
 #[derive(Debug, Parser)]
@@ -93,64 +95,10 @@ pub(crate) struct Cli {
     #[command(flatten)]
     pub(crate) size: Size,
 
-    /// How items map to bits: go-zero's (k = 14, shared with Go services) or the native layout
-    /// (k from the rate, parameters stored with the filter; sized with --capacity and --fpr).
-    #[arg(
-        long,
-        global = true,
-        value_name = "LAYOUT",
-        default_value_t = Layout::GoZero,
-        value_parser = PossibleValuesParser::new(["gozero", "native"])
-            .try_map(|name| name.parse::<Layout>()),
-        help_heading = FILTER
-    )]
-    pub(crate) layout: Layout,
-
-    /// A window filter: items are found for at least DURATION after their add and forgotten
-    /// by DURATION·G/(G-1) (G = --generations), by the Redis server's clock; sized with
-    /// --capacity N (the most items added in any one window) and --fpr P. DURATION: seconds,
-    /// or a number with a unit (90s, 15m, 1h, 7d).
-    #[arg(
-        long,
-        global = true,
-        value_name = "DURATION",
-        value_parser = duration,
-        allow_negative_numbers = true,
-        help_heading = FILTER
-    )]
-    pub(crate) window: Option<Duration>,
-
-    /// A counting filter: items can be removed (`remove`, `unload`); 4-bit counters, sized
-    /// with --capacity N --fpr P, or --bits N (N counters, 7 per item).
-    #[arg(long, global = true, conflicts_with = "window", help_heading = FILTER)]
-    pub(crate) counting: bool,
-
-    /// A growing filter: it grows by levels, each F times the capacity of the one before at a
-    /// tighter rate, so the false-positive rate stays at or below --fpr P however many items it
-    /// takes; sized with --capacity N (the first level's items). F: a whole number, 1 or more.
-    #[arg(
-        long,
-        global = true,
-        value_name = "F",
-        conflicts_with_all = ["window", "counting"],
-        value_parser = ranged::<u32>(1, 1_000_000),
-        allow_negative_numbers = true,
-        help_heading = FILTER
-    )]
-    pub(crate) growth: Option<u32>,
-
-    /// With --window: generations live at once, 2..=64 [default: 4]. More forget closer to
-    /// the window, at more memory and work per call.
-    #[arg(
-        long,
-        global = true,
-        value_name = "G",
-        requires = "window",
-        value_parser = ranged::<u32>(2, 64),
-        allow_negative_numbers = true,
-        help_heading = FILTER
-    )]
-    pub(crate) generations: Option<u32>,
+    /// Each kind's own flags (`--layout`, `--window`, `--counting`, `--growth`, …): one struct
+    /// per kind, in the kind's file under `kinds/`.
+    #[command(flatten)]
+    pub(crate) kinds: KindFlags,
 
     /// Seconds to wait for a connection or a reply before the attempt counts as failed,
     /// more than 0 and at most 86400.
@@ -512,7 +460,7 @@ pub(crate) enum BenchOp {
 
 /// A whole number in `min..=max`, the range named when it is not one (a negative number
 /// included).
-fn ranged<T: TryFrom<u64> + Clone + Send + Sync + 'static>(
+pub(crate) fn ranged<T: TryFrom<u64> + Clone + Send + Sync + 'static>(
     min: u64,
     max: u64,
 ) -> impl Fn(&str) -> Result<T, String> + Clone + Send + Sync + 'static {
@@ -521,13 +469,27 @@ fn ranged<T: TryFrom<u64> + Clone + Send + Sync + 'static>(
             u64::MAX => format!("expected {min} or more"),
             _ => format!("expected {min}..={max}"),
         };
-        text.trim()
-            .parse::<u64>()
-            .ok()
+        whole_number(text)
             .filter(|n| (min..=max).contains(n))
             .and_then(|n| T::try_from(n).ok())
             .ok_or(expected)
     }
+}
+
+/// A whole number as people write it (SPEC.md §3): digits, or a power-of-ten notation that
+/// names a whole number exactly (`1e6`, `2.5E3`); `None` otherwise.
+fn whole_number(text: &str) -> Option<u64> {
+    let text = text.trim();
+    if let Ok(n) = text.parse::<u64>() {
+        return Some(n);
+    }
+    if !text.contains(['e', 'E']) || text.starts_with(['-', '+']) {
+        return None;
+    }
+    let value: f64 = text.parse().ok()?;
+    // Exact up to 2^53: past that a double no longer names every whole number.
+    let exact = value.is_finite() && value.fract() == 0.0 && value <= (1u64 << 53) as f64;
+    exact.then_some(value as u64)
 }
 
 /// `--merge-chunk`: bytes, with an optional `K`/`KiB` or `M`/`MiB` suffix (binary units), a
@@ -563,8 +525,8 @@ fn whole<T: std::str::FromStr + Clone + Send + Sync + 'static>(
     expected: &'static str,
 ) -> impl Fn(&str) -> Result<T, String> + Clone + Send + Sync + 'static {
     move |text| {
-        text.trim()
-            .parse::<T>()
+        let text = whole_number(text).map_or_else(|| text.trim().to_owned(), |n| n.to_string());
+        text.parse::<T>()
             .map_err(|_| format!("expected {expected}"))
     }
 }
@@ -608,26 +570,37 @@ fn positive_seconds(text: &str) -> Result<f64, String> {
 
 /// A duration: seconds, or a number with a unit (`90s`, `15m`, `1h`, `7d`), more than 0 and at
 /// most ten years.
-fn duration(text: &str) -> Result<Duration, String> {
+pub(crate) fn duration(text: &str) -> Result<Duration, String> {
     let expected = || {
-        "expected a duration: seconds, or a number with a unit (90s, 15m, 1h, 7d), more than 0 \
-         and at most ten years"
+        "expected a duration: seconds, or numbers with units (90s, 15m, 1h, 7d, 1h30m), more \
+         than 0 and at most ten years"
             .to_owned()
     };
     let text = text.trim();
-    let (number, unit) = match text.find(|c: char| c.is_ascii_alphabetic()) {
-        Some(at) => text.split_at(at),
-        None => (text, "s"),
-    };
-    let scale = match unit {
-        "ms" => 0.001,
-        "s" => 1.0,
-        "m" => 60.0,
-        "h" => 3600.0,
-        "d" => 86_400.0,
-        _ => return Err(expected()),
-    };
-    let secs = number.trim().parse::<f64>().map_err(|_| expected())? * scale;
+    let mut secs = 0.0;
+    let mut rest = text;
+    while !rest.is_empty() {
+        let digits = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(rest.len());
+        let (number, tail) = rest.split_at(digits);
+        let letters = tail
+            .find(|c: char| !c.is_ascii_alphabetic())
+            .unwrap_or(tail.len());
+        let (unit, tail) = tail.split_at(letters);
+        let scale = match (unit, rest.len() == text.len() && tail.is_empty()) {
+            // A bare number is seconds.
+            ("", true) => 1.0,
+            ("ms", _) => 0.001,
+            ("s", _) => 1.0,
+            ("m", _) => 60.0,
+            ("h", _) => 3600.0,
+            ("d", _) => 86_400.0,
+            _ => return Err(expected()),
+        };
+        secs += number.parse::<f64>().map_err(|_| expected())? * scale;
+        rest = tail;
+    }
     if !(secs > 0.0 && secs <= 10.0 * 365.0 * 86_400.0) {
         return Err(expected());
     }
@@ -650,6 +623,27 @@ mod tests {
         for bad in ["", "0", "-1s", "1w", "s", "nan", "inf", "1e12d", "1 h h"] {
             assert!(duration(bad).is_err(), "{bad}");
         }
+        // Units combined (SPEC.md §3).
+        assert_eq!(duration("1h30m"), Ok(Duration::from_secs(5400)));
+        assert_eq!(duration("1d12h"), Ok(Duration::from_secs(129_600)));
+        assert_eq!(duration("2m30s500ms"), Ok(Duration::from_millis(150_500)));
+        for bad in ["1h30", "h30m", "1h 30m", "30m1", "1hh"] {
+            assert!(duration(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn whole_numbers_take_powers_of_ten() {
+        assert_eq!(whole_number("1000000"), Some(1_000_000));
+        assert_eq!(whole_number("1e6"), Some(1_000_000));
+        assert_eq!(whole_number("2.5E3"), Some(2_500));
+        assert_eq!(whole_number(" 3e0 "), Some(3));
+        for bad in ["1.5", "1e-3", "-1e6", "1e20", "e6", "1e6x", "nan", "inf"] {
+            assert_eq!(whole_number(bad), None, "{bad}");
+        }
+        let capacity = whole::<u64>("1 or more items");
+        assert_eq!(capacity("1e6"), Ok(1_000_000));
+        assert!(capacity("1.5e0").is_err());
     }
 
     #[test]

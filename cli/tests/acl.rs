@@ -7,15 +7,15 @@
 // The integration-test harness of the library package, shared: a real Redis for every test.
 #[path = "../../tests/common/mod.rs"]
 mod common;
+mod kinds;
 
 use assert_cmd::Command;
 use common::cli::{redbloom, run};
-use common::server::RedisServer;
+use kinds::acl::{self, acl_server, manager, set_user, user_url, UserCli};
 use redbloom::{Engine, Error, Layout, RedisBloom};
-use redis::aio::{ConnectionManager, ConnectionManagerConfig, MultiplexedConnection};
+use redis::aio::ConnectionManagerConfig;
 use serde_json::json;
 use std::io::Write;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 const WRITER_PW: &str = "SECRETPW";
@@ -72,54 +72,6 @@ const COMMANDS: &[(&str, &str)] = &[
 /// `{KEY}:redbloom:params` and `{KEY}:redbloom:scratch` in the same cluster slot.
 const KEYS: &[&str] = &["~bf:*", "~{bf:*}:redbloom:*"];
 
-/// A private server (the users change the server's ACL) and an admin connection.
-async fn acl_server() -> (RedisServer, MultiplexedConnection) {
-    let server = RedisServer::start().expect("redis-server on PATH");
-    let admin = redis::Client::open(server.url())
-        .unwrap()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap();
-    (server, admin)
-}
-
-async fn set_user(admin: &mut MultiplexedConnection, user: &str, rules: &[&str]) {
-    let () = redis::cmd("ACL")
-        .arg("SETUSER")
-        .arg(user)
-        .arg("reset")
-        .arg("on")
-        .arg(rules)
-        .query_async(admin)
-        .await
-        .unwrap_or_else(|err| panic!("ACL SETUSER {user} {rules:?}: {err}"));
-}
-
-/// `redis://USER:PASSWORD@127.0.0.1:PORT`.
-fn user_url(server: &RedisServer, user: &str, password: &str) -> String {
-    format!("redis://{user}:{password}@127.0.0.1:{}", server.port())
-}
-
-/// A connection manager, as the CLI makes.
-async fn manager(url: &str) -> ConnectionManager {
-    let config = ConnectionManagerConfig::new()
-        .set_connection_timeout(Some(Duration::from_secs(5)))
-        .set_response_timeout(Some(Duration::from_secs(10)))
-        .set_number_of_retries(1);
-    redis::Client::open(url)
-        .unwrap()
-        .get_connection_manager_with_config(config)
-        .await
-        .unwrap_or_else(|err| panic!("cannot connect as {}: {err}", user_of(url)))
-}
-
-fn user_of(url: &str) -> &str {
-    url.trim_start_matches("redis://")
-        .split(':')
-        .next()
-        .unwrap()
-}
-
 /// Asserts that no rendering of `err` (its message, its debug form, its causes) shows
 /// `password`.
 fn assert_hides(err: &dyn std::error::Error, password: &str) {
@@ -141,16 +93,7 @@ fn assert_noperm<T: std::fmt::Debug>(what: &str, result: redbloom::Result<T>, pa
     match result {
         Err(err @ Error::NoPermission(_)) => {
             assert_hides(&err, password);
-            // redis-rs says "NoPerm: this user has no permissions to ..." (the command or
-            // the key); inside a script Redis 7.0 says "The user executing the script can't
-            // run this command ..." (or "... can't access ... keys"), also NoPermission.
-            let source = std::error::Error::source(&err).unwrap().to_string();
-            let acl = source.contains("no permissions")
-                || source.contains("The user executing the script can't");
-            assert!(
-                err.to_string().contains("NOPERM") && acl,
-                "{what}: {err}: {source}"
-            );
+            acl::assert_names_the_acl(what, &err);
         }
         other => panic!("{what}: expected Error::NoPermission, got {other:?}"),
     }
@@ -162,12 +105,6 @@ fn assert_noperm<T: std::fmt::Debug>(what: &str, result: redbloom::Result<T>, pa
 #[track_caller]
 fn assert_denied<T: std::fmt::Debug>(what: &str, result: redbloom::Result<T>, password: &str) {
     assert_noperm(what, result, password);
-}
-
-/// A key under `bf:` that no other filter of this test run uses.
-fn fresh_key(name: &str) -> String {
-    static N: AtomicU64 = AtomicU64::new(0);
-    format!("bf:{name}:{}", N.fetch_add(1, Ordering::Relaxed))
 }
 
 /// Every operation of every engine and layout, on new keys, through `url`: single items and
@@ -183,7 +120,7 @@ async fn exercise(url: &str) -> redbloom::Result<()> {
         (Layout::Native, Engine::Fast),
         (Layout::Native, Engine::Scripts),
     ] {
-        let builder = RedisBloom::builder(fresh_key("all"))
+        let builder = RedisBloom::builder(acl::fresh_key("bf", "all"))
             .layout(layout)
             .engine(engine);
         let builder = match layout {
@@ -208,7 +145,7 @@ async fn exercise(url: &str) -> redbloom::Result<()> {
         assert!(bloom.info().await?.ttl.as_secs().unwrap() > 590);
         assert!(bloom.clear().await?);
     }
-    let bloom = RedisBloom::builder(fresh_key("wait"))
+    let bloom = RedisBloom::builder(acl::fresh_key("bf", "wait"))
         .bits(1_000)
         .wait_for_replicas(0, Duration::from_millis(100))
         .build(conn)?;
@@ -223,7 +160,7 @@ async fn a_user_granted_the_filters_commands_on_its_keys_works_end_to_end() {
     set_user(
         &mut admin,
         "writer",
-        &[&writer_pw, KEYS[0], KEYS[1], "+@all"],
+        &[writer_pw.as_str(), KEYS[0], KEYS[1], "+@all"],
     )
     .await;
     let url = user_url(&server, "writer", WRITER_PW);
@@ -245,38 +182,21 @@ async fn a_user_granted_the_filters_commands_on_its_keys_works_end_to_end() {
         writeln!(file, "line-{i}").unwrap();
     }
     let path = file.path().to_str().unwrap();
-    let size = ["--bits", "40000", "--json"];
-    let cli = |args: &[&str]| run(redbloom(&url, "bf:cli", &[&size[..], args].concat()));
-    let (code, out, err) = cli(&["load", path]);
-    assert_eq!((code, &out["items"]), (0, &json!(2_000)), "{err}");
-    let (code, out, err) = cli(&["check", path]);
-    assert_eq!((code, &out["present"]), (0, &json!(2_000)), "{err}");
-    let (code, out, err) = cli(&["add", "x", "y"]);
-    assert_eq!((code, &out["items"]), (0, &json!(2)), "{err}");
-    let (code, out, err) = cli(&["exists", "x", "line-7"]);
-    assert_eq!((code, &out["present"]), (0, &json!(2)), "{err}");
-    let (code, out, err) = cli(&["info"]);
-    assert_eq!((code, &out["key"]), (0, &json!("bf:cli")), "{err}");
-    let (code, out, err) = cli(&["expire", "60"]);
-    assert_eq!((code, out), (0, json!({"ttl_seconds": 60})), "{err}");
-    let (code, out, err) = cli(&["clear"]);
-    assert_eq!((code, out), (0, json!({"deleted": true})), "{err}");
-    let (code, out, err) = run(redbloom(
-        &url,
-        "bf:cli",
-        &[
-            "--capacity",
-            "1000",
-            "--fpr",
-            "0.01",
-            "--layout",
-            "native",
-            "--json",
-            "add",
-            "a",
-        ],
-    ));
-    assert_eq!((code, out), (0, json!({"items": 1, "new": 1})), "{err}");
+    let cli = UserCli::new(&url, "bf:cli", &["--bits", "40000", "--json"]);
+    cli.loads_checks_adds(path, 2_000, "line-7");
+    cli.info();
+    cli.expires(true);
+    let native = [
+        "--capacity",
+        "1000",
+        "--fpr",
+        "0.01",
+        "--layout",
+        "native",
+        "--json",
+    ];
+    let cli = UserCli::new(&url, "bf:cli", &native);
+    cli.answers_exactly(&["add", "a"], json!({"items": 1, "new": 1}));
 }
 
 /// The commands of [`COMMANDS`] on the keys of [`KEYS`] are enough for every operation, and
@@ -284,26 +204,9 @@ async fn a_user_granted_the_filters_commands_on_its_keys_works_end_to_end() {
 #[tokio::test]
 async fn each_command_is_needed_and_together_they_are_enough() {
     let (server, mut admin) = acl_server().await;
-    let password = format!(">{MINIMAL_PW}");
     let url = user_url(&server, "minimal", MINIMAL_PW);
-    let grant = |skip: Option<&str>| {
-        let mut rules = vec![password.clone(), KEYS[0].to_owned(), KEYS[1].to_owned()];
-        rules.push("-@all".to_owned());
-        for (command, _) in COMMANDS {
-            if Some(*command) != skip {
-                rules.push(format!("+{command}"));
-            }
-        }
-        rules
-    };
-
-    let rules = grant(None);
-    set_user(
-        &mut admin,
-        "minimal",
-        &rules.iter().map(String::as_str).collect::<Vec<_>>(),
-    )
-    .await;
+    let grant = |skip: &[&str]| acl::grant(MINIMAL_PW, KEYS, COMMANDS, skip, None);
+    set_user(&mut admin, "minimal", &grant(&[])).await;
     exercise(&url).await.unwrap();
 
     for (command, needed_by) in COMMANDS {
@@ -314,13 +217,7 @@ async fn each_command_is_needed_and_together_they_are_enough() {
             // the connection stays inside MULTI and queues every later command. Grant both.
             continue;
         }
-        let rules = grant(Some(command));
-        set_user(
-            &mut admin,
-            "minimal",
-            &rules.iter().map(String::as_str).collect::<Vec<_>>(),
-        )
-        .await;
+        set_user(&mut admin, "minimal", &grant(&[command])).await;
         if *command == "bitop" {
             // Only the dense merge uses it, and a refused merge falls back to BITFIELD.
             exercise(&url)
@@ -330,11 +227,7 @@ async fn each_command_is_needed_and_together_they_are_enough() {
         }
         if *command == "eval" {
             // Scripts go as EVALSHA and as EVAL only after NOSCRIPT: empty the cache first.
-            let () = redis::cmd("SCRIPT")
-                .arg("FLUSH")
-                .query_async(&mut admin)
-                .await
-                .unwrap();
+            acl::flush_scripts(&mut admin).await;
         }
         assert_denied(
             &format!("without {command} ({needed_by})"),
@@ -345,11 +238,14 @@ async fn each_command_is_needed_and_together_they_are_enough() {
 
     // Without the sidecar keys' pattern, a go-zero filter still works: it skips its parameters
     // check, and the dense add, refused its scratch key, falls back to BITFIELD.
-    let rules = grant(None);
-    let mut rules: Vec<&str> = rules.iter().map(String::as_str).collect();
-    rules.retain(|rule| *rule != KEYS[1]);
+    let rules = acl::grant(MINIMAL_PW, KEYS, COMMANDS, &[], Some(KEYS[1]));
     set_user(&mut admin, "minimal", &rules).await;
-    let bloom = RedisBloom::new(manager(&url).await, fresh_key("nosidecar"), 20_000).unwrap();
+    let bloom = RedisBloom::new(
+        manager(&url).await,
+        acl::fresh_key("bf", "nosidecar"),
+        20_000,
+    )
+    .unwrap();
     assert!(bloom.add("a").await.unwrap());
     assert_eq!(bloom.add_many(&["b", "c"]).await.unwrap(), [true, true]);
     let big: Vec<String> = (0..400).map(|i| format!("b{i}")).collect();
@@ -369,7 +265,7 @@ async fn each_command_is_needed_and_together_they_are_enough() {
 async fn a_user_without_access_to_the_key_gets_no_permission() {
     let (server, mut admin) = acl_server().await;
     let pw = format!(">{OTHER_PW}");
-    set_user(&mut admin, "otherkeys", &[&pw, "~other:*", "+@all"]).await;
+    set_user(&mut admin, "otherkeys", &[pw.as_str(), "~other:*", "+@all"]).await;
     let url = user_url(&server, "otherkeys", OTHER_PW);
     let conn = manager(&url).await;
 
@@ -433,7 +329,7 @@ async fn a_user_without_access_to_the_key_gets_no_permission() {
 async fn a_user_without_bitfield_uses_the_scripts_engine_even_with_wait() {
     let (server, mut admin) = acl_server().await;
     let pw = format!(">{NOBITFIELD_PW}");
-    let rules = [&pw, "~*", "+@all", "-bitfield", "-bitfield_ro"];
+    let rules = [pw.as_str(), "~*", "+@all", "-bitfield", "-bitfield_ro"];
     set_user(&mut admin, "nobitfield", &rules).await;
     let url = user_url(&server, "nobitfield", NOBITFIELD_PW);
     let conn = manager(&url).await;
@@ -460,7 +356,7 @@ async fn a_user_without_scripts_needs_the_default_engine_and_the_gozero_layout()
     let (server, mut admin) = acl_server().await;
     let pw = format!(">{NOEVAL_PW}");
     let rules = [
-        &pw,
+        pw.as_str(),
         "~*",
         "+@all",
         "-eval",
@@ -538,7 +434,7 @@ async fn a_user_without_scripts_needs_the_default_engine_and_the_gozero_layout()
 async fn a_wrong_password_is_an_authentication_error_that_never_shows_it() {
     let (server, mut admin) = acl_server().await;
     let pw = format!(">{WRITER_PW}");
-    set_user(&mut admin, "writer", &[&pw, "~bf:*", "+@all"]).await;
+    set_user(&mut admin, "writer", &[pw.as_str(), "~bf:*", "+@all"]).await;
     let wrong = "SECRETPW-wrong";
     let url = user_url(&server, "writer", wrong);
 

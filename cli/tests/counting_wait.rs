@@ -7,12 +7,14 @@
 // The integration-test harness of the library package, shared: a real Redis for every test.
 #[path = "../../tests/common/mod.rs"]
 mod common;
+mod kinds;
 
-use common::cli::{redbloom, run};
 use common::server::RedisServer;
-use redbloom::{CountingBloom, Error};
-use redis::aio::MultiplexedConnection;
-use std::time::{Duration, Instant};
+use kinds::wait::{self, assert_not_replicated_quickly, primary_and_replica, WaitCli};
+use kinds::{count, items, lines_file, path_of};
+use redbloom::kind::Counting;
+use redbloom::{Builder, CountingBloom};
+use std::time::Duration;
 
 /// The items the filters are sized for: a batch of as many outweighs the counters and goes
 /// the dense way (one swap per key).
@@ -20,94 +22,22 @@ const CAPACITY: u64 = 20_000;
 /// A capacity whose counters outweigh such a batch: it goes by `BITFIELD` commands.
 const LARGE: u64 = 400_000;
 
-/// A connection whose replies may take 10 s: several `WAIT`s of a sharded filter's write queue
-/// behind each other on it (redis-rs's default response timeout is 500 ms).
-async fn connection(url: &str) -> MultiplexedConnection {
-    let config =
-        redis::AsyncConnectionConfig::new().set_response_timeout(Some(Duration::from_secs(10)));
-    redis::Client::open(url)
-        .unwrap()
-        .get_multiplexed_async_connection_with_config(&config)
-        .await
-        .unwrap()
-}
-
-fn counting(
-    conn: MultiplexedConnection,
-    key: &str,
-    (shards, capacity): (u32, u64),
-    wait: Option<Duration>,
-) -> CountingBloom<MultiplexedConnection> {
-    let builder = CountingBloom::builder(key)
+/// A counting filter for `capacity` items, of `shards` shards.
+fn counting(key: &str, (shards, capacity): (u32, u64)) -> Builder<Counting> {
+    CountingBloom::builder(key)
         .expected_items(capacity)
         .false_positive_rate(0.01)
-        .shards(shards);
-    match wait {
-        Some(timeout) => builder.wait_for_replicas(1, timeout),
-        None => builder,
-    }
-    .build(conn)
-    .unwrap()
-}
-
-fn items(prefix: &str, n: usize) -> Vec<String> {
-    (0..n).map(|i| format!("{prefix}:{i}")).collect()
-}
-
-fn count(flags: &[bool]) -> usize {
-    flags.iter().filter(|&&f| f).count()
-}
-
-/// A primary and a replica in sync with it.
-async fn primary_and_replica() -> (RedisServer, RedisServer) {
-    let primary = RedisServer::start().expect("redis-server on PATH");
-    let port = primary.port().to_string();
-    let replica = RedisServer::start_with(&[
-        "--save",
-        "",
-        "--appendonly",
-        "no",
-        "--replicaof",
-        "127.0.0.1",
-        &port,
-    ])
-    .unwrap();
-    let mut conn = connection(&replica.url()).await;
-    let started = Instant::now();
-    loop {
-        let info: String = redis::cmd("INFO")
-            .arg("replication")
-            .query_async(&mut conn)
-            .await
-            .unwrap();
-        if info.contains("master_link_status:up") {
-            break;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(20),
-            "the replica never synced: {info}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    (primary, replica)
+        .shards(shards)
 }
 
 #[tokio::test]
 async fn counting_writes_wait_for_a_replica() {
     let (primary, replica) = primary_and_replica().await;
-    let mut admin = connection(&primary.url()).await;
+    let mut admin = common::connect(&primary.url()).await;
     for (shards, capacity) in [(1, CAPACITY), (4, CAPACITY), (1, LARGE), (4, LARGE)] {
         let key = common::unique_key(&format!("counting-durable-{shards}-{capacity}"));
-        let size = (shards, capacity);
-        let blocked = counting(
-            connection(&primary.url()).await,
-            &key,
-            size,
-            Some(Duration::from_secs(5)),
-        );
-        // Reads from the replica, never waiting: what they find, the replica had when the
-        // write returned.
-        let on_replica = counting(connection(&replica.url()).await, &key, size, None);
+        let filter = counting(&key, (shards, capacity));
+        let (blocked, on_replica) = wait::on_primary_and_replica(&primary, &replica, filter).await;
         let waits = common::calls(&mut admin, "wait").await;
 
         assert!(blocked.add("d").await.unwrap(), "{key}");
@@ -175,11 +105,7 @@ async fn counting_writes_wait_for_a_replica() {
             u64::from(shards),
             "{key}: one WAIT per key after all its commands"
         );
-        assert_eq!(
-            count(&on_replica.exists_many(&big).await.unwrap()),
-            big.len(),
-            "{key}: acknowledged means on the replica"
-        );
+        wait::assert_on_the_replica(&key, &on_replica, &big).await;
         assert_eq!(count(&blocked.add_many_if_absent(&big).await.unwrap()), 0);
         assert_eq!(
             on_replica.info().await.unwrap(),
@@ -206,50 +132,22 @@ async fn counting_writes_fail_when_no_replica_confirms() {
     let primary = RedisServer::start().expect("redis-server on PATH");
     for shards in [1, 4] {
         let key = common::unique_key(&format!("counting-not-durable-{shards}"));
-        let blocked = counting(
-            connection(&primary.url()).await,
-            &key,
-            (shards, CAPACITY),
-            Some(Duration::from_millis(200)),
-        );
-        // Within about one WAIT timeout (200 ms) of the writes themselves: 2 s for one item or
-        // a few, 5 s for 20,000 (several commands per key, the scripts' work on the server).
-        let not_replicated = |what: &str, result: redbloom::Result<Vec<bool>>, started: Instant| {
-            match result {
-                Err(Error::NotReplicated {
-                    acked: 0,
-                    wanted: 1,
-                }) => {}
-                other => panic!("{key}: {what}: expected NotReplicated, got {other:?}"),
-            }
-            let took = started.elapsed();
-            let limit = Duration::from_secs(if what.starts_with("big") { 5 } else { 2 });
-            assert!(took < limit, "{key}: {what} took {took:?}");
-        };
-
-        let now = Instant::now;
-        let started = now();
-        not_replicated("add", blocked.add("d").await.map(|n| vec![n]), started);
-        let started = now();
-        let result = blocked.add_if_absent("e").await.map(|n| vec![n]);
-        not_replicated("add_if_absent", result, started);
-        let started = now();
-        not_replicated(
-            "remove",
-            blocked.remove("d").await.map(|n| vec![n]),
-            started,
-        );
+        let filter = counting(&key, (shards, CAPACITY));
+        let wait = Some(Duration::from_millis(200));
+        let blocked = wait::filter(&primary.url(), filter, wait).await;
+        // Within about one WAIT timeout (200 ms) of the writes themselves.
         let small = items("small", 50);
-        let started = now();
-        not_replicated("add_many", blocked.add_many(&small).await, started);
-        let started = now();
-        let result = blocked.add_many_if_absent(&small).await;
-        not_replicated("add_many_if_absent", result, started);
         let big = items("big", 20_000);
-        let started = now();
-        not_replicated("big add_many", blocked.add_many(&big).await, started);
-        let started = now();
-        not_replicated("big remove_many", blocked.remove_many(&big).await, started);
+        let key = key.as_str();
+        assert_not_replicated_quickly(key, "add", blocked.add("d")).await;
+        assert_not_replicated_quickly(key, "add_if_absent", blocked.add_if_absent("e")).await;
+        assert_not_replicated_quickly(key, "remove", blocked.remove("d")).await;
+        assert_not_replicated_quickly(key, "add_many", blocked.add_many(&small)).await;
+        let write = blocked.add_many_if_absent(&small);
+        assert_not_replicated_quickly(key, "add_many_if_absent", write).await;
+        assert_not_replicated_quickly(key, "big add_many", blocked.add_many(&big)).await;
+        let write = blocked.remove_many(&big);
+        assert_not_replicated_quickly(key, "big remove_many", write).await;
 
         // The writes are on the primary; reads do not wait.
         assert!(!blocked.exists("d").await.unwrap(), "{key}: added, removed");
@@ -261,82 +159,36 @@ async fn counting_writes_fail_when_no_replica_confirms() {
     }
 }
 
-fn strs(args: &[String]) -> Vec<&str> {
-    args.iter().map(String::as_str).collect()
-}
-
 /// The CLI's `--wait-replicas` with `--counting`: confirmed with a replica (add, load, remove,
 /// unload), one line naming how many confirmed without, within about `--timeout`.
 #[tokio::test]
 async fn the_cli_waits_for_replicas_with_a_counting_filter() {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("items.txt");
-    std::fs::write(&file, items("line", 20_000).join("\n")).unwrap();
-    let file = file.to_str().unwrap();
+    let file = lines_file(20_000);
+    let file = path_of(&file);
     let size = ["--counting", "--capacity", "20000", "--fpr", "0.01"];
     // `--timeout` is also the WAIT timeout: 5 s with a replica (which, on a loaded machine,
     // may take more than a second to apply a batch of 20,000 removes), 1 s without.
-    let args = |shards: &'static str, wait: Option<&'static str>, verb: &[&str]| -> Vec<String> {
-        let mut all: Vec<&str> = size.to_vec();
-        if let Some(timeout) = wait {
-            all.extend(["--wait-replicas", "1", "--timeout", timeout]);
-        }
-        all.extend(["--shards", shards, "--json"]);
-        all.extend_from_slice(verb);
-        all.into_iter().map(str::to_owned).collect()
-    };
-
     let (primary, replica) = primary_and_replica().await;
+    let (on, to) = (primary.url(), replica.url());
     for shards in ["1", "4"] {
-        let key = common::unique_key(&format!("cli-counting-durable-{shards}"));
-        let on = |url: &str, wait: Option<&'static str>, verb: &[&str]| {
-            run(redbloom(url, &key, &strs(&args(shards, wait, verb))))
-        };
-        let (code, json, err) = on(&primary.url(), Some("5"), &["add", "a", "b"]);
-        assert_eq!((code, json["new"].as_u64()), (0, Some(2)), "{err}");
-        let (code, json, err) = on(&primary.url(), Some("5"), &["load", file]);
-        assert_eq!((code, json["items"].as_u64()), (0, Some(20_000)), "{err}");
-        let (code, json, err) = on(&replica.url(), None, &["check", file]);
-        assert_eq!(
-            (code, json["present"].as_u64()),
-            (0, Some(20_000)),
-            "{key}: on the replica: {err}"
-        );
-        let (code, json, err) = on(&primary.url(), Some("5"), &["remove", "a"]);
-        assert_eq!((code, json["removed"].as_u64()), (0, Some(1)), "{err}");
-        let (code, json, err) = on(&primary.url(), Some("5"), &["unload", file]);
-        assert_eq!((code, json["removed"].as_u64()), (0, Some(20_000)), "{err}");
-        let (code, json, err) = on(&replica.url(), None, &["exists", "a", "b"]);
-        assert_eq!(
-            (code, json["present"].as_u64()),
-            (1, Some(1)),
-            "{key}: on the replica: {err}"
-        );
+        let cli = WaitCli::new(&size, shards, &format!("cli-counting-durable-{shards}"));
+        cli.answers(&on, "5", &["add", "a", "b"], "new", 2);
+        cli.answers(&on, "5", &["load", file], "items", 20_000);
+        cli.replica_answers(&to, &["check", file], 0, "present", 20_000);
+        cli.answers(&on, "5", &["remove", "a"], "removed", 1);
+        cli.answers(&on, "5", &["unload", file], "removed", 20_000);
+        cli.replica_answers(&to, &["exists", "a", "b"], 1, "present", 1);
     }
 
     drop(replica);
     let lone = RedisServer::start().expect("redis-server on PATH");
-    for shards in ["1", "4"] {
-        let key = common::unique_key(&format!("cli-counting-not-durable-{shards}"));
-        let verbs: [&[&str]; 4] = [
-            &["add", "lonely"],
-            &["load", file],
-            &["remove", "lonely"],
-            &["unload", file],
-        ];
-        for verb in verbs {
-            let started = Instant::now();
-            let stderr = common::cli::assert_fails(
-                redbloom(&lone.url(), &key, &strs(&args(shards, Some("1"), verb))),
-                &["0 of 1", "replicas confirmed"],
-                None,
-            );
-            let took = started.elapsed();
-            assert!(
-                took < Duration::from_secs(5),
-                "{shards} shard(s): {verb:?} took {took:?}: {stderr}"
-            );
-        }
-    }
+    let verbs: [&[&str]; 4] = [
+        &["add", "lonely"],
+        &["load", file],
+        &["remove", "lonely"],
+        &["unload", file],
+    ];
+    let limit = Duration::from_secs(5);
+    wait::the_cli_fails_without_a_replica(&lone, "counting", &size, &["1", "4"], &verbs, limit);
     drop(primary);
 }

@@ -1,8 +1,28 @@
 //! The kinds of filter (SPEC.md §4), one folder each: its public type and its own methods, its
-//! builder options, what it does inside one slot group (the core's `Seam`), its Lua, its near
+//! builder options, what it does inside one slot group (the core's seam), its Lua, its near
 //! cache's copy and its snapshot sections.
 
-pub(crate) mod counting;
-pub(crate) mod growing;
-pub(crate) mod plain;
-pub(crate) mod window;
+/// The registry: every kind's folder, its kind type (`redbloom::kind::…`) and its public
+/// filter type (`redbloom::…`). A new kind is one line here.
+macro_rules! kinds {
+    ($($module:ident: $kind:ident, $filter:ident;)+) => {
+        $(pub(crate) mod $module;)+
+
+        /// Every kind's type, re-exported as `redbloom::kind`.
+        pub(crate) mod types {
+            $(pub use super::$module::$kind;)+
+        }
+
+        /// Every kind's filter type, re-exported at the crate's root.
+        pub(crate) mod filters {
+            $(pub use super::$module::$filter;)+
+        }
+    };
+}
+
+kinds! {
+    plain: Plain, RedisBloom;
+    counting: Counting, CountingBloom;
+    window: Window, WindowBloom;
+    growing: Growing, GrowingBloom;
+}

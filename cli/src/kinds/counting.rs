@@ -2,19 +2,30 @@
 //! or `--bits N` counters; the only kind that removes (`remove`, `unload`).
 
 use super::{native_only, shards_agree, CliKind};
-use crate::args::Cli;
+use crate::args::{Cli, FILTER};
 use crate::output;
 use anyhow::{bail, Result};
+use clap::Args;
 use redbloom::kind::Counting;
 use redbloom::redis::aio::ConnectionLike;
 use redbloom::{Bloom, Builder, CountingBloom, StoredParams};
 use std::future::Future;
 
+/// A counting filter's flags.
+#[derive(Debug, Args)]
+#[group(skip)]
+pub(crate) struct Flags {
+    /// A counting filter: items can be removed (`remove`, `unload`); 4-bit counters, sized
+    /// with --capacity N --fpr P, or --bits N (N counters, 7 per item).
+    #[arg(long, global = true, conflicts_with = "window", help_heading = FILTER)]
+    pub(crate) counting: bool,
+}
+
 impl CliKind for Counting {
     const FLAG: &'static str = "--counting";
 
     fn chosen(cli: &Cli) -> bool {
-        cli.counting
+        cli.kinds.counting.counting
     }
 
     fn from_flags(cli: &Cli, key: String) -> Result<Builder<Counting>> {

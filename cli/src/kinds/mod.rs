@@ -2,11 +2,6 @@
 //! how they make its builder, how they must agree with what Redis stores, and how its info
 //! prints, in a file of its own. The commands are written once, generic over the kind.
 
-mod counting;
-mod growing;
-mod plain;
-mod window;
-
 use crate::args::Cli;
 use crate::output;
 use anyhow::{bail, Result};
@@ -69,9 +64,22 @@ pub(crate) trait WithKind {
     fn with<K: CliKind>(self) -> Self::Output;
 }
 
-/// The registry: every kind the command line knows, in the order its flags are tried.
+/// The registry: every kind the command line knows (its file under `kinds/` and its type), in
+/// the order its flags are tried.
 macro_rules! kinds {
-    ($($kind:ty),+ $(,)?) => {
+    ($($module:ident: $kind:ty),+ $(,)?) => {
+        $(mod $module;)+
+
+        /// Every kind's own flags, each kind's in its file.
+        #[derive(Debug, clap::Args)]
+        #[group(skip)]
+        pub(crate) struct KindFlags {
+            $(
+                #[command(flatten)]
+                pub(crate) $module: $module::Flags,
+            )+
+        }
+
         /// `work` with the kind the flags ask for (the plain filter when none).
         pub(crate) fn by_flags<W: WithKind>(cli: &Cli, work: W) -> W::Output {
             $(if <$kind as CliKind>::chosen(cli) {
@@ -99,7 +107,12 @@ macro_rules! kinds {
     };
 }
 
-kinds!(Window, Counting, Growing, Plain);
+kinds! {
+    window: Window,
+    counting: Counting,
+    growing: Growing,
+    plain: Plain,
+}
 
 /// Whether the command line gives the filter's size (otherwise it opens as Redis stores it).
 pub(crate) fn sized(cli: &Cli) -> bool {
@@ -156,7 +169,7 @@ pub(crate) fn shards_agree(cli: &Cli, stored: &StoredParams) -> Result<()> {
 /// Window, counting and growing filters use the native layout: `--layout gozero` with `flag`
 /// is refused.
 pub(crate) fn native_only(cli: &Cli, flag: &str) -> Result<()> {
-    if cli.layout_given && cli.layout != redbloom::Layout::Native {
+    if cli.layout_given && cli.kinds.plain.layout != redbloom::Layout::Native {
         bail!("{flag} filters use the native layout; drop --layout gozero");
     }
     Ok(())

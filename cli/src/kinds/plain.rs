@@ -2,11 +2,31 @@
 //! `--capacity N --fpr P`, `--layout`.
 
 use super::{same, shards_agree, CliKind};
-use crate::args::Cli;
+use crate::args::{Cli, FILTER};
 use crate::output;
 use anyhow::{bail, Result};
+use clap::builder::{PossibleValuesParser, TypedValueParser};
+use clap::Args;
 use redbloom::kind::Plain;
 use redbloom::{Builder, Layout, RedisBloom, StoredParams};
+
+/// A plain filter's flags.
+#[derive(Debug, Args)]
+#[group(skip)]
+pub(crate) struct Flags {
+    /// How items map to bits: go-zero's (k = 14, shared with Go services) or the native layout
+    /// (k from the rate, parameters stored with the filter; sized with --capacity and --fpr).
+    #[arg(
+        long,
+        global = true,
+        value_name = "LAYOUT",
+        default_value_t = Layout::GoZero,
+        value_parser = PossibleValuesParser::new(["gozero", "native"])
+            .try_map(|name| name.parse::<Layout>()),
+        help_heading = FILTER
+    )]
+    pub(crate) layout: Layout,
+}
 
 impl CliKind for Plain {
     const FLAG: &'static str = "";
@@ -16,7 +36,7 @@ impl CliKind for Plain {
     }
 
     fn from_flags(cli: &Cli, key: String) -> Result<Builder<Plain>> {
-        let (size, layout) = (&cli.size, cli.layout);
+        let (size, layout) = (&cli.size, cli.kinds.plain.layout);
         let builder = RedisBloom::builder(key).layout(layout);
         Ok(match (size.bits, size.capacity, size.fpr) {
             (Some(_), None, None) if layout == Layout::Native => {
@@ -35,7 +55,9 @@ impl CliKind for Plain {
             "gozero" => "gozero",
             _ => "native",
         };
-        let given = cli.layout_given.then(|| layout(&cli.layout.to_string()));
+        let given = cli
+            .layout_given
+            .then(|| layout(&cli.kinds.plain.layout.to_string()));
         same(
             stored,
             "--layout",
