@@ -5,7 +5,7 @@
 use crate::args::Cli;
 use crate::output;
 use anyhow::{bail, Result};
-use redbloom::kind::{Counting, Growing, Kind, Plain, Window};
+use redbloom::kind::{Kind, Plain};
 use redbloom::redis::aio::ConnectionLike;
 use redbloom::{Bloom, Builder, StoredParams};
 use std::future::Future;
@@ -64,10 +64,13 @@ pub(crate) trait WithKind {
     fn with<K: CliKind>(self) -> Self::Output;
 }
 
-/// The registry: every kind the command line knows (its file under `kinds/` and its type), in
-/// the order its flags are tried.
+/// The registry: every kind the command line knows (its file under `kinds/` and its type in
+/// `redbloom::kind`), in the order its flags are tried. A new kind is one line here.
 macro_rules! kinds {
-    ($($module:ident: $kind:ty),+ $(,)?) => {
+    ($($module:ident: $name:ident),+ $(,)?) => {
+        kinds!(@ $($module: redbloom::kind::$name),+);
+    };
+    (@ $($module:ident: $kind:ty),+) => {
         $(mod $module;)+
 
         /// Every kind's own flags, each kind's in its file.
