@@ -1,4 +1,4 @@
-//! The kinds of filter the command line knows, in one registry ([`kinds!`]): each kind's flags,
+//! The kinds of filter the command line knows, in one registry (`kinds!` below): each kind's flags,
 //! how they make its builder, how they must agree with what Redis stores, and how its info
 //! prints, in a file of its own. The commands are written once, generic over the kind.
 

@@ -118,7 +118,7 @@ impl<'a> Batch<'a> {
         let mut item_offsets = Vec::with_capacity(hashes as usize);
         for item in self.items {
             item_offsets.clear();
-            let hash = ItemHash::of(item.as_ref(), self.geometry.layout);
+            let hash = ItemHash::of(item, self.geometry.layout);
             self.geometry.push_offsets(&hash, &mut item_offsets);
             check_offsets(&item_offsets, bits)?;
             for &offset in &item_offsets {
