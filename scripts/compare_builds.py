@@ -1,9 +1,9 @@
 """Helper of scripts/compare_builds.sh.
 
-  compare_builds.py record OUT WORKLOAD BUILD ROUND EXPECT LINE
+  compare_builds.py record OUT WORKLOAD BUILD ROUND EXPECT LINE [NAME=VALUE...]
       checks LINE (the one line of JSON a `redbloom --json` command printed: an object with
       "items" == EXPECT and "seconds" > 0, not interrupted), appends one JSON line to OUT:
-      {"workload", "build", "round", "items_per_sec", "result"} and prints the rate;
+      {"workload", "build", "round", "items_per_sec", "result", NAME: VALUE...} and prints the rate;
       exits 1 (saying why) when LINE is not such a report
   compare_builds.py annotate IN OUT NAME=VALUE...
       appends IN's lines to OUT with the fields NAME=VALUE (VALUE as JSON when it parses)
@@ -29,7 +29,7 @@ def rate(result):
     return result["items"] / result["seconds"]
 
 
-def record(out, workload, build, rnd, expect, line):
+def record(out, workload, build, rnd, expect, line, *extra):
     try:
         result = json.loads(line)
     except ValueError:
@@ -44,24 +44,31 @@ def record(out, workload, build, rnd, expect, line):
     if not isinstance(seconds, (int, float)) or not seconds > 0 or not math.isfinite(seconds):
         sys.exit(f"{workload} ({build}, round {rnd}): no positive \"seconds\": {line}")
     value = rate(result)
+    row = {"workload": workload, "build": build, "round": int(rnd), "items_per_sec": value, "result": result}
+    row.update(fields(extra))
     with open(out, "a") as f:
-        f.write(json.dumps({"workload": workload, "build": build, "round": int(rnd),
-                            "items_per_sec": value, "result": result}) + "\n")
+        f.write(json.dumps(row) + "\n")
     print(f"{value:,.0f}")
 
 
-def annotate(src, out, pairs):
-    fields = {}
+def fields(pairs):
+    """NAME=VALUE pairs as a dict, VALUE as JSON when it parses."""
+    out = {}
     for pair in pairs:
         name, value = pair.split("=", 1)
         try:
-            fields[name] = json.loads(value)
+            out[name] = json.loads(value)
         except ValueError:
-            fields[name] = value
+            out[name] = value
+    return out
+
+
+def annotate(src, out, pairs):
+    extra = fields(pairs)
     with open(out, "a") as f:
         for line in open(src):
             row = json.loads(line)
-            row.update(fields)
+            row.update(extra)
             f.write(json.dumps(row) + "\n")
 
 
@@ -126,7 +133,7 @@ def table(out):
 
 
 if __name__ == "__main__":
-    if len(sys.argv) == 8 and sys.argv[1] == "record":
+    if len(sys.argv) >= 8 and sys.argv[1] == "record":
         record(*sys.argv[2:])
     elif len(sys.argv) >= 4 and sys.argv[1] == "annotate":
         annotate(sys.argv[2], sys.argv[3], sys.argv[4:])

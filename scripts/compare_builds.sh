@@ -70,7 +70,8 @@
 #                          run without bound)
 # Output: a line per run, then the table (also in target/bench/compare.md); the raw results as
 # JSON lines in target/bench/compare.jsonl ({"workload","build","round","items_per_sec",
-# "result": the binary's report, "foreign_cores","attempt","disturbed"}), the run's parameters
+# "result": the binary's report, "step_foreign_cores" (others' CPU during this command alone),
+# "foreign_cores" (during the whole run), "attempt", "disturbed"}), the run's parameters
 # in target/bench/compare-meta.json, stderr of any command that printed some in
 # target/bench/compare-logs/.
 # With the defaults 5 rounds take about 13 minutes on 2 idle cores; at most PATIENCE (15 min)
@@ -179,15 +180,18 @@ bin="" build="" round=0 scenario="" args=() report=""
 # step NAME EXPECTED_ITEMS COMMAND...: one timed command; its report recorded as SCENARIO/NAME.
 step() {
     local name=$1 expect=$2; shift 2
-    local log="$logs/$scenario.$name.$build.$round.err" line rate rc=0
+    local log="$logs/$scenario.$name.$build.$round.err" line rate rc=0 t0 b0 r0 o0 used
+    ticks; t0=$EPOCHREALTIME; b0=$busy r0=$redis_ticks o0=$own_ticks
     line=$("$bin" "${args[@]}" "$@" 2>"$log") || rc=$?
+    used=$(foreign "$b0" "$r0" "$o0" "$t0")
     if [ "$rc" -ne 0 ]; then
         echo "$0: $scenario/$name ($build, round $round) exited $rc: $bin ${args[*]} $*" >&2
         echo "stdout: $line" >&2; sed 's/^/stderr: /' "$log" >&2
         exit 1
     fi
     [ -s "$log" ] || rm -f "$log"
-    rate=$(python3 "$helper" record "$runfile" "$scenario/$name" "$build" "$round" "$expect" "$line") || {
+    rate=$(python3 "$helper" record "$runfile" "$scenario/$name" "$build" "$round" "$expect" "$line" \
+        step_foreign_cores="$used") || {
         echo "$0: the command was: $bin ${args[*]} $*" >&2; exit 1; }
     report+=" $name=$rate"
 }
@@ -248,7 +252,6 @@ run_growing_1000() {
     step check "$bulk" check "$items"
     step absent "$bulk" check "$absent"
 }
-gz_bulk=()
 run_bulk_gozero() {
     args=(--url "$url" --key gz --capacity "$bulk_items" --fpr 0.0001 --json)
     step load_empty "$bulk_items" load "$bitems"
