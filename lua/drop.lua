@@ -5,9 +5,10 @@
 -- ARGV[1]: "del" or "pexpire". ARGV[2]: the TTL in milliseconds (for "pexpire").
 -- ARGV[3]: this client's parameters ("field=value ..."). ARGV[4]: the most bytes the bits may
 -- hold (ceil(bits / 8)). ARGV[5]: "1" when bits without stored parameters are a filter (the
--- go-zero layout: go-zero stores none), "0" when they are not (the native layout).
+-- go-zero layout, shared with Go: go-zero stores none), "0" when they are not.
 -- Reply: the number of bits keys deleted or given a TTL (0 or 1); or, refusing, an array:
--- {"params", STORED} (STORED = "" when the bits have none), or {"length", BYTES}.
+-- {"params", STORED}, {"bare", BYTES} (bits of BYTES bytes without stored parameters, when
+-- ARGV[5] is "0"), or {"length", BYTES}.
 -- A key of another type gets a WRONGTYPE error naming its type.
 local kind = redis.call("type", KEYS[1])["ok"]
 if kind ~= "string" and kind ~= "none" then
@@ -20,7 +21,7 @@ if KEYS[2] then
             return {"params", stored}
         end
     elseif kind == "string" and ARGV[5] ~= "1" then
-        return {"params", ""}
+        return {"bare", redis.call("strlen", KEYS[1])}
     end
 end
 if kind == "string" then

@@ -45,6 +45,47 @@ pub enum Error {
         requested: String,
     },
 
+    /// The key holds a string with no stored parameters: not a filter that redbloom made. It
+    /// may be a go-zero filter that a Go service wrote, or another program's value. Such a key
+    /// is read as a go-zero filter, but written into, cleared or given a TTL only by a client
+    /// that says it is a go-zero filter shared with Go
+    /// ([`shared_with_go`](crate::Builder::shared_with_go); the CLI's `--shared-with-go`).
+    /// Nothing was changed.
+    #[error(
+        "key {key:?} holds a string of {bytes} bytes with no stored parameters: not a filter \
+         redbloom made, so it is left alone; if it is a go-zero filter shared with Go, say so \
+         (shared_with_go(true), or --shared-with-go)"
+    )]
+    ForeignString {
+        /// The key.
+        key: String,
+        /// The string's length.
+        bytes: i64,
+    },
+
+    /// The server may evict the filter's keys (`maxmemory` with an `allkeys-*` policy, or a
+    /// `volatile-*` one while the filter's keys carry a TTL: a window filter's generations,
+    /// any filter after `expire`), and a filter that loses a key forgets its items: nothing
+    /// was written. Set `maxmemory-policy noeviction` on the server (`volatile-*` policies
+    /// suit filters without a TTL), or accept the risk with
+    /// [`Builder::accept_eviction`](crate::Builder::accept_eviction) (the CLI's
+    /// `--accept-eviction`).
+    #[error(
+        "the server holding filter {key:?} may evict its keys ({policy}{}), and a filter that \
+         loses keys forgets items; nothing was written: set maxmemory-policy noeviction on the \
+         server, or accept the risk (accept_eviction(true), or --accept-eviction)",
+        if *ttl { ", which evicts keys with a TTL such as this filter's" } else { "" }
+    )]
+    Evictable {
+        /// The filter's key.
+        key: String,
+        /// What the server said: its `maxmemory-policy` and `maxmemory`, or that the ACL
+        /// refused `INFO`.
+        policy: String,
+        /// The filter's keys carry a TTL (or are about to).
+        ttl: bool,
+    },
+
     /// A growing filter has all its levels and the newest has taken its capacity: the item
     /// was new, and nothing was written for it ([`GrowingBloom`](crate::GrowingBloom)).
     #[error(
@@ -163,13 +204,15 @@ impl Error {
     }
 
     /// True for faults of the network or server that may pass: timeouts, lost connections, a
-    /// server still loading its data after a restart, and a Redis Cluster in the middle of a
+    /// server still loading its data after a restart (`LOADING`), a server busy running another
+    /// client's script past its `busy-reply-threshold` (`BUSY`), and a Redis Cluster in the middle of a
     /// failover or resharding (`MOVED`/`ASK` that the client could not follow, `CLUSTERDOWN`,
     /// `MASTERDOWN`, `READONLY`, no connection to a slot's node). [`Retry`](crate::Retry)
     /// retries these; every operation of a filter is safe to repeat.
     pub fn is_transient(&self) -> bool {
-        const PASSING: [&str; 7] = [
+        const PASSING: [&str; 8] = [
             "LOADING",
+            "BUSY",
             "TRYAGAIN",
             "MOVED",
             "ASK",

@@ -4,21 +4,27 @@ use crate::error::{Error, Result};
 
 /// The key `suffix` beside `key`, hashed to `key`'s cluster slot: `key` keeps its hash tag when
 /// it has one (`{user}:seen` gives `{user}:seen:SUFFIX`); otherwise the whole key becomes the
-/// tag (`seen` gives `{seen}:SUFFIX`, whose slot is that of `seen`).
-///
-/// # Errors
-/// [`Error::InvalidConfig`] for the rare keys that contain `}` but no hash tag, whose slot no
-/// other key name can share.
-pub(crate) fn sidecar(key: &str, suffix: &str) -> Result<String> {
+/// tag (`seen` gives `{seen}:SUFFIX`, whose slot is that of `seen`). A key that Redis hashes
+/// whole but that cannot be a tag itself, because it holds a `}` (`{}x`, `a}b`: no tag by
+/// Redis's rule), gets the first tag `{rbslot.N}` of its slot: `{rbslot.N}:KEY:SUFFIX`.
+pub(crate) fn sidecar(key: &str, suffix: &str) -> String {
     if hash_tag(key).is_some() {
-        Ok(format!("{key}:{suffix}"))
+        format!("{key}:{suffix}")
     } else if !key.contains('}') {
-        Ok(format!("{{{key}}}:{suffix}"))
+        format!("{{{key}}}:{suffix}")
     } else {
-        Err(Error::InvalidConfig(format!(
-            "the key {key:?} contains '}}' without a hash tag; give it one, e.g. {{name}}:rest"
-        )))
+        format!("{{{}}}:{key}:{suffix}", slot_tag(slot(key)))
     }
+}
+
+/// The first tag `rbslot.N` (N = 0, 1, …) that hashes to `target`: a name in a chosen slot for
+/// the keys beside a key whose own name cannot be a tag. At most a few tens of thousands of
+/// CRC16s of a dozen bytes, once per filter.
+fn slot_tag(target: u16) -> String {
+    (0u64..)
+        .map(|n| format!("rbslot.{n}"))
+        .find(|tag| slot(tag) == target)
+        .expect("every slot is reached")
 }
 
 /// The part of a key name that marks redbloom's own keys: the companions kept beside a filter
@@ -144,7 +150,7 @@ mod tests {
             "{foo}:redbloom:params",
             "{foo}:redbloom:scratch",
             "{user}:seen:redbloom:params",
-            &sidecar("seen", "redbloom:params").unwrap(),
+            &sidecar("seen", "redbloom:params"),
             &shard_key("seen", 3, 8),
             &shard_key("{t}:x", 0, 2),
         ] {
@@ -166,17 +172,44 @@ mod tests {
     }
 
     #[test]
-    fn sidecars_share_the_keys_hash_tag() {
-        assert_eq!(sidecar("seen", "p").unwrap(), "{seen}:p");
-        assert_eq!(sidecar("{user}:seen", "p").unwrap(), "{user}:seen:p");
-        assert_eq!(sidecar("a{b", "p").unwrap(), "{a{b}:p");
+    fn sidecars_share_the_keys_slot() {
+        assert_eq!(sidecar("seen", "p"), "{seen}:p");
+        assert_eq!(sidecar("{user}:seen", "p"), "{user}:seen:p");
+        assert_eq!(sidecar("a{b", "p"), "{a{b}:p");
         assert_eq!(hash_tag("{a{b}:p"), Some("a{b"));
         assert_eq!(hash_tag("x{}y{z}"), None, "an empty first tag means no tag");
-        assert!(sidecar("x{}y{z}", "p").is_err());
-        assert!(sidecar("a}b", "p").is_err());
-        for key in ["seen", "{user}:seen", "a{b", "x:{t}"] {
-            let tag = |k: &str| hash_tag(k).unwrap_or(k).to_owned();
-            assert_eq!(tag(&sidecar(key, "p").unwrap()), tag(key), "{key}");
+        // Keys Redis hashes whole, with a '}' that keeps them from being a tag.
+        let odd = sidecar("x{}y{z}", "p");
+        assert!(
+            odd.starts_with("{rbslot.") && odd.ends_with(":x{}y{z}:p"),
+            "{odd}"
+        );
+        assert_eq!(
+            sidecar("{}x", "redbloom:params"),
+            sidecar("{}x", "redbloom:params")
+        );
+        assert_ne!(
+            sidecar("{}x", "p"),
+            sidecar("{}y", "p"),
+            "one name per filter"
+        );
+        for key in [
+            "seen",
+            "{user}:seen",
+            "a{b",
+            "x:{t}",
+            "{}x",
+            "a}b",
+            "x{}y{z}",
+            "}",
+            "{}",
+        ] {
+            assert_eq!(slot(&sidecar(key, "redbloom:params")), slot(key), "{key}");
+            assert!(
+                check_not_reserved(&sidecar(key, "redbloom:params")).is_err(),
+                "{key}"
+            );
+            assert!(!is_shard_key(&sidecar(key, "p")), "{key}");
         }
     }
 }

@@ -113,6 +113,8 @@ impl Error {
             Error::InvalidConfig(_) => "invalid_config",
             Error::OffsetOutOfRange { .. } => "offset_out_of_range",
             Error::ParamsMismatch { .. } => "params_mismatch",
+            Error::ForeignString { .. } => "foreign_string",
+            Error::Evictable { .. } => "evictable",
             Error::Full { .. } => "full",
             Error::WrongType { .. } => "wrong_type",
             Error::Timeout(_) => "timeout",

@@ -17,6 +17,8 @@ pub(crate) struct Options {
     /// Bytes per step of a large batch's range merge or range read (`None`: the default,
     /// [`dense::RANGE_BYTES`](crate::dense::RANGE_BYTES)).
     pub(crate) merge_chunk: Option<u64>,
+    /// Write even when the server may evict the filter's keys.
+    pub(crate) accept_eviction: bool,
 }
 
 impl Options {

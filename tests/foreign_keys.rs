@@ -126,7 +126,7 @@ async fn bits_longer_than_the_size_are_reported_and_kept() {
     // A plain string of someone else's, as long as a session token.
     let token = common::unique_key("token");
     common::set_bytes(&mut conn, &token, &[b'x'; 40]).await;
-    // A key with '}' but no hash tag keeps no parameters: its length is still checked.
+    // A key with '}' but no hash tag (Redis hashes it whole): its length is checked as any's.
     let untagged = format!("{}}}untagged", common::unique_key("odd"));
     common::set_bytes(&mut conn, &untagged, &[0xff; 40]).await;
 
@@ -255,4 +255,74 @@ async fn a_sharded_clear_or_expire_never_touches_the_bare_key() {
     assert_eq!(common::key_hex(&mut conn, &key).await, before);
     assert!(!sharded.exists("a").await.unwrap());
     assert!(theirs.exists("hello").await.unwrap());
+}
+
+/// A string with no stored parameters may be another program's value (`SET user:name "hello
+/// world"`): read as a go-zero filter, but never written, cleared, expired or imported over
+/// (`Error::ForeignString`, the key as it was) unless the filter says it is shared with Go.
+#[tokio::test]
+async fn a_string_that_is_not_a_filter_is_only_read() {
+    let redis = common::redis().await;
+    let mut conn = redis.connection().await;
+    let key = common::unique_key("user:name");
+    common::set_bytes(&mut conn, &key, b"hello world").await;
+    let foreign = |result: redbloom::Result<bool>, what: &str| match result {
+        Err(Error::ForeignString { key: k, bytes: 11 }) => assert_eq!(k, key, "{what}"),
+        other => panic!("{what}: {other:?}"),
+    };
+    let bloom = RedisBloom::builder(key.as_str())
+        .expected_items(100_000)
+        .false_positive_rate(0.001)
+        .build(conn.clone())
+        .unwrap();
+    // A read first (it may go on), then every write, each refused.
+    assert!(!bloom.exists("x").await.unwrap());
+    foreign(bloom.add("x").await, "add");
+    foreign(bloom.add_many(&["x", "y"]).await.map(|a| a[0]), "add_many");
+    foreign(bloom.clear().await, "clear");
+    foreign(bloom.expire(Duration::from_secs(60)).await, "expire");
+    let mut file = Vec::new();
+    let donor = RedisBloom::builder(common::unique_key("donor"))
+        .expected_items(100_000)
+        .false_positive_rate(0.001)
+        .build(conn.clone())
+        .unwrap();
+    donor.add("z").await.unwrap();
+    donor.export(&mut file).await.unwrap();
+    let imported = bloom
+        .import(file.as_slice(), redbloom::ImportMode::Replace)
+        .await
+        .map(|_| true);
+    foreign(imported, "import");
+    // A fresh handle whose first call is a write is refused as well.
+    let fresh = RedisBloom::builder(key.as_str())
+        .expected_items(100_000)
+        .false_positive_rate(0.001)
+        .build(conn.clone())
+        .unwrap();
+    foreign(fresh.add("x").await, "add first");
+    assert_eq!(common::key_hex(&mut conn, &key).await, hex(b"hello world"));
+    assert_eq!(common::pttl(&mut conn, &key).await, -1);
+    let params = format!("{{{key}}}:redbloom:params");
+    assert!(!common::key_exists(&mut conn, &params).await);
+
+    // Said to be a go-zero filter shared with Go: written as one, and nothing stored beside it.
+    let shared = RedisBloom::builder(key.as_str())
+        .expected_items(100_000)
+        .false_positive_rate(0.001)
+        .shared_with_go(true)
+        .build(conn.clone())
+        .unwrap();
+    assert!(shared.add("x").await.unwrap());
+    assert!(shared.exists("x").await.unwrap() && bloom.exists("x").await.unwrap());
+    assert!(!common::key_exists(&mut conn, &params).await);
+    assert!(shared.clear().await.unwrap());
+    assert!(!common::key_exists(&mut conn, &key).await);
+    // Once the key is gone, the first handle creates the filter as its own.
+    assert!(bloom.add("x").await.unwrap());
+    assert!(common::key_exists(&mut conn, &params).await);
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }

@@ -72,7 +72,12 @@ async fn reads_a_filter_written_by_gozero() {
     let key = common::unique_key("from-go");
     common::set_bytes(&mut conn, &key, &common::gozero::HELLO_WORLD_64_BITS).await;
 
-    let bloom = RedisBloom::new(conn, &key, 64).unwrap();
+    // Written by Go: no stored parameters, so writing into it takes the switch.
+    let bloom = RedisBloom::builder(&key)
+        .bits(64)
+        .shared_with_go(true)
+        .build(conn)
+        .unwrap();
     assert!(bloom.exists("hello").await.unwrap());
     assert!(bloom.exists("world").await.unwrap());
     assert_eq!(

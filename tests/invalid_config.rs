@@ -162,7 +162,12 @@ async fn two_to_the_32_bits_is_accepted() {
     let redis = common::redis().await;
     let mut conn = redis.connection().await;
     let key = common::unique_key("max-bits");
-    let bloom = RedisBloom::new(conn.clone(), &key, MAX_BITS).unwrap();
+    // Shared with Go: the key is written by hand below, as go-zero would, then cleared.
+    let bloom = RedisBloom::builder(&key)
+        .bits(MAX_BITS)
+        .shared_with_go(true)
+        .build(conn.clone())
+        .unwrap();
     assert_eq!(bloom.bits(), 4_294_967_296);
     let via_builder = RedisBloom::builder(&key)
         .bits(1 << 32)

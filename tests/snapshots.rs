@@ -538,9 +538,11 @@ async fn a_merge_grows_the_key_to_the_files_length() {
     common::set_bytes(&mut conn, &target, &[0xff; 100]).await;
     common::set_bytes(&mut conn, &zeros, &vec![0u8; 70_000]).await;
     let plain = conn.clone();
+    // Keys written by another program: the switch that writes them as go-zero filters.
     let by_ranges = move |key: &str| {
         builder(key, shape)
             .merge_chunk_bytes(1 << 12)
+            .shared_with_go(true)
             .build(plain.clone())
             .unwrap()
     };
@@ -750,8 +752,10 @@ async fn a_merge_holds_the_server_one_range_at_a_time() {
         .export(&mut file)
         .await
         .unwrap();
+    // The target's bytes are set by hand (as another program's): the switch writes them.
     let into = builder(&target, shape)
         .merge_chunk_bytes(RANGE)
+        .shared_with_go(true)
         .build(conn.clone())
         .unwrap();
     let config = |name: &str, value: i64| {

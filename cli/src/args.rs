@@ -141,6 +141,14 @@ pub(crate) struct Cli {
     )]
     pub(crate) wait_replicas: Option<u32>,
 
+    /// Write even when the server may evict the filter's keys (maxmemory with an allkeys-*
+    /// policy, or a volatile-* one while the filter's keys have a TTL: window filters, any
+    /// filter after expire). A filter that loses keys forgets items, so without this such a
+    /// write exits 2 naming the policy; the lasting fix is maxmemory-policy noeviction on the
+    /// server.
+    #[arg(long, global = true, help_heading = CONNECTION)]
+    pub(crate) accept_eviction: bool,
+
     /// Split the filter over N keys in hash slots spread evenly over a cluster (the size is the
     /// total; each key holds at most 2^32 bits), 1..=1024.
     #[arg(

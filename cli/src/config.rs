@@ -51,6 +51,7 @@ pub(crate) fn options<K: Kind>(cli: &Cli, builder: Builder<K>) -> Result<Builder
     if let Some(bytes) = cli.merge_chunk {
         builder = builder.merge_chunk_bytes(bytes);
     }
+    builder = builder.accept_eviction(cli.accept_eviction);
     if let Some(refresh) = cli.near_cache {
         // Without tracking here, so that the copy's budget is checked before any I/O; the
         // command adds the tracking connection's client once it knows the server.

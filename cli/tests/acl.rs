@@ -66,6 +66,7 @@ const COMMANDS: &[(&str, &str)] = &[
         "dense add, native write (with its guard), info, clear, expire",
     ),
     ("wait", "wait_for_replicas"),
+    ("info", "the eviction check before the first write"),
 ];
 
 /// The key patterns of a filter at `bf:*`: the bits, and the sidecar keys
@@ -228,6 +229,11 @@ async fn each_command_is_needed_and_together_they_are_enough() {
         if *command == "eval" {
             // Scripts go as EVALSHA and as EVAL only after NOSCRIPT: empty the cache first.
             acl::flush_scripts(&mut admin).await;
+        }
+        if *command == "info" {
+            let what = format!("without {command} ({needed_by})");
+            acl::assert_refused_without_info(&what, exercise(&url).await);
+            continue;
         }
         assert_denied(
             &format!("without {command} ({needed_by})"),

@@ -122,3 +122,57 @@ async fn clear_and_expire_refuse_another_size_and_zero_seconds() {
     let (code, out, err) = run(redbloom(&url, &key, &["--bits", "1000", "--json", "clear"]));
     assert_eq!((code, out), (0, json!({"deleted": true})), "{err}");
 }
+
+/// `SET user:name "hello world"`: the CLI reads it as a go-zero filter, but `add`, `load`,
+/// `clear`, `expire` and `import` exit 2 naming `--shared-with-go`, the value as it was; with
+/// the switch it is written as a go-zero filter shared with Go.
+#[tokio::test]
+async fn a_string_that_is_not_a_filter_is_only_read() {
+    let redis = common::redis().await;
+    let url = redis.url().to_owned();
+    let mut conn = redis.connection().await;
+    let key = common::unique_key("user:name");
+    common::set_bytes(&mut conn, &key, b"hello world").await;
+    let size = ["--capacity", "100000", "--fpr", "0.001", "--json"];
+    let with = |args: &[&str]| {
+        let all: Vec<&str> = size.iter().chain(args).copied().collect();
+        redbloom(&url, &key, &all)
+    };
+    let (code, out, err) = run(with(&["exists", "x"]));
+    assert_eq!((code, out["absent"].as_u64()), (1, Some(1)), "{err}");
+    let dir = tempfile::tempdir().unwrap();
+    let items = dir.path().join("items.txt");
+    std::fs::write(&items, "a\nb\n").unwrap();
+    let items = items.to_str().unwrap();
+    let snapshot = dir.path().join("donor.rbf");
+    let donor = common::unique_key("donor");
+    for args in [&["add", "z"][..], &["export", snapshot.to_str().unwrap()]] {
+        let all: Vec<&str> = size.iter().chain(args).copied().collect();
+        let (code, _, err) = run(redbloom(&url, &donor, &all));
+        assert_eq!(code, 0, "{args:?}: {err}");
+    }
+    for args in [
+        &["add", "x"][..],
+        &["load", items],
+        &["clear"],
+        &["expire", "60"],
+        &["import", snapshot.to_str().unwrap()],
+    ] {
+        let line = assert_fails(with(args), &[&key, "--shared-with-go"], None);
+        assert!(line.contains("no stored parameters"), "{args:?}: {line}");
+    }
+    assert_eq!(
+        common::key_hex(&mut conn, &key).await,
+        "68656c6c6f20776f726c64"
+    );
+    assert_eq!(common::pttl(&mut conn, &key).await, -1);
+
+    let (code, out, err) = run(with(&["--shared-with-go", "add", "x"]));
+    assert_eq!((code, out["new"].as_u64()), (0, Some(1)), "{err}");
+    // The switch is for go-zero filters only.
+    assert_fails(
+        with(&["--shared-with-go", "--counting", "add", "x"]),
+        &["--shared-with-go"],
+        None,
+    );
+}

@@ -212,3 +212,31 @@ async fn a_go_zero_filter_made_by_go_needs_its_size() {
     let (code, out, err) = run(redbloom(url, &key, &["--bits", "64", "--json", "info"]));
     assert_eq!((code, out["bits_set"].as_u64()), (0, Some(1)), "{err}");
 }
+
+/// A key whose braces form no hash tag (`{}x`: Redis hashes it whole) stores its parameters
+/// like any other: it opens with its key alone, and another size exits 2.
+#[tokio::test]
+async fn a_key_without_a_hash_tag_keeps_its_parameters() {
+    let redis = common::redis().await;
+    let url = redis.url();
+    let key = format!("{}:{{}}x", common::unique_key("stored-odd"));
+    let sized = |capacity: &str, args: &[&str]| {
+        let mut all = vec!["--capacity", capacity, "--fpr", "0.01", "--json"];
+        all.extend(args);
+        redbloom(url, &key, &all)
+    };
+    let (code, out, err) = run(sized("1000", &["add", "x"]));
+    assert_eq!((code, out["new"].as_u64()), (0, Some(1)), "{err}");
+    let (code, out, err) = run(redbloom(url, &key, &["--json", "exists", "x"]));
+    assert_eq!((code, out["present"].as_u64()), (0, Some(1)), "{err}");
+    assert_fails(
+        sized("100000", &["add", "y"]),
+        &["created with", "bits="],
+        None,
+    );
+    assert_fails(
+        sized("100000", &["exists", "x"]),
+        &["created with", "bits="],
+        None,
+    );
+}

@@ -71,6 +71,7 @@ impl AclKind for Counting {
         ),
         ("exec", "adds of a filter of one key"),
         ("wait", "wait_for_replicas"),
+        ("info", "the eviction check before the first write"),
     ];
     /// The counters of a filter of one key (the key itself), the stored parameters
     /// `{KEY}:redbloom:params` (of either), and a sharded filter's counters

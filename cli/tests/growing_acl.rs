@@ -94,6 +94,7 @@ impl AclKind for Growing {
         ),
         ("exec", "with multi"),
         ("wait", "wait_for_replicas"),
+        ("info", "the eviction check before the first write"),
     ];
     /// The bare key (declared by the scripts of a filter of one key, which refuse another
     /// kind's bits there), the stored parameters `{KEY}:redbloom:params` (of either), the levels

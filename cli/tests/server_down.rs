@@ -247,3 +247,38 @@ async fn the_cli_waits_for_a_server_that_starts_within_retry_for() {
         );
     }
 }
+
+/// Another client's script past the server's `busy-reply-threshold`: `BUSY` is retried within
+/// `--retry-for` like any passing fault; with `--retry-for 0` the command exits 2 naming it.
+#[tokio::test]
+async fn the_cli_waits_out_a_busy_server() {
+    // This test makes its server busy: a server of its own, even with REDIS_URL set.
+    let server = RedisServer::start_with(&[
+        "--save",
+        "",
+        "--appendonly",
+        "no",
+        "--busy-reply-threshold",
+        "20",
+    ])
+    .expect("redis-server on PATH");
+    let url = server.url();
+    let target = ["--url", url.as_str()];
+    let key = common::unique_key("busy");
+
+    let script = common::busy::hold_busy(&url, Duration::from_millis(3_000)).await;
+    let out = cli(&target, &key, "0").output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("BUSY"), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+
+    let out = cli(&target, &key, "30").output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        r#"{"items":2,"new":2}"#
+    );
+    script.await.unwrap();
+}

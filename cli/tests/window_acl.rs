@@ -98,6 +98,7 @@ impl AclKind for Window {
         ("multi", "dense add"),
         ("exec", "dense add"),
         ("wait", "wait_for_replicas"),
+        ("info", "the eviction check before the first write"),
     ];
     /// The bare key (declared by the scripts of a filter of one key, which must not hold another
     /// kind's bits), the companions `{KEY}:redbloom:*` (the parameters, the generations

@@ -193,6 +193,28 @@ impl<K: Kind> Builder<K> {
         self
     }
 
+    /// Writes even when the server may evict the filter's keys. Off by default.
+    ///
+    /// A filter that loses a key to eviction forgets its items: checks answer "absent" for
+    /// items that were added. So before its first write a filter asks the master of each of
+    /// its slot groups for `maxmemory` and `maxmemory-policy` (`INFO memory`) and refuses to
+    /// write with [`Error::Evictable`](crate::Error::Evictable) when a set `maxmemory` goes with
+    /// an `allkeys-*` policy, or a `volatile-*` one while the filter's keys carry a TTL (a
+    /// window filter's generations; any filter after [`expire`](Bloom::expire), which a
+    /// `volatile-*` policy refuses too). An ACL that refuses `INFO` counts as "may evict".
+    /// `maxmemory 0` evicts nothing; a server whose policy or `maxmemory` is changed after the
+    /// filter's first write is not asked again. With `true`, such a filter writes, and a WARN
+    /// event says so once.
+    ///
+    /// ```
+    /// let config = redbloom::RedisBloom::builder("seen").bits(1 << 20).accept_eviction(true);
+    /// assert!(config.validate().is_ok());
+    /// ```
+    pub fn accept_eviction(mut self, accept: bool) -> Self {
+        self.options.accept_eviction = accept;
+        self
+    }
+
     /// Keeps a copy of the filter in the process that answers `exists` and `exists_many` with
     /// no round trip (SPEC.md §6): any change by any client reaches it within
     /// [`NearCache::refresh`]'s interval, which is the only staleness. The copy's size (the

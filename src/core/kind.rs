@@ -216,6 +216,24 @@ pub trait Seam: Sized + Send + Sync + Debug + 'static {
     /// Forgets what the filter learned of its keys (after a clear or an import replaced them).
     fn forget(&self, _parts: &Shards<Self::Part>) {}
 
+    /// Whether the filter's keys carry a TTL by design (a window filter's generations), so
+    /// that a `volatile-*` eviction policy may evict them.
+    const EXPIRING: bool = false;
+
+    /// The command that routes a question to a part's master on a cluster
+    /// ([`Exec::route`](crate::io::exec::Exec::route)): `BITFIELD` without operations
+    /// ([`Engine::Fast`]) where the part's key from [`part_keys`](Seam::part_keys) is a string
+    /// or nothing and the filter's commands include `BITFIELD` (it caches no script), else
+    /// `EVAL` of `return 0` ([`Engine::Scripts`]): the filter's ACL grants it either way.
+    fn route_engine(&self) -> Engine {
+        Engine::Scripts
+    }
+
+    /// A key name in each part's slot group, one per part, under the filter's ACL key
+    /// patterns: what questions to each server are routed by (whether it may evict the
+    /// filter), and the prefixes of the keys a near copy tracks.
+    fn part_keys(&self, parts: &Shards<Self::Part>) -> Vec<String>;
+
     /// Items per add batch that load fastest.
     fn bulk_add_batch_size(&self, parts: &Shards<Self::Part>) -> usize;
 
@@ -236,9 +254,6 @@ pub trait Cached: Seam {
     /// # Errors
     /// [`Error::InvalidConfig`](crate::Error::InvalidConfig) when the kind offers no near cache.
     fn copy_bytes(&self, parts: &Shards<Self::Part>) -> Result<u64>;
-
-    /// The prefixes of the keys the copy holds (for tracking).
-    fn copy_keys(&self, parts: &Shards<Self::Part>) -> Vec<String>;
 
     /// Reads a new copy of at most `budget` bytes, after the parameters check (`ctx`: the
     /// filter, at its first part).

@@ -20,6 +20,7 @@ pub(crate) use crate::io::exec::Conn;
 use self::kind::{Kind, SizedInBits};
 use self::sharded::Shards;
 use crate::error::Result;
+use crate::io::eviction::Groups;
 use crate::io::exec::Exec;
 use crate::io::guard::Guard;
 use crate::io::removal::Removal;
@@ -74,6 +75,9 @@ pub(crate) struct Core<C, K: Kind> {
     pub(crate) kind: K,
     /// The copy that answers checks, when the builder asked for one.
     pub(crate) near: Option<Near<K::Copy>>,
+    /// A key in each slot group of the filter (its own, or each shard's), for asking each
+    /// master whether it may evict them.
+    pub(crate) groups: Vec<String>,
 }
 
 impl<C, K: Kind> Core<C, K> {
@@ -89,7 +93,7 @@ impl<C, K: Kind> Core<C, K> {
         let near = match near {
             Some(config) => {
                 let bytes = made.kind.copy_bytes(&parts)?;
-                let keys = made.kind.copy_keys(&parts);
+                let keys = made.kind.part_keys(&parts);
                 Some(Near::new(
                     &key,
                     K::NAME,
@@ -102,6 +106,7 @@ impl<C, K: Kind> Core<C, K> {
         };
         Ok(Core {
             exec: Exec::new(conn, options, K::NAME),
+            groups: made.kind.part_keys(&parts),
             key,
             guard: made.guard,
             parts,
@@ -124,6 +129,7 @@ impl<C, K: Kind> Core<C, K> {
             parts: self.parts.clone(),
             kind: self.kind.clone(),
             near: None,
+            groups: self.groups.clone(),
         }
     }
 
@@ -170,10 +176,29 @@ impl<C: Conn, K: Kind> Core<C, K> {
             .await
     }
 
+    /// Whether the filter may write: `Ok` unless a server holding it may evict its keys (keys
+    /// with a TTL too when `ttl`) and the builder did not accept that (asked once).
+    pub(crate) async fn writable(&self, clock: &Clock, ttl: bool) -> Result<()> {
+        let groups = Groups {
+            keys: &self.groups,
+            params: self.guard.key(),
+            engine: self.kind.route_engine(),
+        };
+        let ttl = ttl || K::EXPIRING;
+        let eviction = self.exec.eviction();
+        eviction
+            .ensure(&self.exec, clock, &self.key, groups, ttl)
+            .await
+    }
+
     /// A write batch, told to the near cache: adds reach its copy, anything else (a removal,
     /// a failed write that may have been applied) counts as an invalidation.
     pub(crate) async fn write(&self, op: Op, items: &[&[u8]]) -> Result<Vec<bool>> {
-        let answers = self.batch(&self.exec.clock(), op, items).await;
+        let clock = self.exec.clock();
+        if !items.is_empty() {
+            self.writable(&clock, false).await?;
+        }
+        let answers = self.batch(&clock, op, items).await;
         if let Some(near) = &self.near {
             match (&answers, op) {
                 (Ok(_), Op::Add | Op::AddIfAbsent) => near.added(items),
@@ -216,6 +241,10 @@ impl<C: Conn, K: Kind> Core<C, K> {
     /// someone else's filter); a filter of one key checks them in its part's step.
     async fn drop_keys(&self, how: Removal) -> Result<bool> {
         let clock = self.exec.clock();
+        if let Removal::Expire(_) = how {
+            // A TTL makes the keys evictable under a `volatile-*` policy.
+            self.writable(&clock, true).await?;
+        }
         let ctx = self.ctx(&clock, 0);
         ctx.ensure_beside(false).await?;
         let dropped = ctx.each_part(|ctx| K::drop_part(ctx, how)).await?;

@@ -37,9 +37,7 @@ impl StoredParams {
     /// [`Error::WrongType`] when the parameters key holds something else; network faults as
     /// for [`Bloom::add`](crate::Bloom::add).
     pub async fn read<C: ConnectionLike>(conn: &mut C, key: &str) -> Result<Option<Self>> {
-        let Ok(params) = keys::sidecar(key, "redbloom:params") else {
-            return Ok(None);
-        };
+        let params = keys::sidecar(key, "redbloom:params");
         let stored: Option<String> = redis::cmd("GET")
             .arg(&params)
             .query_async(conn)

@@ -109,7 +109,9 @@ impl<C: Conn, K: Kind> Core<C, K> {
             self.parts.count(),
         )?;
         self.guard.ensure(&self.exec, false).await?;
+        self.guard.writable()?;
         let clock = self.exec.clock();
+        self.writable(&clock, false).await?;
         let nonce = snapshot::nonce();
         let place =
             |section: &snapshot::SectionHeader| self.kind.place(&self.parts, &nonce, section);

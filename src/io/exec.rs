@@ -3,6 +3,7 @@
 //! `WAIT` for replicas, and what a filter learns the server (or its ACL) lacks ([`Cap`]):
 //! decided, recorded and reported here, once per filter.
 
+use super::eviction::Eviction;
 use super::tx::{Replies, Tx};
 use crate::engine::Engine;
 use crate::error::{Error, Result};
@@ -34,6 +35,8 @@ pub(crate) struct Exec<C> {
     /// one's response timeout runs from its sending, and the later ones would time out (and be
     /// retried) instead of reporting how many replicas confirmed.
     wait_turn: tokio::sync::Mutex<()>,
+    /// Whether the servers may evict the filter's keys (asked before the first write).
+    eviction: Eviction,
 }
 
 /// What a server (or its ACL) may lack, each with what a filter does instead.
@@ -102,7 +105,13 @@ impl<C> Exec<C> {
             kind,
             caps: Caps::default(),
             wait_turn: tokio::sync::Mutex::new(()),
+            eviction: Eviction::new(options.accept_eviction),
         }
+    }
+
+    /// The filter's eviction check.
+    pub(crate) fn eviction(&self) -> &Eviction {
+        &self.eviction
     }
 
     /// The clock of a public call starting now.
@@ -268,16 +277,7 @@ where
         // key's master, on the connection that carried the write. The command is one the
         // engine needs anyway, so that it needs no other ACL grant.
         let mut tx = Tx::plain();
-        let mut route = match engine {
-            Engine::Fast => redis::cmd("BITFIELD"),
-            Engine::Scripts => {
-                let mut eval = redis::cmd("EVAL");
-                eval.arg("return 0").arg(1);
-                eval
-            }
-        };
-        route.arg(key);
-        tx.add_unread(route);
+        tx.add_unread(self.route(key, engine));
         let acked = tx.add::<u32>({
             let mut wait = redis::cmd("WAIT");
             wait.arg(wanted).arg(millis);
@@ -289,6 +289,26 @@ where
             return Err(Error::NotReplicated { acked, wanted });
         }
         Ok(())
+    }
+}
+
+impl<C> Exec<C> {
+    /// A command on `key` that changes nothing, to send first in a pipeline so that the
+    /// commands behind it (which name no key, or only read) go to `key`'s master on a
+    /// cluster: a write command, never routed to a replica. One that `engine` needs anyway,
+    /// so that it needs no other ACL grant: `BITFIELD` without operations, or `EVAL` of
+    /// `return 0`.
+    pub(crate) fn route(&self, key: &str, engine: Engine) -> redis::Cmd {
+        let mut route = match engine {
+            Engine::Fast => redis::cmd("BITFIELD"),
+            Engine::Scripts => {
+                let mut eval = redis::cmd("EVAL");
+                eval.arg("return 0").arg(1);
+                eval
+            }
+        };
+        route.arg(key);
+        route
     }
 }
 

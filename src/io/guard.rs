@@ -13,16 +13,15 @@ use crate::retry::Clock;
 use crate::scripts;
 use redis::aio::ConnectionLike;
 use redis::Value;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 
 /// A filter's stored parameters and how they are checked.
 #[derive(Debug)]
 pub(crate) struct Guard {
     /// The filter's name, for errors.
     name: String,
-    /// Where the parameters live; `None` when the name allows no key in its slot (a `}`
-    /// without a hash tag), and then only the bits' length is checked.
-    key: Option<String>,
+    /// Where the parameters live (`{name}:redbloom:params`, in the name's slot).
+    key: String,
     /// The key whose existence tells bits without parameters (written by another program)
     /// from a new filter: the bits of a one-key filter; the parameters key itself for a
     /// sharded one, whose bits are in other slots.
@@ -31,7 +30,16 @@ pub(crate) struct Guard {
     layout: Layout,
     /// The size of the bits key: it holds at most `bits / 8` bytes.
     bits: u64,
+    /// Whether bits without stored parameters (a string another program wrote) may be written
+    /// into, cleared or given a TTL as a go-zero filter shared with Go.
+    shared_with_go: bool,
     checked: AtomicBool,
+    /// The length of the bits without stored parameters the last check found (-1: it found
+    /// none): reads may go on, writes are checked again (and refused unless
+    /// `shared_with_go`).
+    foreign: AtomicI64,
+    /// The ACL refused the check's script (go-zero's layout goes without it).
+    unchecked: AtomicBool,
 }
 
 /// Why [`clear`](crate::RedisBloom::clear) or another checked step refused: the server's
@@ -42,6 +50,8 @@ pub(crate) enum Evidence {
     Stored(Option<String>),
     /// The bits' length in bytes.
     Length(i64),
+    /// A string of this many bytes without stored parameters, refused for a write.
+    Foreign(i64),
 }
 
 impl Guard {
@@ -51,40 +61,64 @@ impl Guard {
     /// new filter from bits without parameters; for a sharded one, in a slot of their own, the
     /// parameters key itself telling a new filter (the shards are in other slots, and the bare
     /// name is not the filter's).
-    ///
-    /// # Errors
-    /// [`Error::InvalidConfig`] for a name whose slot no key beside it can share (a `}` without
-    /// a hash tag); only go-zero's layout of one key goes without (then only the bits' length is
-    /// checked).
     pub(crate) fn of(
         name: &str,
         shards: u32,
         fingerprint: String,
         (layout, bits): (Layout, u64),
-    ) -> Result<Self> {
+    ) -> Self {
         let params = keys::sidecar(name, "redbloom:params");
-        let (key, bits_key) = match (shards, layout) {
-            (0 | 1, Layout::GoZero) => (params.ok(), name.to_owned()),
-            (0 | 1, Layout::Native) => (Some(params?), name.to_owned()),
-            _ => {
-                let params = params?;
-                (Some(params.clone()), params)
-            }
+        let bits_key = match shards {
+            0 | 1 => name.to_owned(),
+            _ => params.clone(),
         };
-        Ok(Guard {
+        Guard {
             name: name.to_owned(),
-            key,
+            key: params,
             bits_key,
             fingerprint,
             layout,
             bits,
+            shared_with_go: false,
             checked: AtomicBool::new(false),
-        })
+            foreign: AtomicI64::new(-1),
+            unchecked: AtomicBool::new(false),
+        }
+    }
+
+    /// The same guard, taking bits without stored parameters for a go-zero filter shared with
+    /// Go when `shared` (they are read either way).
+    pub(crate) fn shared_with_go(mut self, shared: bool) -> Self {
+        self.shared_with_go = shared;
+        self
+    }
+
+    /// Whether bits without stored parameters may be written as a go-zero filter: when the
+    /// filter says it is shared with Go, or when the ACL refused its check (it then stores no
+    /// parameters, and cannot tell its own bits from Go's).
+    pub(crate) fn writes_foreign_strings(&self) -> bool {
+        self.layout == Layout::GoZero
+            && (self.shared_with_go || self.unchecked.load(Ordering::Acquire))
+    }
+
+    /// The length of the bits without stored parameters that the last check found.
+    fn foreign_bytes(&self) -> Option<i64> {
+        let bytes = self.foreign.load(Ordering::Acquire);
+        (bytes >= 0).then_some(bytes)
+    }
+
+    /// `Ok` unless the last check found bits without stored parameters that this filter may
+    /// not write (for a step that writes without the check, as an import's swap does).
+    pub(crate) fn writable(&self) -> Result<()> {
+        match self.foreign_bytes() {
+            Some(bytes) => self.compare_foreign(bytes, true),
+            None => Ok(()),
+        }
     }
 
     /// Where the parameters live.
-    pub(crate) fn key(&self) -> Option<&str> {
-        self.key.as_deref()
+    pub(crate) fn key(&self) -> &str {
+        &self.key
     }
 
     pub(crate) fn fingerprint(&self) -> &str {
@@ -113,15 +147,15 @@ impl Guard {
     }
 
     /// What an import's swap checks and stores: for a filter of one key (`inline`), its
-    /// parameters beside its bits (none for go-zero's layout, which stores none); for a
-    /// sharded one, its parameters in their own slot.
+    /// parameters beside its bits (none for a go-zero filter that writes bits without them,
+    /// as Go's own); for a sharded one, its parameters in their own slot. An imported filter
+    /// thus opens again as this client's, not as a string another program wrote.
     pub(crate) fn swap_params(&self, inline: bool) -> Option<crate::snapshot::Params<'_>> {
-        let key = self.key.as_deref()?;
-        if inline && self.layout == Layout::GoZero {
+        if inline && self.writes_foreign_strings() {
             return None;
         }
         Some(crate::snapshot::Params {
-            key,
+            key: &self.key,
             bare: &self.bits_key,
             fingerprint: &self.fingerprint,
         })
@@ -136,13 +170,16 @@ impl Guard {
             fingerprint: self.fingerprint.clone(),
             layout: self.layout,
             bits: self.bits,
+            shared_with_go: self.shared_with_go,
             checked: AtomicBool::new(false),
+            foreign: AtomicI64::new(-1),
+            unchecked: AtomicBool::new(false),
         }
     }
 
     /// Whether writes carry the guard's step (a native filter with a parameters key).
     pub(crate) fn step_needed(&self) -> bool {
-        self.layout == Layout::Native && self.key.is_some()
+        self.layout == Layout::Native
     }
 
     /// `SET params FINGERPRINT NX GET` in `tx`, sent with every write of a native filter: it
@@ -153,7 +190,7 @@ impl Guard {
             return None;
         }
         let mut cmd = redis::cmd("SET");
-        cmd.arg(self.key.as_ref()?)
+        cmd.arg(&self.key)
             .arg(&self.fingerprint)
             .arg("NX")
             .arg("GET");
@@ -186,6 +223,22 @@ impl Guard {
         }
     }
 
+    /// Bits of `bytes` bytes without stored parameters: a native filter never takes them; a
+    /// go-zero one reads them when they fit its size, and writes them only when shared with Go.
+    fn compare_foreign(&self, bytes: i64, write: bool) -> Result<()> {
+        if self.layout == Layout::Native {
+            return self.compare(None);
+        }
+        self.compare_length(bytes)?;
+        if write && !self.shared_with_go {
+            return Err(Error::ForeignString {
+                key: self.name.clone(),
+                bytes,
+            });
+        }
+        Ok(())
+    }
+
     /// `Ok` when bits of `bytes` bytes fit this filter's size: longer bits were written by
     /// another program, or by a filter of another size.
     pub(crate) fn compare_length(&self, bytes: i64) -> Result<()> {
@@ -202,6 +255,7 @@ impl Guard {
         let checked = match evidence {
             Evidence::Stored(stored) => self.compare(stored),
             Evidence::Length(bytes) => self.compare_length(bytes),
+            Evidence::Foreign(bytes) => self.compare_foreign(bytes, true),
         };
         checked.err().unwrap_or_else(|| {
             Error::UnexpectedReply("a refusal for parameters that match".to_owned())
@@ -214,12 +268,11 @@ impl Guard {
     where
         C: ConnectionLike + Clone + Send + Sync,
     {
-        if self.checked.load(Ordering::Acquire) {
+        let refused_before = write && self.foreign_bytes().is_some() && !self.shared_with_go;
+        if self.checked.load(Ordering::Acquire) && !refused_before {
             return Ok(());
         }
-        let Some(key) = &self.key else {
-            return self.ensure_length(exec).await;
-        };
+        let key = &self.key;
         let stored = exec
             .script(
                 &self.bits_key,
@@ -234,10 +287,18 @@ impl Guard {
             (_, Ok(stored @ (Value::BulkString(_) | Value::SimpleString(_)))) => {
                 let stored: String = redis::from_redis_value(stored)
                     .map_err(|e| Error::UnexpectedReply(e.to_string()))?;
-                self.compare(Some(stored)).map(|()| true)?
+                self.compare(Some(stored))?;
+                self.foreign.store(-1, Ordering::Release);
+                true
             }
-            // go-zero's own filters carry no parameters; their length must fit the size.
-            (Layout::GoZero, Ok(Value::Int(bytes))) => self.compare_length(bytes).map(|()| true)?,
+            // go-zero's own filters carry no parameters; their length must fit the size, and
+            // only a client that says the filter is shared with Go writes them.
+            (Layout::GoZero, Ok(Value::Int(bytes))) => {
+                self.compare_length(bytes)?;
+                self.foreign.store(bytes, Ordering::Release);
+                self.checked.store(true, Ordering::Release);
+                return self.compare_foreign(bytes, write);
+            }
             (Layout::Native, Ok(Value::Int(_))) => return self.compare(None),
             // A user allowed the bits but not the check's script: go-zero's layout does without.
             (Layout::GoZero, Err(Error::NoPermission(_))) => {
@@ -247,6 +308,7 @@ impl Guard {
                     "the ACL refused the check's script",
                 );
                 exec.fell_back(&self.name, fallback, true);
+                self.unchecked.store(true, Ordering::Release);
                 true
             }
             (_, Ok(other)) => {
@@ -267,9 +329,10 @@ impl Guard {
     where
         C: ConnectionLike + Clone + Send + Sync,
     {
-        let Some(key) = self.key().filter(|_| self.step_needed()) else {
+        if !self.step_needed() {
             return Ok(());
-        };
+        }
+        let key = self.key();
         exec.retried(clock, || async {
             let mut tx = Tx::plain();
             let Some(slot) = self.step(&mut tx) else {
@@ -292,9 +355,7 @@ impl Guard {
     where
         C: ConnectionLike + Clone + Send + Sync,
     {
-        let Some(key) = self.key() else {
-            return Ok(());
-        };
+        let key = self.key();
         let mut cmd = match how {
             Removal::Delete => redis::cmd("DEL"),
             Removal::Expire(_) => redis::cmd("PEXPIRE"),
@@ -304,21 +365,6 @@ impl Guard {
             cmd.arg(millis);
         }
         let _: i64 = exec.retried(clock, || exec.query(key, &cmd)).await?;
-        Ok(())
-    }
-
-    /// For a filter whose name allows no stored parameters: the one check the server's
-    /// answer allows, that its bits are not longer than this size holds.
-    async fn ensure_length<C>(&self, exec: &Exec<C>) -> Result<()>
-    where
-        C: ConnectionLike + Clone + Send + Sync,
-    {
-        let bytes: i64 = exec
-            .query(&self.bits_key, redis::cmd("STRLEN").arg(&self.bits_key))
-            .await?;
-        self.compare_length(bytes)?;
-        // A missing key proves nothing yet.
-        self.checked.store(bytes > 0, Ordering::Release);
         Ok(())
     }
 }

@@ -2,6 +2,7 @@
 //! replies, the parameters guard, what `clear` and `expire` do, and the steps on a filter kept
 //! in one string per part (the checked delete, the whole read).
 
+pub(crate) mod eviction;
 pub(crate) mod exec;
 pub(crate) mod guard;
 pub(crate) mod removal;

@@ -25,12 +25,13 @@ where
     C: ConnectionLike + Clone + Send + Sync,
 {
     let mut keys = vec![key];
-    keys.extend(guard.and_then(Guard::key));
+    keys.extend(guard.map(Guard::key));
     let (op, millis) = how.args();
     let fingerprint = guard.map_or("", Guard::fingerprint);
-    let bare_bits_are_a_filter = match geometry.layout {
-        Layout::GoZero => "1",
-        Layout::Native => "0",
+    let bare_bits_are_a_filter = match guard {
+        Some(guard) if !guard.writes_foreign_strings() => "0",
+        _ if geometry.layout == Layout::Native => "0",
+        _ => "1",
     };
     let reply = exec
         .script(
@@ -51,6 +52,9 @@ where
         Value::Array(refusal) => match refusal.as_slice() {
             [Value::BulkString(what), Value::Int(bytes)] if what == b"length" => {
                 Some(Evidence::Length(*bytes))
+            }
+            [Value::BulkString(what), Value::Int(bytes)] if what == b"bare" => {
+                Some(Evidence::Foreign(*bytes))
             }
             _ => guard::refused_params(&reply).map(Evidence::Stored),
         },

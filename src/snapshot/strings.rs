@@ -44,7 +44,7 @@ pub(crate) fn place<'a>(
     }
     Ok(Staged {
         target: key.to_owned(),
-        staging: keys::sidecar(key, &format!("redbloom:import:{nonce}"))?,
+        staging: keys::sidecar(key, &format!("redbloom:import:{nonce}")),
         len: section.len,
         ttl_ms: section.ttl_ms,
         hash: false,

@@ -5,6 +5,7 @@
 //! 4. otherwise the test fails, saying how to get a Redis. No test is ever skipped.
 #![allow(dead_code)]
 
+pub mod busy;
 pub mod cli;
 pub mod cluster;
 pub mod gozero;

@@ -169,11 +169,14 @@ pub(crate) fn shards_agree(cli: &Cli, stored: &StoredParams) -> Result<()> {
     same(stored, "--shards", given, kept)
 }
 
-/// Window, counting and growing filters use the native layout: `--layout gozero` with `flag`
-/// is refused.
+/// Window, counting and growing filters use the native layout: `--layout gozero` or
+/// `--shared-with-go` with `flag` is refused.
 pub(crate) fn native_only(cli: &Cli, flag: &str) -> Result<()> {
     if cli.layout_given && cli.kinds.plain.layout != redbloom::Layout::Native {
         bail!("{flag} filters use the native layout; drop --layout gozero");
+    }
+    if cli.kinds.plain.shared_with_go {
+        bail!("{flag} filters are not go-zero's; drop --shared-with-go");
     }
     Ok(())
 }

@@ -26,6 +26,12 @@ pub(crate) struct Flags {
         help_heading = FILTER
     )]
     pub(crate) layout: Layout,
+
+    /// The key may hold a go-zero filter that a Go service wrote (it stores no parameters):
+    /// write into it, clear it, import over it. Without this, such a key, which may as well be
+    /// another program's string, is only read.
+    #[arg(long, global = true, help_heading = FILTER)]
+    pub(crate) shared_with_go: bool,
 }
 
 impl CliKind for Plain {
@@ -37,7 +43,9 @@ impl CliKind for Plain {
 
     fn from_flags(cli: &Cli, key: String) -> Result<Builder<Plain>> {
         let (size, layout) = (&cli.size, cli.kinds.plain.layout);
-        let builder = RedisBloom::builder(key).layout(layout);
+        let builder = RedisBloom::builder(key)
+            .layout(layout)
+            .shared_with_go(cli.kinds.plain.shared_with_go);
         Ok(match (size.bits, size.capacity, size.fpr) {
             (Some(_), None, None) if layout == Layout::Native => {
                 bail!("--layout native is sized with --capacity N --fpr P, not --bits")
@@ -64,6 +72,12 @@ impl CliKind for Plain {
             given,
             stored.field("layout").map(layout),
         )?;
+        if cli.kinds.plain.shared_with_go && stored.field("layout") != Some("gozero") {
+            bail!(
+                "--shared-with-go is for go-zero filters; the filter stores {}",
+                stored.fingerprint()
+            );
+        }
         shards_agree(cli, stored)
     }
 

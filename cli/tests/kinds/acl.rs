@@ -152,6 +152,18 @@ pub fn assert_noperm<T: std::fmt::Debug>(what: &str, result: redbloom::Result<T>
     }
 }
 
+/// Asserts the refusal of a user whose ACL refuses `INFO`: the server counts as one that may
+/// evict the filter's keys (`Error::Evictable`, naming `+info`).
+#[track_caller]
+pub fn assert_refused_without_info<T: std::fmt::Debug>(what: &str, result: redbloom::Result<T>) {
+    match result {
+        Err(err @ Error::Evictable { .. }) => {
+            assert!(err.to_string().contains("+info"), "{what}: {err}");
+        }
+        other => panic!("{what}: expected Error::Evictable, got {other:?}"),
+    }
+}
+
 /// The CLI as a user: `redbloom --url URL --key KEY`, the filter's flags, then each call's
 /// arguments.
 pub struct UserCli<'a> {
@@ -352,6 +364,11 @@ pub async fn each_command_is_needed_and_together_they_are_enough<K: AclKind>(
         if *command == "eval" {
             // Scripts go as EVALSHA, and as EVAL only after NOSCRIPT: empty the cache first.
             flush_scripts(&mut admin).await;
+        }
+        if *command == "info" {
+            let what = format!("without {command} ({needed_by})");
+            assert_refused_without_info(&what, exercise::<K>(&url).await);
+            continue;
         }
         assert_noperm(
             &format!("without {command} ({needed_by})"),

@@ -15,6 +15,7 @@ use crate::core::kind::{
 };
 use crate::core::sharded::Shards;
 use crate::core::{Bloom, Conn, Ctx};
+use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::geometry::Geometry;
 use crate::hash::ItemHash;
@@ -77,9 +78,8 @@ pub struct CountingOptions {}
 #[derive(Debug)]
 pub struct Counters {
     key: String,
-    /// The dense path's scratch keys in its slot (the bytes as read, the bytes to write);
-    /// `None` when the key's name allows no key in its slot.
-    scratch: Option<(String, String)>,
+    /// The dense path's scratch keys in its slot (the bytes as read, the bytes to write).
+    scratch: (String, String),
     /// `bits` is the number of counters of this key.
     geometry: Geometry,
     /// Held through a dense batch's read and swap, so that this handle's own batches in flight
@@ -89,9 +89,10 @@ pub struct Counters {
 
 impl Counters {
     fn new(key: String, geometry: Geometry) -> Self {
-        let scratch = keys::sidecar(&key, "redbloom:swap:old")
-            .and_then(|old| Ok((old, keys::sidecar(&key, "redbloom:swap:new")?)))
-            .ok();
+        let scratch = (
+            keys::sidecar(&key, "redbloom:swap:old"),
+            keys::sidecar(&key, "redbloom:swap:new"),
+        );
         Counters {
             key,
             scratch,
@@ -235,7 +236,7 @@ impl Seam for Counting {
             shards,
             fingerprint,
             (Layout::Native, geometry.bits * 4),
-        )?;
+        );
         Ok(Made {
             kind: Counting { geometry },
             parts,
@@ -318,6 +319,14 @@ impl Seam for Counting {
         strings::drop_checked(ctx.exec(), &part.key, ctx.guard(), part.as_bits(), how).await
     }
 
+    fn route_engine(&self) -> Engine {
+        Engine::Fast
+    }
+
+    fn part_keys(&self, parts: &Shards<Counters>) -> Vec<String> {
+        parts.parts().iter().map(|p| p.key.clone()).collect()
+    }
+
     fn bulk_add_batch_size(&self, parts: &Shards<Counters>) -> usize {
         let part = &parts.parts()[0];
         let hashes = part.geometry.hashes;
@@ -344,10 +353,6 @@ impl Cached for Counting {
 
     fn copy_bytes(&self, parts: &Shards<Counters>) -> Result<u64> {
         Ok(parts.parts().iter().map(Counters::max_bytes).sum())
-    }
-
-    fn copy_keys(&self, parts: &Shards<Counters>) -> Vec<String> {
-        parts.parts().iter().map(|p| p.key.clone()).collect()
     }
 
     async fn read_copy<'a, C: Conn>(ctx: Ctx<'a, C, Self>, _: u64) -> Result<near::Strings> {

@@ -60,7 +60,6 @@ pub(super) async fn part<C: Conn>(
     // A write that outweighs the counters reads them, changes them here and swaps them back
     // whole, unless other writers keep changing them meanwhile.
     if op != Op::Exists
-        && part.scratch.is_some()
         && exec.has(SWAP)
         && swap::worth_it(
             bytes,
@@ -185,7 +184,7 @@ async fn command<C: Conn>(
         }
         Op::Remove | Op::AddIfAbsent => {
             let mut keys = vec![part.key.as_str()];
-            keys.extend(guard.and_then(Guard::key));
+            keys.extend(guard.map(Guard::key));
             let script = match op {
                 Op::Remove => &COUNTING_REMOVE,
                 _ => &COUNTING_ADD_ABSENT,

@@ -63,13 +63,11 @@ pub(super) async fn run<C: Conn>(
     op: Op,
 ) -> Result<Option<Vec<bool>>> {
     let (part, exec, params) = (ctx.part(), ctx.exec(), ctx.params());
-    let Some((old_key, new_key)) = &part.scratch else {
-        return Ok(None);
-    };
+    let (old_key, new_key) = &part.scratch;
     let k = part.geometry.hashes as usize;
     let _turn = part.turn.lock().await;
     let mut keys = vec![part.key.as_str(), old_key, new_key];
-    keys.extend(ctx.guard().and_then(|g| g.key()));
+    keys.extend(ctx.guard().map(|guard| guard.key()));
     let adds = if op == Op::Remove { "0" } else { "1" };
     for _ in 0..SWAP_ATTEMPTS {
         let swapped = ctx

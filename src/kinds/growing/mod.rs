@@ -261,8 +261,7 @@ fn levels_of(fingerprint: &str) -> String {
 /// The parameters key and the bare key that the scripts check, when the guard lives in the
 /// part's slot group (a filter of one key).
 fn params_keys(guard: Option<&Guard>) -> Option<[&str; 2]> {
-    let guard = guard?;
-    Some([guard.key()?, guard.bits_key()])
+    guard.map(|guard| [guard.key(), guard.bits_key()])
 }
 
 /// The 64-bit word at bit `offset` (a multiple of 64) of `bytes`, as a `GET i64` reads it:
@@ -448,15 +447,12 @@ impl Seam for Growing {
         let shape = (Layout::Native, kind.levels[0].bits());
         // A filter of one key: the scripts check the parameters beside the levels, and the bare
         // key.
-        let guard = Guard::of(key, shards, kind.fingerprint.clone(), shape)?;
+        let guard = Guard::of(key, shards, kind.fingerprint.clone(), shape);
         let parts = match shards {
-            1 => vec![kind.part(keys::sidecar(key, &levels)?)],
+            1 => vec![kind.part(keys::sidecar(key, &levels))],
             _ => (0..shards)
-                .map(|i| {
-                    let shard = keys::shard_key(key, i, shards);
-                    Ok(kind.part(keys::sidecar(&shard, &levels)?))
-                })
-                .collect::<Result<Vec<_>>>()?,
+                .map(|i| kind.part(keys::sidecar(&keys::shard_key(key, i, shards), &levels)))
+                .collect(),
         };
         Ok(Made { kind, parts, guard })
     }
@@ -561,6 +557,10 @@ impl Seam for Growing {
 
     /// Large enough that the dense add (the levels read whole, the batch's bits merged) pays
     /// for its reads.
+    fn part_keys(&self, parts: &Shards<Part>) -> Vec<String> {
+        parts.parts().iter().map(|p| p.counts.clone()).collect()
+    }
+
     fn bulk_add_batch_size(&self, parts: &Shards<Part>) -> usize {
         100_000 * parts.count() as usize
     }
@@ -578,10 +578,6 @@ impl Cached for Growing {
 
     fn copy_bytes(&self, parts: &Shards<Part>) -> Result<u64> {
         Ok(self.first_copy_bytes(parts))
-    }
-
-    fn copy_keys(&self, parts: &Shards<Part>) -> Vec<String> {
-        parts.parts().iter().map(|p| p.counts.clone()).collect()
     }
 
     async fn read_copy<'a, C: Conn>(ctx: Ctx<'a, C, Self>, budget: u64) -> Result<near::Copy> {

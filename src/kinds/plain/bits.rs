@@ -30,11 +30,10 @@ pub(super) const MERGE: Cap = Cap::Merge {
 #[derive(Debug, Clone)]
 pub struct Bits {
     pub(crate) key: String,
-    /// The dense path's scratch key; `None` when the key's name allows no key in its slot.
-    pub(crate) scratch: Option<String>,
-    /// The second scratch key of a merge by ranges (`{KEY}:redbloom:scratch:or`), present
-    /// with `scratch`.
-    pub(crate) scratch_or: Option<String>,
+    /// The dense path's scratch key (`{KEY}:redbloom:scratch`).
+    pub(crate) scratch: String,
+    /// The second scratch key of a merge by ranges (`{KEY}:redbloom:scratch:or`).
+    pub(crate) scratch_or: String,
     pub(crate) geometry: Geometry,
     /// The batches waiting for a merge by ranges, and for a read by ranges (shared by the
     /// clones of this key's bits).
@@ -141,10 +140,9 @@ fn cached(cell: &OnceLock<Vec<u64>>, make: impl FnOnce() -> Result<Vec<u64>>) ->
 }
 
 impl Bits {
-    pub(crate) fn new(key: String, scratch: Option<String>, geometry: Geometry) -> Self {
-        let scratch_or = scratch
-            .as_ref()
-            .and_then(|_| keys::sidecar(&key, "redbloom:scratch:or").ok());
+    pub(crate) fn new(key: String, geometry: Geometry) -> Self {
+        let scratch = keys::sidecar(&key, "redbloom:scratch");
+        let scratch_or = keys::sidecar(&key, "redbloom:scratch:or");
         Bits {
             key,
             scratch,
@@ -191,7 +189,6 @@ impl Bits {
         if ctx.engine != Engine::Fast
             || !ctx.exec.has(MERGE)
             || bytes <= dense::MAX_BYTES
-            || self.scratch_or.is_none()
             || !dense::merge_by_ranges(bytes, range, offsets * dense::GATHER)
         {
             return Ok(None);
@@ -255,7 +252,7 @@ impl Bits {
         let dense = ctx.engine == Engine::Fast
             && ctx.exec.has(MERGE)
             && dense::worth_it(self.geometry.bits, items, self.geometry.hashes);
-        self.scratch.as_deref().filter(|_| dense)
+        dense.then_some(self.scratch.as_str())
     }
 
     /// Runs the batch's parts, a few at a time ([`exec::in_order`]), in order on the connection;

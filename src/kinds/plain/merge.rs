@@ -74,9 +74,7 @@ impl Bits {
         batches: &[&Grouped],
     ) -> Result<Vec<Answer>> {
         let per_item = || batches.iter().map(|_| Answer::PerItem).collect();
-        let (Some(scratch), Some(scratch_or)) = (&self.scratch, &self.scratch_or) else {
-            return Ok(per_item());
-        };
+        let (scratch, scratch_or) = (&self.scratch, &self.scratch_or);
         let offsets: usize = batches.iter().map(|b| b.offsets()).sum();
         if !self.merge_pays(ctx, offsets) {
             return Ok(per_item());

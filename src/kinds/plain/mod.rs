@@ -19,7 +19,7 @@ use crate::core::kind::{
 use crate::core::sharded::{self, Shards};
 use crate::core::{Bloom, Conn, Core, Ctx};
 use crate::engine::Engine;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::geometry::Geometry;
 use crate::hash::ItemHash;
 use crate::info::FilterInfo;
@@ -78,6 +78,7 @@ pub struct PlainOptions {
     /// `None`: go-zero's.
     layout: Option<Layout>,
     engine: Engine,
+    shared_with_go: bool,
 }
 
 kind::kind!(Plain = "plain", in bits);
@@ -114,6 +115,31 @@ impl Builder<Plain> {
     /// The commands the filter uses. Defaults to [`Engine::Fast`].
     pub fn engine(mut self, engine: Engine) -> Self {
         self.kind.engine = engine;
+        self
+    }
+
+    /// Whether the key may be a go-zero filter that a Go service wrote (the go-zero layout
+    /// only). Off by default.
+    ///
+    /// A filter that redbloom made stores its parameters beside its bits; go-zero stores none.
+    /// So a string at the key with no stored parameters may be Go's filter, or another
+    /// program's value that happens to be a string (a session token, a name). Such a key is
+    /// always read as a go-zero filter (when its length fits the size); it is written into,
+    /// cleared, given a TTL or imported over only when `shared` is `true`, and otherwise
+    /// refused with [`Error::ForeignString`](crate::Error::ForeignString), nothing changed.
+    /// A key that does not exist yet, or a filter redbloom made, needs no word.
+    ///
+    /// ```
+    /// use redbloom::{Layout, RedisBloom};
+    /// // The filter a Go service keeps with go-zero's core/bloom, 2^20 bits.
+    /// let shared = RedisBloom::builder("go:seen").bits(1 << 20).shared_with_go(true);
+    /// assert!(shared.validate().is_ok());
+    /// // go-zero writes only its own layout, of one key.
+    /// let native = RedisBloom::builder("seen").bits(1 << 20).hashes(7).layout(Layout::Native);
+    /// assert!(native.shared_with_go(true).validate().is_err());
+    /// ```
+    pub fn shared_with_go(mut self, shared: bool) -> Self {
+        self.kind.shared_with_go = shared;
         self
     }
 }
@@ -207,14 +233,21 @@ impl Seam for Plain {
         let engine = setup.kind.engine;
         let (bits, hashes) = kind::sized(&setup, layout, |fpr| fpr)?;
         let key = setup.key;
+        let shared_with_go = setup.kind.shared_with_go;
+        if shared_with_go && (layout != Layout::GoZero || setup.shards > 1) {
+            return Err(Error::InvalidConfig(
+                "shared_with_go is for a go-zero filter of one key (go-zero's layout, no shards), \
+                 as a Go service keeps it"
+                    .into(),
+            ));
+        }
         if setup.shards <= 1 {
             let geometry = Geometry::new(layout, bits, hashes)?;
-            // go-zero's own filters go unguarded when the name allows no key beside it.
-            let guard = Guard::of(key, 1, geometry.fingerprint(1), (layout, bits))?;
-            let scratch = keys::sidecar(key, "redbloom:scratch").ok();
+            let guard = Guard::of(key, 1, geometry.fingerprint(1), (layout, bits))
+                .shared_with_go(shared_with_go);
             return Ok(Made {
                 kind: Plain { geometry, engine },
-                parts: vec![Bits::new(key.to_owned(), scratch, geometry)],
+                parts: vec![Bits::new(key.to_owned(), geometry)],
                 guard,
             });
         }
@@ -222,14 +255,12 @@ impl Seam for Plain {
         let (per_shard, geometry) = kind::split(layout, bits, hashes, shards)?;
         let parts = (0..shards)
             .map(|i| {
-                let shard = keys::shard_key(key, i, shards);
-                let scratch = keys::sidecar(&shard, "redbloom:scratch").ok();
-                Bits::new(shard, scratch, per_shard)
+                Bits::new(keys::shard_key(key, i, shards), per_shard)
             })
             .collect();
         // The parameters are checked once, for the whole filter, in a slot of their own.
         let fingerprint = geometry.fingerprint(shards);
-        let guard = Guard::of(key, shards, fingerprint, (layout, geometry.bits))?;
+        let guard = Guard::of(key, shards, fingerprint, (layout, geometry.bits));
         Ok(Made {
             kind: Plain { geometry, engine },
             parts,
@@ -241,6 +272,7 @@ impl Seam for Plain {
         stored.in_bits(PlainOptions {
             layout: Some(Layout::from_name(stored.field("layout")?)?),
             engine: Engine::default(),
+            shared_with_go: false,
         })
     }
 
@@ -290,6 +322,14 @@ impl Seam for Plain {
         strings::drop_checked(ctx.exec(), &part.key, ctx.guard(), part.geometry, how).await
     }
 
+    fn route_engine(&self) -> Engine {
+        self.engine
+    }
+
+    fn part_keys(&self, parts: &Shards<Bits>) -> Vec<String> {
+        parts.parts().iter().map(|p| p.key.clone()).collect()
+    }
+
     fn bulk_add_batch_size(&self, parts: &Shards<Bits>) -> usize {
         let part = &parts.parts()[0].geometry;
         dense::add_batch_size(part.bits, part.hashes) * parts.count() as usize
@@ -307,10 +347,6 @@ impl Cached for Plain {
 
     fn copy_bytes(&self, _: &Shards<Bits>) -> Result<u64> {
         Ok(self.geometry.bits.div_ceil(8))
-    }
-
-    fn copy_keys(&self, parts: &Shards<Bits>) -> Vec<String> {
-        parts.parts().iter().map(|p| p.key.clone()).collect()
     }
 
     async fn read_copy<'a, C: Conn>(ctx: Ctx<'a, C, Self>, _: u64) -> Result<near::Strings> {

@@ -44,7 +44,7 @@ pub(super) async fn info<C: Conn>(
     // A sharded filter's parameters are in a slot of their own: their TTL is read there.
     let mut params_ttl = None;
     if !ctx.inline() {
-        let (exec, key) = (ctx.exec(), ctx.params().key().unwrap_or(ctx.key()));
+        let (exec, key) = (ctx.exec(), ctx.params().key());
         let pttl = redis::cmd("PTTL").arg(key).to_owned();
         let pttl: i64 = exec.retried(ctx.clock, || exec.query(key, &pttl)).await?;
         params_ttl = Some(pttl);

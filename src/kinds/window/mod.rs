@@ -32,6 +32,7 @@ use crate::core::kind::{
 };
 use crate::core::sharded::Shards;
 use crate::core::{Bloom, Conn, Ctx};
+use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::geometry::Geometry;
 use crate::info::WindowInfo;
@@ -216,8 +217,8 @@ impl Seam for Window {
         let named = generations_of(&fingerprint);
         let part = |name: &str| -> Result<Part> {
             Ok(Part {
-                prefix: keys::sidecar(name, &named)?,
-                scratch: keys::sidecar(name, "redbloom:scratch")?,
+                prefix: keys::sidecar(name, &named),
+                scratch: keys::sidecar(name, "redbloom:scratch"),
                 geometry: per_part,
             })
         };
@@ -230,7 +231,7 @@ impl Seam for Window {
                 .collect::<Result<Vec<_>>>()?,
         };
         let shape = (Layout::Native, geometry.bits);
-        let guard = Guard::of(key, shards, fingerprint.clone(), shape)?;
+        let guard = Guard::of(key, shards, fingerprint.clone(), shape);
         let kind = Window {
             geometry,
             window_ms,
@@ -265,6 +266,20 @@ impl Seam for Window {
         info::drop_part(ctx, how).await
     }
 
+    const EXPIRING: bool = true;
+
+    fn route_engine(&self) -> Engine {
+        Engine::Fast
+    }
+
+    fn part_keys(&self, parts: &Shards<Part>) -> Vec<String> {
+        parts
+            .parts()
+            .iter()
+            .map(|p| format!("{}:", p.prefix))
+            .collect()
+    }
+
     fn bulk_add_batch_size(&self, parts: &Shards<Part>) -> usize {
         self.bulk_batch_size(parts)
     }
@@ -280,14 +295,6 @@ impl Cached for Window {
 
     fn copy_bytes(&self, parts: &Shards<Part>) -> Result<u64> {
         Ok(near::bytes(self, parts))
-    }
-
-    fn copy_keys(&self, parts: &Shards<Part>) -> Vec<String> {
-        parts
-            .parts()
-            .iter()
-            .map(|p| format!("{}:", p.prefix))
-            .collect()
     }
 
     async fn read_copy<'a, C: Conn>(ctx: Ctx<'a, C, Self>, _: u64) -> Result<near::Copy> {

@@ -30,7 +30,7 @@ impl Part {
             .map(|back| format!("{}:{}", self.prefix, guess - back))
             .collect();
         if let Some(guard) = checked {
-            keys.extend(guard.key().map(str::to_owned));
+            keys.push(guard.key().to_owned());
             keys.push(guard.bits_key().to_owned());
         }
         keys
@@ -104,7 +104,7 @@ mod tests {
             scratch: "{k}:redbloom:scratch".into(),
             geometry: Geometry::new(Layout::Native, 64, 3).unwrap(),
         };
-        let guard = Guard::of("k", 1, "kind=window".into(), (Layout::Native, 64)).unwrap();
+        let guard = Guard::of("k", 1, "kind=window".into(), (Layout::Native, 64));
         let keys = part.keys(100, 4, Some(&guard));
         assert_eq!(keys.len(), 4 + 2 + 2);
         assert_eq!(keys[0], "{k}:redbloom:gen:101");

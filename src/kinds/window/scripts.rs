@@ -187,9 +187,7 @@ impl Window {
         guard: &Guard,
         key: &str,
     ) -> Result<()> {
-        let Some(params) = guard.key() else {
-            return Ok(());
-        };
+        let params = guard.key();
         let stored: Option<String> = exec.query(params, redis::cmd("GET").arg(params)).await?;
         match stored.filter(|s| *s != self.fingerprint) {
             Some(stored) => Err(self.mismatch(key, stored)),
