@@ -11,6 +11,11 @@ if KEYS[2] then
     local stored = redis.call("get", KEYS[2])
     if not stored then
         if redis.call("exists", key) == 1 then
+            -- bits of another kind; a key of another type is named, as a plain filter names it.
+            local kind = redis.call("type", key)["ok"]
+            if kind ~= "string" then
+                return redis.error_reply("WRONGTYPE the key " .. key .. " holds a " .. kind .. ", not a string")
+            end
             return {"params", ""}
         end
         redis.call("set", KEYS[2], ARGV[1])

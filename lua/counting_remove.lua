@@ -16,6 +16,11 @@ if KEYS[2] then
     if stored and stored ~= ARGV[1] then
         return {"params", stored}
     elseif not stored and redis.call("exists", key) == 1 then
+        -- bits of another kind; a key of another type is named, as a plain filter names it.
+        local kind = redis.call("type", key)["ok"]
+        if kind ~= "string" then
+            return redis.error_reply("WRONGTYPE the key " .. key .. " holds a " .. kind .. ", not a string")
+        end
         return {"params", ""}
     end
 end

@@ -36,6 +36,11 @@ if levels == 0 and #KEYS >= s + 3 then
             return {"params", stored}
         end
     elseif redis.call("exists", KEYS[s + 3]) == 1 then
+        -- bits of another kind; a key of another type is named, as a plain filter names it.
+        local kind = redis.call("type", KEYS[s + 3])["ok"]
+        if kind ~= "string" then
+            return redis.error_reply("WRONGTYPE the key " .. KEYS[s + 3] .. " holds a " .. kind .. ", not a string")
+        end
         return {"params", ""}
     else
         store = true

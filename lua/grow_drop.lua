@@ -14,6 +14,11 @@ if #KEYS >= m + 3 then
     if stored and stored ~= ARGV[1] then
         return {"params", stored}
     elseif not stored and redis.call("exists", KEYS[m + 3]) == 1 then
+        -- bits of another kind; a key of another type is named, as a plain filter names it.
+        local kind = redis.call("type", KEYS[m + 3])["ok"]
+        if kind ~= "string" then
+            return redis.error_reply("WRONGTYPE the key " .. KEYS[m + 3] .. " holds a " .. kind .. ", not a string")
+        end
         return {"params", ""}
     end
 end

@@ -6,7 +6,8 @@
 -- ARGV[1] + its length - 1. KEYS[3]: the import's scratch key.
 -- ARGV[1]: the piece's first byte. ARGV[2]: the file's length of this key: a shorter key grows
 -- to it (as BITOP OR of the whole key leaves the longer length), in one step, the first.
--- ARGV[3]: the TTL in ms of a key this step makes (-1: none); a key that exists keeps its own.
+-- ARGV[3]: the TTL in ms of a key this step makes (-1: none; below -1: the negated moment, in
+-- ms, it expires at); a key that exists keeps its own.
 -- ARGV[4]: "1" when the piece must be there, "0" for a step that only grows the key (a file
 -- whose bytes of this key are all zeros).
 -- Reply: 1; {"staged", KEYS[2]} when the piece is gone (its TTL ran out), nothing written.
@@ -37,5 +38,7 @@ if merged then
 end
 if made and ttl > 0 then
     redis.call("pexpire", KEYS[1], ttl)
+elseif made and ttl < -1 then
+    redis.call("pexpireat", KEYS[1], -ttl)
 end
 return 1

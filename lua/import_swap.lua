@@ -11,7 +11,8 @@
 -- bits show a filter without parameters.
 -- ARGV[1]: N. ARGV[2]: "replace", "merge" or "check". ARGV[3]: the parameters ("" when the
 -- filter keeps none). ARGV[4]: E. ARGV[5..N+4]: each section's length in bytes. ARGV[N+5..2N+4]: each
--- section's TTL in ms (-1: none). ARGV[2N+5..3N+4]: the type each key may hold besides none
+-- section's TTL in ms (-1: none; below -1: the negated moment, in ms, it expires at).
+-- ARGV[2N+5..3N+4]: the type each key may hold besides none
 -- ("string" or "hash").
 -- Reply: 1 when done; {"params", STORED} when the keys hold a filter with other parameters
 -- ("" when bits without any); {"staged", KEY} when a staging key is gone (expired: the import
@@ -63,14 +64,27 @@ for i = 1, n do
                 redis.call("pexpire", target, keep)
             elseif keep == -2 and ttl > 0 then
                 redis.call("pexpire", target, ttl)
+            elseif keep == -2 and ttl < -1 then
+                redis.call("pexpireat", target, -ttl)
             end
         end
     elseif len > 0 then
         redis.call("rename", staged, target)
         if ttl > 0 then
             redis.call("pexpire", target, ttl)
+        elseif ttl < -1 then
+            redis.call("pexpireat", target, -ttl)
         else
             redis.call("persist", target)
+        end
+    elseif ARGV[4 + 2 * n + i] == "string" then
+        -- An empty section: the key made empty, not deleted (a part exists whenever the
+        -- filter's parameters do: SPEC.md §3).
+        redis.call("set", target, "")
+        if ttl > 0 then
+            redis.call("pexpire", target, ttl)
+        elseif ttl < -1 then
+            redis.call("pexpireat", target, -ttl)
         end
     else
         redis.call("del", target)

@@ -9,6 +9,11 @@ if params and check then
         end
         verified = 1
     elseif redis.call("exists", KEYS[g + 4]) == 1 then
+        -- bits of another kind; a key of another type is named, as a plain filter names it.
+        local kind = redis.call("type", KEYS[g + 4])["ok"]
+        if kind ~= "string" then
+            return redis.error_reply("WRONGTYPE the key " .. KEYS[g + 4] .. " holds a " .. kind .. ", not a string")
+        end
         return {"params", ""}
     elseif ARGV[5] == "1" then
         redis.call("set", params, ARGV[4])

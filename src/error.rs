@@ -45,6 +45,34 @@ pub enum Error {
         requested: String,
     },
 
+    /// A part of the filter is gone though its stored parameters say it exists: evicted,
+    /// deleted by hand, or expired apart from them. Its items are lost, so a check cannot say
+    /// "absent"; nothing was written. Clear the filter to start again, or import a snapshot.
+    /// (A go-zero layout filter has no such promise: there a missing key is an empty filter.)
+    #[error(
+        "key {key:?} of filter {filter:?} is gone, though the filter's stored parameters say \
+         it exists (evicted, deleted, or expired apart from them): its items are lost; clear \
+         the filter to start again, or import a snapshot"
+    )]
+    Lost {
+        /// The filter's name.
+        filter: String,
+        /// The key that vanished.
+        key: String,
+    },
+
+    /// A snapshot file holds another filter than the one it is imported into: another kind,
+    /// other parameters or another shard count. Nothing was written.
+    #[error("the file holds {file}, but filter {key:?} is {filter}: nothing was imported")]
+    FileMismatch {
+        /// The filter's key.
+        key: String,
+        /// What the file's header says it holds.
+        file: String,
+        /// What the filter is.
+        filter: String,
+    },
+
     /// The key holds a string with no stored parameters: not a filter that redbloom made. It
     /// may be a go-zero filter that a Go service wrote, or another program's value. Such a key
     /// is read as a go-zero filter, but written into, cleared or given a TTL only by a client
@@ -137,8 +165,10 @@ pub enum Error {
     #[error("permission denied by the server's ACL (NOPERM)")]
     NoPermission(#[source] RedisError),
 
-    /// Redis refused a write because it reached `maxmemory` (`OOM`); nothing of that call was
-    /// written.
+    /// Redis refused a write because it reached `maxmemory` (`OOM`). The refused command wrote
+    /// nothing, but a batch goes as several commands, and those sent before it may have been
+    /// applied: their items are then in the filter (a repeated add finds them), and a counting
+    /// filter's increments or decrements there are applied (repeating them counts twice).
     #[error("Redis is out of memory (OOM: used memory > maxmemory); the write was refused")]
     OutOfMemory(#[source] RedisError),
 
@@ -189,9 +219,11 @@ impl Error {
     /// Classifies an error from an operation on `key`.
     pub(crate) fn from_redis(err: RedisError, key: &str) -> Self {
         if has_server_code(&err, "WRONGTYPE") {
+            let (key, found) =
+                named_wrong_type(&err).unwrap_or_else(|| (key.to_owned(), UNNAMED_TYPE.to_owned()));
             Error::WrongType {
-                key: key.to_owned(),
-                found: "value of another type".to_owned(),
+                key,
+                found,
                 source: err,
             }
         } else if has_server_code(&err, "NOPERM") || is_script_acl_refusal(&err) {
@@ -259,6 +291,21 @@ fn server_errors(err: &RedisError) -> Vec<(String, String)> {
 }
 
 /// Whether the server answered `code`, directly or for any command of a pipeline or transaction.
+/// What a [`Error::WrongType`] says the key holds until the key's `TYPE` is asked.
+pub(crate) const UNNAMED_TYPE: &str = "value of another type";
+
+/// The key and type that one of our scripts named in its refusal, `WRONGTYPE the key KEY holds
+/// a TYPE, not a string` (the filter's own name, where the command's first key is another).
+fn named_wrong_type(err: &RedisError) -> Option<(String, String)> {
+    server_errors(err).iter().find_map(|(code, detail)| {
+        let rest = detail.strip_prefix("the key ")?;
+        let (key, found) = rest
+            .strip_suffix(", not a string")?
+            .rsplit_once(" holds a ")?;
+        (code == "WRONGTYPE").then(|| (key.to_owned(), found.to_owned()))
+    })
+}
+
 fn has_server_code(err: &RedisError, code: &str) -> bool {
     server_errors(err).iter().any(|(c, _)| c == code)
 }

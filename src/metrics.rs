@@ -113,6 +113,8 @@ impl Error {
             Error::InvalidConfig(_) => "invalid_config",
             Error::OffsetOutOfRange { .. } => "offset_out_of_range",
             Error::ParamsMismatch { .. } => "params_mismatch",
+            Error::FileMismatch { .. } => "file_mismatch",
+            Error::Lost { .. } => "lost",
             Error::ForeignString { .. } => "foreign_string",
             Error::Evictable { .. } => "evictable",
             Error::Full { .. } => "full",

@@ -19,9 +19,17 @@ pub(crate) struct Options {
     pub(crate) merge_chunk: Option<u64>,
     /// Write even when the server may evict the filter's keys.
     pub(crate) accept_eviction: bool,
+    /// How long an import waits for its input's next byte (`None`: the default,
+    /// [`IDLE_INPUT`](crate::snapshot::IDLE_INPUT)).
+    pub(crate) input_idle: Option<Duration>,
 }
 
 impl Options {
+    /// How long an import waits for its input's next byte.
+    pub(crate) fn input_idle(&self) -> Duration {
+        self.input_idle.unwrap_or(crate::snapshot::IDLE_INPUT)
+    }
+
     /// Bytes per step of a range merge or range read.
     pub(crate) fn merge_chunk(&self) -> u64 {
         self.merge_chunk.unwrap_or(crate::dense::RANGE_BYTES)

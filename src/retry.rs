@@ -26,7 +26,11 @@ use tokio::time::Instant;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Retry {
-    /// No retry starts once this long has passed since the call began.
+    /// No retry starts once this long has passed since the step began (its first attempt:
+    /// one command, transaction or script, or the steps retried together): a call of many
+    /// steps that each succeed is never failed by its total length, and an outage longer than
+    /// this fails the step it meets. [`Builder::timeout`](crate::Builder::timeout) bounds a
+    /// call as a whole.
     pub budget: Duration,
     /// The wait before the first retry.
     pub first_delay: Duration,
@@ -134,7 +138,9 @@ where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<T>>,
 {
-    let started = clock.started;
+    // The budget counts from this step's first attempt, so that progress counts: a long call
+    // whose steps succeed keeps the whole budget for its next fault.
+    let started = Instant::now();
     let timeout = clock.timeout;
     let deadline = clock.deadline();
     let mut delay = policy.first_delay;
@@ -225,6 +231,24 @@ mod tests {
         assert_eq!(clock.attempts(), 3);
         run(policy, &clock, || async { Ok(()) }).await.unwrap();
         assert_eq!(clock.attempts(), 3);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_budget_counts_from_the_step_not_the_call() {
+        // A call that has run for a minute of successful steps still rides out a fault.
+        let clock = Clock::start(None, "test");
+        tokio::time::advance(Duration::from_secs(60)).await;
+        let policy = Retry::for_duration(Duration::from_secs(5));
+        let tries = AtomicU32::new(0);
+        let result = run(policy, &clock, || async {
+            match tries.fetch_add(1, Ordering::Relaxed) {
+                0..=1 => Err(lost()),
+                _ => Ok(1),
+            }
+        })
+        .await;
+        assert_eq!(result.unwrap(), 1);
+        assert_eq!(tries.load(Ordering::Relaxed), 3);
     }
 
     #[tokio::test(start_paused = true)]

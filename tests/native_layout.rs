@@ -175,7 +175,17 @@ async fn parameters_are_stored_on_the_first_add() {
         hgetall(&mut conn, &params_key(&key)).await,
         stored_params(64, 3)
     );
-    assert!(!common::key_exists(&mut conn, &key).await, "no bits yet");
+    // The bits are made with them, empty: they exist whenever the parameters do (a key gone
+    // under stored parameters is lost data, SPEC.md §3).
+    assert_eq!(
+        common::key_hex(&mut conn, &key).await,
+        "",
+        "no bits set yet"
+    );
+    assert!(
+        common::key_exists(&mut conn, &key).await,
+        "the bits made with them"
+    );
     // And a same-config client agrees.
     native(&key, 64, 3)
         .build(conn.clone())

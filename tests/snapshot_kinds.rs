@@ -184,7 +184,7 @@ async fn every_kind_round_trips_under_another_key_and_into_another_server() {
                 .import(&file[..], ImportMode::Replace)
                 .await
                 .unwrap_err();
-            assert!(matches!(err, Error::ParamsMismatch { .. }), "{what}: {err}");
+            assert!(matches!(err, Error::FileMismatch { .. }), "{what}: {err}");
             assert_eq!(
                 dump(&mut conn, &key).await,
                 before,
@@ -257,4 +257,80 @@ async fn a_growing_import_drops_the_levels_past_the_file() {
         g.info().await.unwrap().levels > levels_in_file,
         "keeps growing"
     );
+}
+
+/// A window filter's generation keys.
+async fn generations(conn: &mut Conn, key: &str) -> Vec<String> {
+    redis::cmd("KEYS")
+        .arg(format!("{{{key}}}:redbloom:gen:*"))
+        .query_async(conn)
+        .await
+        .unwrap()
+}
+
+/// A window's generations keep the expiry of their epoch through a snapshot: imported a while
+/// after the export, a generation expires when the source's does (not the file's TTL later);
+/// a file whose generations have all left the window is refused and changes nothing.
+#[tokio::test]
+async fn a_window_snapshot_keeps_its_generations_expiry() {
+    let redis = common::redis().await;
+    let mut conn = redis.connection().await;
+    // W = 2 s, G = 2: a generation lives at most 4 s.
+    let window = |key: &str| {
+        WindowBloom::builder(key, Duration::from_secs(2))
+            .generations(2)
+            .expected_items(1_000)
+            .false_positive_rate(0.01)
+            .build(conn.clone())
+            .unwrap()
+    };
+    let (source_key, target_key) = (
+        common::unique_key("snap-window-src"),
+        common::unique_key("snap-window-dst"),
+    );
+    let (source, target) = (window(&source_key), window(&target_key));
+    source.add_many(&items("w", 100)).await.unwrap();
+    let mut file = Vec::new();
+    source.export(&mut file).await.unwrap();
+    let live = generations(&mut conn, &source_key).await;
+    assert!(!live.is_empty());
+    let source_pttl = common::pttl(&mut conn, &live[0]).await;
+    // Time passes between the export and the import: what is measured.
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    target.import(&file[..], ImportMode::Replace).await.unwrap();
+    let epoch = live[0].rsplit(':').next().unwrap();
+    let imported = generations(&mut conn, &target_key)
+        .await
+        .into_iter()
+        .find(|k| k.rsplit(':').next() == Some(epoch))
+        .expect("the generation imported");
+    let target_pttl = common::pttl(&mut conn, &imported).await;
+    assert!(
+        target_pttl <= source_pttl - 500,
+        "the imported generation expires with its epoch: PTTL {target_pttl} ms, the source's \
+         was {source_pttl} ms 800 ms before"
+    );
+
+    // Once every generation has left the window, the file is refused: nothing is written.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !generations(&mut conn, &source_key).await.is_empty() {
+        assert!(std::time::Instant::now() < deadline, "generations expire");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    target.add("kept").await.unwrap();
+    let before = dump(&mut conn, &target_key).await;
+    let err = target
+        .import(&file[..], ImportMode::Replace)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, Error::Snapshot(e) if e.to_string().contains("left the window")),
+        "{err:?}"
+    );
+    assert_eq!(
+        dump(&mut conn, &target_key).await,
+        before,
+        "nothing written"
+    );
+    assert!(target.exists("kept").await.unwrap());
 }

@@ -901,10 +901,20 @@ async fn a_merge_holds_the_server_one_range_at_a_time() {
 
 /// A snapshot with `header` and one `bits` section per shard of `shard_len` bytes of `fill`.
 async fn forged(header: &SnapshotHeader, sections: &[(u32, u64)], fill: u8) -> Vec<u8> {
+    forged_as(header, "bits", sections, fill).await
+}
+
+/// [`forged`], every section of `role`.
+async fn forged_as(
+    header: &SnapshotHeader,
+    role: &str,
+    sections: &[(u32, u64)],
+    fill: u8,
+) -> Vec<u8> {
     let mut writer = SnapshotWriter::new(Vec::new(), header).await.unwrap();
     for &(shard, len) in sections {
         writer
-            .begin_section(&SectionHeader::new(shard, "bits", len))
+            .begin_section(&SectionHeader::new(shard, role, len))
             .await
             .unwrap();
         writer.write(&vec![fill; len as usize]).await.unwrap();
@@ -913,7 +923,7 @@ async fn forged(header: &SnapshotHeader, sections: &[(u32, u64)], fill: u8) -> V
 }
 
 /// A file of other parameters, another kind, or another shard count, in either mode, is
-/// `ParamsMismatch`; a file with a section the filter has no room for, or two sections for one
+/// `FileMismatch`; a file with a section the filter has no room for, or two sections for one
 /// shard, is refused; in every case every key of the server is as before (`DUMP`), and no
 /// staging key is left.
 #[tokio::test]
@@ -958,7 +968,7 @@ async fn a_file_of_another_filter_changes_nothing() {
             let fresh = filter(&target_key, shape, conn.clone());
             let err = fresh.import(&file[..], mode).await.unwrap_err();
             assert!(
-                matches!(err, Error::ParamsMismatch { .. }),
+                matches!(err, Error::FileMismatch { .. }),
                 "{name} {mode:?}: {err:?}"
             );
             let changed = common::changed_keys(&before, &common::keyspace(&mut conn).await);
@@ -997,6 +1007,11 @@ async fn a_file_of_another_filter_changes_nothing() {
                 forged(&header, &twice, 0xff).await,
                 false,
             ),
+            (
+                "a section of a role the kind does not have",
+                forged_as(&header, "mystery", &[(0, 10)], 0xff).await,
+                false,
+            ),
         ];
         for (case, file, mismatch) in &cases {
             let fresh = filter(&target_key, shape, conn.clone());
@@ -1006,10 +1021,19 @@ async fn a_file_of_another_filter_changes_nothing() {
                 .unwrap_err();
             match mismatch {
                 true => assert!(
-                    matches!(err, Error::ParamsMismatch { .. }),
+                    matches!(err, Error::FileMismatch { .. }),
                     "{name}, {case}: {err:?}"
                 ),
                 false => assert!(matches!(err, Error::Snapshot(_)), "{name}, {case}: {err:?}"),
+            }
+            // In the user's words: a section named by its fields, not by Rust's Debug output.
+            let text = err.to_string();
+            assert!(!text.contains("SectionHeader"), "{name}, {case}: {text}");
+            if case.contains("role") {
+                assert!(
+                    text.contains("section \"mystery\" of shard 0"),
+                    "{name}: {text}"
+                );
             }
             let changed = common::changed_keys(&before, &common::keyspace(&mut conn).await);
             assert!(changed.is_empty(), "{name}, {case}: changed {changed:?}");
@@ -1445,4 +1469,66 @@ async fn staging_keys_stay_fresh_while_later_sections_are_staged() {
         "staging keys whose TTL ran down while the importer kept writing (lowest PTTL seen, \
          ms): {stale:?}; all: {lowest:?}"
     );
+}
+
+/// An import from an input that stalls gives up after the idle limit (a timed-out read),
+/// writes nothing and leaves no staging key; one whose bytes keep coming, however slowly in
+/// all, is not cut short: only waiting for the next byte counts.
+#[tokio::test]
+async fn a_stalled_input_gives_up_and_writes_nothing() {
+    use tokio::io::AsyncWriteExt;
+    let redis = common::redis().await;
+    let mut conn = redis.connection().await;
+    let key = common::unique_key("snap-stalled");
+    let source = filter(&key, NATIVE_4, conn.clone());
+    add_all(&source, &items("in", 2_000)).await;
+    let mut file = Vec::new();
+    source.export(&mut file).await.unwrap();
+    let target_key = common::unique_key("snap-stalled-dst");
+    let idle = Duration::from_millis(400);
+    let target = builder(&target_key, NATIVE_4)
+        .import_idle_timeout(idle)
+        .build(conn.clone())
+        .unwrap();
+    add_all(&target, &items("kept", 100)).await;
+    let before = common::keyspace(&mut conn).await;
+
+    // Half the file, then nothing (the writer stays open).
+    let (mut writer, reader) = tokio::io::duplex(1 << 16);
+    let half = file.len() / 2;
+    let feed = async {
+        writer.write_all(&file[..half]).await.unwrap();
+        std::future::pending::<()>().await
+    };
+    let started = std::time::Instant::now();
+    let import = tokio::time::timeout(idle * 20, target.import(reader, ImportMode::Replace));
+    let err = tokio::select! {
+        result = import => result.expect("the import gave up on its own").unwrap_err(),
+        () = feed => unreachable!(),
+    };
+    let waited = started.elapsed();
+    assert!(err.to_string().contains("snapshot"), "{err}");
+    let source_text = std::error::Error::source(&err).map(|e| e.to_string());
+    let chain = format!("{err:?} {source_text:?}");
+    assert!(
+        chain.contains("TimedOut") || chain.contains("no input"),
+        "{chain}"
+    );
+    assert!(waited < idle * 10, "gave up after {waited:?}");
+    let changed = common::changed_keys(&before, &common::keyspace(&mut conn).await);
+    assert!(changed.is_empty(), "changed {changed:?}");
+
+    // The whole file in small pieces, each within the limit, longer than it in all.
+    let (mut writer, reader) = tokio::io::duplex(1 << 16);
+    let pieces = 6;
+    let feed = async {
+        for piece in file.chunks(file.len().div_ceil(pieces)) {
+            writer.write_all(piece).await.unwrap();
+            tokio::time::sleep(idle / 2).await;
+        }
+        drop(writer);
+    };
+    let (imported, ()) = tokio::join!(target.import(reader, ImportMode::Replace), feed);
+    imported.unwrap();
+    assert!(target.exists("in:1").await.unwrap());
 }

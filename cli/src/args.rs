@@ -113,9 +113,10 @@ pub(crate) struct Cli {
     )]
     pub(crate) timeout: f64,
 
-    /// Seconds a call keeps retrying (reconnecting, with backoff from 50 ms to 1 s) after a
+    /// Seconds a step keeps retrying (reconnecting, with backoff from 50 ms to 1 s) after a
     /// lost connection or a timeout before the command gives up, connecting first included (a
-    /// server that is starting); 0 to 86400, 0 never retries. A refused password, a bad URL or
+    /// server that is starting), counted from the step that meets the fault: a long load whose
+    /// steps succeed is never failed by its length; 0 to 86400, 0 never retries. A refused password, a bad URL or
     /// certificate, or a server that does not speak Redis fails at once.
     #[arg(
         long,
@@ -348,7 +349,7 @@ file. Format: docs/snapshot-format.md."
     },
     /// Replace the filter at --key with FILE's ("-": stdin), or with --merge add FILE's items.
     #[command(
-        override_usage = usage!("import [--merge] FILE"),
+        override_usage = usage!("import [--merge] [--idle DURATION] FILE"),
         after_help = "Example:
   redbloom --url redis://other:6379 --key seen --capacity 10000000 --fpr 0.001 import seen.rbloom
 
@@ -361,6 +362,10 @@ swapped in once verified: a bad file or an interrupted import leaves the filter 
         /// Add the file's items to the filter (OR its bits in) instead of replacing it.
         #[arg(long)]
         merge: bool,
+        /// Give up when FILE gives no byte for DURATION (a stalled pipe): exit 2, nothing
+        /// written. Seconds, or a number with a unit (500ms, 90s, 5m) [default: 60s].
+        #[arg(long, value_name = "DURATION", value_parser = duration)]
+        idle: Option<Duration>,
     },
     /// Build the filter from the lines of ITEMS without Redis, and write it to --out FILE.
     #[command(

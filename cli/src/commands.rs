@@ -247,7 +247,7 @@ async fn execute<K: CliKind>(cli: &Cli, builder: Builder<K>, conn: Connection) -
                 false => print(&moved, json),
             }
         }
-        Command::Import { file, merge } => {
+        Command::Import { file, merge, .. } => {
             print(&snapshot::import(&bloom, file, *merge).await?, json)
         }
         // Handled before connecting.

@@ -52,6 +52,12 @@ pub(crate) fn options<K: Kind>(cli: &Cli, builder: Builder<K>) -> Result<Builder
         builder = builder.merge_chunk_bytes(bytes);
     }
     builder = builder.accept_eviction(cli.accept_eviction);
+    if let Command::Import {
+        idle: Some(idle), ..
+    } = &cli.command
+    {
+        builder = builder.import_idle_timeout(*idle);
+    }
     if let Some(refresh) = cli.near_cache {
         // Without tracking here, so that the copy's budget is checked before any I/O; the
         // command adds the tracking connection's client once it knows the server.

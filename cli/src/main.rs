@@ -33,7 +33,11 @@ fn main() -> ExitCode {
         Ok(runtime) => runtime,
         Err(err) => return fail(&format!("cannot start the async runtime: {err}")),
     };
-    match runtime.block_on(commands::run(cli)) {
+    let result = runtime.block_on(commands::run(cli));
+    // Without waiting for blocking reads still in flight: standard input read by a thread of
+    // the runtime (an import that gave up on a stalled pipe) would hold the exit for ever.
+    runtime.shutdown_background();
+    match result {
         Ok(code) => code,
         Err(err) => fail(&describe(&err)),
     }

@@ -37,21 +37,21 @@ async fn clear_expire_and_add_refuse_keys_of_other_types() {
         .query_async(&mut conn)
         .await
         .unwrap();
+    // Every kind, writing and reading: the key's type is named, as for a plain filter.
+    let sized = ["--capacity", "100", "--fpr", "0.01"];
+    let mut cases: Vec<Vec<&str>> = vec![
+        vec!["--bits", "64", "clear"],
+        vec!["--bits", "64", "expire", "1"],
+        vec!["--bits", "64", "add", "x"],
+        [&sized[..], &["--layout", "native", "clear"]].concat(),
+    ];
+    for kind in [&["--window", "1h"][..], &["--growth", "2"], &["--counting"]] {
+        for verb in ["add", "exists"] {
+            cases.push([kind, &sized, &[verb, "x"]].concat());
+        }
+    }
     for (key, kind) in [(&userdb, "hash"), (&queue, "list")] {
-        for args in [
-            &["--bits", "64", "clear"][..],
-            &["--bits", "64", "expire", "1"],
-            &["--bits", "64", "add", "x"],
-            &[
-                "--capacity",
-                "100",
-                "--fpr",
-                "0.01",
-                "--layout",
-                "native",
-                "clear",
-            ],
-        ] {
+        for args in &cases {
             let line = assert_fails(redbloom(&url, key, args), &[key, kind], None);
             for internal in ["Pipeline", "Index", "script", "WRONGTYPE Operation"] {
                 assert!(!line.contains(internal), "{args:?}: {line}");

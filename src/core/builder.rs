@@ -215,6 +215,23 @@ impl<K: Kind> Builder<K> {
         self
     }
 
+    /// How long [`import`](Bloom::import) waits for its input's next byte before it gives up
+    /// (`Error::Snapshot` of a timed-out read; nothing is written, no staging key is left).
+    /// Defaults to 60 s. A stalled pipe would otherwise hold the import for ever. Time spent
+    /// on Redis between reads does not count.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let config = redbloom::RedisBloom::builder("seen")
+    ///     .bits(1 << 20)
+    ///     .import_idle_timeout(Duration::from_secs(5));
+    /// assert!(config.validate().is_ok());
+    /// ```
+    pub fn import_idle_timeout(mut self, idle: Duration) -> Self {
+        self.options.input_idle = Some(idle);
+        self
+    }
+
     /// Keeps a copy of the filter in the process that answers `exists` and `exists_many` with
     /// no round trip (SPEC.md §6): any change by any client reaches it within
     /// [`NearCache::refresh`]'s interval, which is the only staleness. The copy's size (the
@@ -282,6 +299,11 @@ impl<K: Kind> Builder<K> {
         if self.options.timeout == Some(Duration::ZERO) {
             return Err(Error::InvalidConfig(
                 "the timeout must be longer than zero".into(),
+            ));
+        }
+        if self.options.input_idle.is_some_and(|idle| idle.is_zero()) {
+            return Err(Error::InvalidConfig(
+                "import_idle_timeout must be more than zero".into(),
             ));
         }
         if let Some(bytes) = self.options.merge_chunk {

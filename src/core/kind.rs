@@ -216,6 +216,15 @@ pub trait Seam: Sized + Send + Sync + Debug + 'static {
     /// Forgets what the filter learned of its keys (after a clear or an import replaced them).
     fn forget(&self, _parts: &Shards<Self::Part>) {}
 
+    /// Whether every part exists while the filter's parameters are stored (SPEC.md §3): a
+    /// check that finds a part gone fails with [`Error::Lost`](crate::Error::Lost) instead of
+    /// answering "absent" ([`lost`](super::lost)). The kind makes each part before its
+    /// parameters are stored. Not for filters whose keys may go by design (a window's
+    /// generations) or that another program writes (go-zero's layout).
+    fn keeps_parts(&self) -> bool {
+        false
+    }
+
     /// Whether the filter's keys carry a TTL by design (a window filter's generations), so
     /// that a `volatile-*` eviction policy may evict them.
     const EXPIRING: bool = false;

@@ -9,6 +9,7 @@
 pub(crate) mod builder;
 pub(crate) mod call;
 pub(crate) mod kind;
+mod lost;
 pub(crate) mod sharded;
 pub(crate) mod stored;
 mod transfer;
@@ -162,7 +163,7 @@ impl<C: Conn, K: Kind> Core<C, K> {
             return Ok(Vec::new());
         }
         if self.inline() {
-            return K::batch(self.ctx(clock, 0), op, items).await;
+            return self.part_batch(clock, 0, op, items).await;
         }
         self.parts
             .fan_out(
@@ -171,8 +172,49 @@ impl<C: Conn, K: Kind> Core<C, K> {
                 &self.guard,
                 items,
                 K::check(op),
-                |index, items| async move { K::batch(self.ctx(clock, index), op, &items).await },
+                |index, items| async move { self.part_batch(clock, index, op, &items).await },
             )
+            .await
+    }
+
+    /// A batch of `op` on part `index`. A check or removal of a kind that keeps its parts
+    /// asks beside it whether the part exists: "absent" from a part that is gone while the
+    /// parameters are stored is [`Error::Lost`](crate::Error::Lost).
+    async fn part_batch(
+        &self,
+        clock: &Clock,
+        index: usize,
+        op: Op,
+        items: &[&[u8]],
+    ) -> Result<Vec<bool>> {
+        let ctx = self.ctx(clock, index);
+        if !matches!(op, Op::Exists | Op::Remove) || !self.kind.keeps_parts() {
+            return K::batch(ctx, op, items).await;
+        }
+        let part = &self.groups[index];
+        let exists = self.exec.retried(clock, || lost::exists(&self.exec, part));
+        let (answers, exists) = futures_util::future::join(K::batch(ctx, op, items), exists).await;
+        let names = (self.key.as_str(), part.as_str(), self.guard.key());
+        lost::confirm(&self.exec, names, answers?, exists?).await
+    }
+
+    /// A sharded filter of a kind that keeps its parts, about to write for the first time on
+    /// this handle: when no parameters are stored yet (a new filter, or one cleared), every
+    /// part is made before the write stores them, so that a part is never merely unwritten.
+    pub(crate) async fn make_parts(&self, clock: &Clock) -> Result<()> {
+        if self.inline() || !self.kind.keeps_parts() || self.guard.is_checked() {
+            return Ok(());
+        }
+        let guard = &self.guard;
+        self.exec
+            .retried(clock, || guard.ensure(&self.exec, false))
+            .await?;
+        if guard.is_checked() {
+            return Ok(());
+        }
+        let parts = &self.groups;
+        self.exec
+            .retried(clock, || lost::make_parts(&self.exec, parts))
             .await
     }
 
@@ -197,8 +239,17 @@ impl<C: Conn, K: Kind> Core<C, K> {
         let clock = self.exec.clock();
         if !items.is_empty() {
             self.writable(&clock, false).await?;
+            self.make_parts(&clock).await?;
         }
         let answers = self.batch(&clock, op, items).await;
+        if self.kind.keeps_parts() && self.guard.take_restored() {
+            // The parameters were stored again beside this write (another client cleared the
+            // filter, or it expired): the parts this write did not touch are made again.
+            let parts = &self.groups;
+            self.exec
+                .retried(&clock, || lost::make_parts(&self.exec, parts))
+                .await?;
+        }
         if let Some(near) = &self.near {
             match (&answers, op) {
                 (Ok(_), Op::Add | Op::AddIfAbsent) => near.added(items),

@@ -100,6 +100,7 @@ impl<C: Conn, K: Kind> Core<C, K> {
         if mode == ImportMode::Merge {
             self.kind.merge_allowed()?;
         }
+        let input = snapshot::Idle::new(input, self.exec.options().input_idle());
         let (mut reader, header) = SnapshotReader::open(input).await?;
         snapshot::check_header(
             &header,

@@ -6,7 +6,7 @@
 use super::eviction::Eviction;
 use super::tx::{Replies, Tx};
 use crate::engine::Engine;
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, UNNAMED_TYPE};
 use crate::options::Options;
 use crate::retry::{self, Clock};
 use crate::scripts::{Arg, LuaScript};
@@ -180,11 +180,13 @@ where
         Fut: Future<Output = Result<T>>,
     {
         match retry::run(self.options.retry, clock, attempt).await {
-            Err(Error::WrongType { key, source, .. }) => Err(Error::WrongType {
-                found: self.type_of(&key).await,
-                key,
-                source,
-            }),
+            Err(Error::WrongType { key, found, source }) if found == UNNAMED_TYPE => {
+                Err(Error::WrongType {
+                    found: self.type_of(&key).await,
+                    key,
+                    source,
+                })
+            }
             done => done,
         }
     }
@@ -195,7 +197,7 @@ where
             .arg(key)
             .query_async(&mut self.conn.clone())
             .await;
-        kind.unwrap_or_else(|_| "value of another type".to_owned())
+        kind.unwrap_or_else(|_| UNNAMED_TYPE.to_owned())
     }
 
     /// Runs one step on the slot group of `key` (the key errors are reported for).

@@ -40,6 +40,13 @@ pub(crate) struct Guard {
     foreign: AtomicI64,
     /// The ACL refused the check's script (go-zero's layout goes without it).
     unchecked: AtomicBool,
+    /// A sharded filter's step stored the parameters again (after another client's clear or
+    /// an expiry): its parts are to be made again ([`take_restored`](Guard::take_restored)).
+    restored: AtomicBool,
+    /// Whether the bits key is made (an empty string) in the step that stores the parameters
+    /// of a filter of one key, so that it exists whenever they do (SPEC.md §3: lost data is an
+    /// error).
+    keeps_bits: bool,
 }
 
 /// Why [`clear`](crate::RedisBloom::clear) or another checked step refused: the server's
@@ -83,7 +90,16 @@ impl Guard {
             checked: AtomicBool::new(false),
             foreign: AtomicI64::new(-1),
             unchecked: AtomicBool::new(false),
+            restored: AtomicBool::new(false),
+            keeps_bits: false,
         }
+    }
+
+    /// The same guard, making the bits key of a filter of one key when it stores the
+    /// parameters (`keeps`).
+    pub(crate) fn keeps_bits(mut self, keeps: bool) -> Self {
+        self.keeps_bits = keeps && self.bits_key != self.key;
+        self
     }
 
     /// The same guard, taking bits without stored parameters for a go-zero filter shared with
@@ -174,6 +190,8 @@ impl Guard {
             checked: AtomicBool::new(false),
             foreign: AtomicI64::new(-1),
             unchecked: AtomicBool::new(false),
+            restored: AtomicBool::new(false),
+            keeps_bits: self.keeps_bits,
         }
     }
 
@@ -278,7 +296,11 @@ impl Guard {
                 &self.bits_key,
                 &scripts::PARAMS,
                 &[key, &self.bits_key],
-                &[&self.fingerprint, &(if write { "1" } else { "0" })],
+                &[
+                    &self.fingerprint,
+                    &(if write { "1" } else { "0" }),
+                    &(if self.keeps_bits { "1" } else { "0" }),
+                ],
             )
             .await;
         let checked = match (self.layout, stored) {
@@ -339,9 +361,17 @@ impl Guard {
                 return Ok(());
             };
             let stored = exec.run(key, &tx).await?.take(slot)?;
+            if stored == Value::Nil {
+                self.restored.store(true, Ordering::Release);
+            }
             self.check_step(stored)
         })
         .await
+    }
+
+    /// Whether a step beside the parts stored the parameters again since the last ask.
+    pub(crate) fn take_restored(&self) -> bool {
+        self.restored.swap(false, Ordering::AcqRel)
     }
 
     /// A sharded filter's `clear` or `expire` of its parameters key (the last step, after the

@@ -48,6 +48,15 @@ pub enum SnapshotError {
     #[error("invalid snapshot use: {0}")]
     InvalidInput(String),
 
+    /// Every section of the file has expired since it was written (a window filter's
+    /// generations that have all left the window): importing it would leave nothing.
+    /// Nothing was written.
+    #[error("the snapshot has expired: {what}; nothing was imported")]
+    Expired {
+        /// What expired.
+        what: String,
+    },
+
     /// Reading or writing the underlying stream failed.
     #[error("I/O error on the snapshot stream")]
     Io(#[from] std::io::Error),

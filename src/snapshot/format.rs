@@ -115,6 +115,17 @@ pub struct SectionHeader {
     pub ttl_ms: Option<u64>,
 }
 
+/// How errors name a section: `section "bits" of shard 0 (meta "…", 1024 bytes)`.
+impl std::fmt::Display for SectionHeader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "section {:?} of shard {}", self.role, self.shard)?;
+        if !self.meta.is_empty() {
+            write!(f, " (meta {:?})", self.meta)?;
+        }
+        write!(f, ", {} bytes", self.len)
+    }
+}
+
 impl SectionHeader {
     /// A section of `len` bytes for `shard` and `role`, with no meta and no TTL.
     pub fn new(shard: u32, role: impl Into<String>, len: u64) -> Self {

@@ -10,6 +10,7 @@ mod chunk;
 mod error;
 mod export;
 mod format;
+mod idle;
 mod input;
 mod reader;
 mod stage;
@@ -30,6 +31,7 @@ pub use self::{
 };
 
 pub(crate) use self::export::export;
+pub(crate) use self::idle::{Idle, IDLE_INPUT};
 pub(crate) use self::stage::{drop_staged, stage};
 pub(crate) use self::swap::swap_checked;
 pub(crate) use self::transfer::{check_header, nonce, too_long, Group, Params, Staged, Stored};

@@ -35,7 +35,7 @@ pub(crate) fn place<'a>(
 ) -> Result<Staged> {
     let (key, max_bytes) = key_of(section.shard as usize)
         .filter(|_| section.role == BITS)
-        .ok_or_else(|| super::invalid(format!("no place for a section {section:?}")))?;
+        .ok_or_else(|| super::invalid(format!("the filter has no place for the {section}")))?;
     if section.len > max_bytes {
         return Err(super::invalid(format!(
             "shard {} holds {} bytes, more than its {max_bytes}",
@@ -47,6 +47,7 @@ pub(crate) fn place<'a>(
         staging: keys::sidecar(key, &format!("redbloom:import:{nonce}")),
         len: section.len,
         ttl_ms: section.ttl_ms,
+        expire_at_ms: None,
         hash: false,
         pieces: None,
     })

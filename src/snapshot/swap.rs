@@ -37,7 +37,7 @@ where
             continue;
         }
         let scratch = scratch_key(&s.staging);
-        let ttl = s.ttl_ms.map_or(-1, |t| t as i64);
+        let ttl = s.ttl_arg();
         let in_flight = (crate::dense::RANGES_IN_FLIGHT_BYTES / pieces.range).clamp(1, 256);
         let steps: Vec<Option<u64>> = match pieces.firsts.is_empty() {
             true => vec![None],
@@ -104,10 +104,7 @@ where
         None => "",
     };
     let lens: Vec<u64> = group.iter().map(|s| s.len).collect();
-    let ttls: Vec<i64> = group
-        .iter()
-        .map(|s| s.ttl_ms.map_or(-1, |t| t as i64))
-        .collect();
+    let ttls: Vec<i64> = group.iter().map(|s| s.ttl_arg()).collect();
     let types: Vec<&str> = group
         .iter()
         .map(|s| if s.hash { "hash" } else { "string" })

@@ -113,6 +113,9 @@ pub(crate) struct Staged {
     pub(crate) staging: String,
     pub(crate) len: u64,
     pub(crate) ttl_ms: Option<u64>,
+    /// The moment (server time, ms) the key is to expire, when the kind knows it better than
+    /// the file's relative TTL (a window's generation expires with its epoch).
+    pub(crate) expire_at_ms: Option<u64>,
     /// The type the filter's key holds: a string, or the hash of a growing filter's counts
     /// (staged by the caller, not by [`stage`]).
     pub(crate) hash: bool,
@@ -140,6 +143,16 @@ pub(super) fn scratch_key(staging: &str) -> String {
 }
 
 impl Staged {
+    /// The TTL as the swap scripts take it: ms from now (> 0), none (-1), or the negated
+    /// moment to expire at (< -1).
+    pub(crate) fn ttl_arg(&self) -> i64 {
+        match (self.expire_at_ms, self.ttl_ms) {
+            (Some(at), _) => -i64::try_from(at.max(2)).unwrap_or(i64::MAX),
+            (None, Some(ttl)) => i64::try_from(ttl).unwrap_or(i64::MAX),
+            (None, None) => -1,
+        }
+    }
+
     /// Every key this section may have put in Redis: its staging key, or its pieces and the
     /// merge's scratch key.
     pub(super) fn keys(&self) -> Vec<String> {
@@ -178,8 +191,8 @@ pub(crate) struct Group {
     pub(crate) extra: Vec<String>,
 }
 
-/// A file of another kind, with other parameters or over another shard count: a mismatch,
-/// before anything is written. The stored side names the file's.
+/// A file of another kind, with other parameters or over another shard count: refused before
+/// anything is written.
 pub(crate) fn check_header(
     header: &SnapshotHeader,
     key: &str,
@@ -190,13 +203,13 @@ pub(crate) fn check_header(
     if header.kind == kind && header.params == fingerprint && header.shards == shards {
         return Ok(());
     }
-    Err(Error::ParamsMismatch {
+    Err(Error::FileMismatch {
         key: key.to_owned(),
-        stored: format!(
-            "a snapshot of a {} filter with {} over {} shard(s)",
+        file: format!(
+            "a {} filter with {} over {} shard(s)",
             header.kind, header.params, header.shards
         ),
-        requested: format!("a {kind} filter with {fingerprint}"),
+        filter: format!("a {kind} filter with {fingerprint} over {shards} shard(s)"),
     })
 }
 

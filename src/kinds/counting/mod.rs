@@ -236,7 +236,8 @@ impl Seam for Counting {
             shards,
             fingerprint,
             (Layout::Native, geometry.bits * 4),
-        );
+        )
+        .keeps_bits(true);
         Ok(Made {
             kind: Counting { geometry },
             parts,
@@ -317,6 +318,10 @@ impl Seam for Counting {
     async fn drop_part<'a, C: Conn>(ctx: Ctx<'a, C, Self>, how: Removal) -> Result<bool> {
         let part = ctx.part();
         strings::drop_checked(ctx.exec(), &part.key, ctx.guard(), part.as_bits(), how).await
+    }
+
+    fn keeps_parts(&self) -> bool {
+        true
     }
 
     fn route_engine(&self) -> Engine {

@@ -15,18 +15,19 @@ use std::sync::atomic::Ordering;
 /// A pipeline's check of a filter of one key's stored parameters.
 pub(super) struct ParamsCheck {
     stored: Slot<Option<String>>,
-    bare: Slot<bool>,
+    /// What the bare name holds (`TYPE`).
+    bare: Slot<String>,
 }
 
 impl ParamsCheck {
-    /// The parameters' `GET` and the bare key's `EXISTS`, added to a pipeline of reads, for a
+    /// The parameters' `GET` and the bare key's `TYPE`, added to a pipeline of reads, for a
     /// filter of one key (`ctx.guard()`); `always`: even when this client has seen them.
     pub(super) fn add<C>(ctx: &Ctx<'_, C, Growing>, tx: &mut Tx, always: bool) -> Option<Self> {
         let guard = ctx.guard().filter(|g| always || !g.is_checked())?;
         let [params, bare] = params_keys(Some(guard))?;
         Some(ParamsCheck {
             stored: tx.add(redis::cmd("GET").arg(params).to_owned()),
-            bare: tx.add(redis::cmd("EXISTS").arg(bare).to_owned()),
+            bare: tx.add(redis::cmd("TYPE").arg(bare).to_owned()),
         })
     }
 
@@ -49,8 +50,18 @@ impl ParamsCheck {
                 Ok(())
             }
             Some(stored) => Err(kind.mismatch(ctx.key(), Some(stored))),
-            None if replies.take(check.bare)? => Err(kind.mismatch(ctx.key(), None)),
-            None => Ok(()),
+            None => match replies.take(check.bare)?.as_str() {
+                "none" => Ok(()),
+                "string" => Err(kind.mismatch(ctx.key(), None)),
+                found => Err(Error::WrongType {
+                    key: ctx.key().to_owned(),
+                    found: found.to_owned(),
+                    source: redis::RedisError::from(std::io::Error::other(format!(
+                        "{} holds a {found}",
+                        ctx.key()
+                    ))),
+                }),
+            },
         }
     }
 }

@@ -42,7 +42,7 @@ impl Growing {
     ) -> Result<Staged> {
         let Some(part) = parts.parts().get(section.shard as usize) else {
             return Err(invalid(format!(
-                "no shard {} for {section:?}",
+                "no shard {} for the {section}",
                 section.shard
             )));
         };
@@ -55,7 +55,7 @@ impl Growing {
                     .parse()
                     .ok()
                     .filter(|&s| s < part.segment_keys.len())
-                    .ok_or_else(|| invalid(format!("no segment {:?}", section.meta)))?;
+                    .ok_or_else(|| invalid(format!("the filter has no segment for the {section}")))?;
                 let most = self.segments[s].div_ceil(8);
                 if section.len > most {
                     return Err(invalid(format!(
@@ -65,13 +65,14 @@ impl Growing {
                 }
                 (part.segment_keys[s].clone(), staging(&s.to_string()), false)
             }
-            other => return Err(invalid(format!("a section of role {other:?}"))),
+            _ => return Err(invalid(format!("the filter has no place for the {section}"))),
         };
         Ok(Staged {
             target,
             staging,
             len: section.len,
             ttl_ms: section.ttl_ms,
+        expire_at_ms: None,
             hash,
             pieces: None,
         })

@@ -173,6 +173,7 @@ impl<C: redis::aio::ConnectionLike + Clone + Send + Sync> Bloom<C, Plain> {
         let core = &*self.0;
         call::run::<Plain, _>(Call::CheckParams, &core.key, None, async {
             let clock = core.exec.clock();
+            core.make_parts(&clock).await?;
             core.exec
                 .retried(&clock, || core.guard.ensure(&core.exec, true))
                 .await
@@ -244,7 +245,8 @@ impl Seam for Plain {
         if setup.shards <= 1 {
             let geometry = Geometry::new(layout, bits, hashes)?;
             let guard = Guard::of(key, 1, geometry.fingerprint(1), (layout, bits))
-                .shared_with_go(shared_with_go);
+                .shared_with_go(shared_with_go)
+                .keeps_bits(layout == Layout::Native);
             return Ok(Made {
                 kind: Plain { geometry, engine },
                 parts: vec![Bits::new(key.to_owned(), geometry)],
@@ -324,6 +326,12 @@ impl Seam for Plain {
 
     fn route_engine(&self) -> Engine {
         self.engine
+    }
+
+    /// The native layout's parts: go-zero's keep SPEC §1 (a missing key is an empty filter:
+    /// a Go service may delete it).
+    fn keeps_parts(&self) -> bool {
+        self.geometry.layout == Layout::Native
     }
 
     fn part_keys(&self, parts: &Shards<Bits>) -> Vec<String> {

@@ -1,0 +1,60 @@
+//! Lost data is an error, not "absent" (SPEC.md §3): a filter whose stored parameters say its
+//! keys exist, but whose part is gone (evicted, deleted by hand, expired apart from them),
+//! fails its checks with [`Error::Lost`] instead of answering that items are absent.
+//!
+//! Kinds that keep this promise ([`Seam::keeps_parts`](super::kind::Seam::keeps_parts)) make
+//! every part before their parameters are stored: a filter of one key in the same script
+//! (lua/params.lua, or the kind's write script), a sharded one by [`make_parts`] before its
+//! first write stores them. A check that answers "absent" (or a removal that finds nothing)
+//! asks, in the same round trip, whether the part exists; only when it does not are the
+//! parameters asked for.
+
+use crate::error::{Error, Result};
+use crate::io::exec::Exec;
+use redis::aio::ConnectionLike;
+
+/// `answers` of a check (or removal) of part `part`, where `exists` says whether the part's key
+/// existed when it was read: they stand unless some item was answered "absent", the part is
+/// missing and the filter's parameters (`params`) are stored.
+pub(crate) async fn confirm<C>(
+    exec: &Exec<C>,
+    (filter, part, params): (&str, &str, &str),
+    answers: Vec<bool>,
+    exists: bool,
+) -> Result<Vec<bool>>
+where
+    C: ConnectionLike + Clone + Send + Sync,
+{
+    if exists || answers.iter().all(|&a| a) {
+        return Ok(answers);
+    }
+    let stored: bool = exec.query(params, redis::cmd("EXISTS").arg(params)).await?;
+    match stored {
+        true => Err(Error::Lost {
+            filter: filter.to_owned(),
+            key: part.to_owned(),
+        }),
+        false => Ok(answers),
+    }
+}
+
+/// Whether `part` exists, asked beside a read of it.
+pub(crate) async fn exists<C>(exec: &Exec<C>, part: &str) -> Result<bool>
+where
+    C: ConnectionLike + Clone + Send + Sync,
+{
+    exec.query(part, redis::cmd("EXISTS").arg(part)).await
+}
+
+/// Every part of a sharded filter made (as an empty string, `SET NX`: one that exists is left
+/// as it is) before its parameters are stored, so that a part is never merely unwritten.
+pub(crate) async fn make_parts<C>(exec: &Exec<C>, parts: &[String]) -> Result<()>
+where
+    C: ConnectionLike + Clone + Send + Sync,
+{
+    let made = parts.iter().map(|part| async move {
+        let cmd = redis::cmd("SET").arg(part).arg("").arg("NX").to_owned();
+        exec.query::<Option<String>>(part, &cmd).await.map(drop)
+    });
+    futures_util::future::try_join_all(made).await.map(drop)
+}

@@ -1,0 +1,200 @@
+//! Lost data is an error, not "absent" (SPEC.md §3): a filter whose stored parameters say its
+//! keys exist, but whose key (or shard) is gone — evicted, deleted by hand — fails its checks
+//! with `Error::Lost` naming the key, for the native layout and the counting kind, one key or
+//! sharded. A filter that merely has nothing yet (new, after `check_params`, cleared, sharded
+//! with items in one shard only) still answers "absent"; a go-zero layout filter keeps SPEC §1
+//! (a missing key is an empty filter).
+
+mod common;
+
+use redbloom::kind::Kind;
+use redbloom::{Bloom, CountingBloom, Error, Layout, RedisBloom};
+use redis::aio::MultiplexedConnection;
+
+async fn scan(conn: &mut MultiplexedConnection, pattern: &str) -> Vec<String> {
+    let mut keys: Vec<String> = redis::cmd("KEYS")
+        .arg(pattern)
+        .query_async(conn)
+        .await
+        .unwrap();
+    keys.sort();
+    keys
+}
+
+async fn del(conn: &mut MultiplexedConnection, key: &str) {
+    let deleted: i64 = redis::cmd("DEL").arg(key).query_async(conn).await.unwrap();
+    assert_eq!(deleted, 1, "{key} existed");
+}
+
+/// The filter's bit (or counter) keys: the bare name for one key, each shard's otherwise.
+async fn part_keys<K: Kind>(
+    conn: &mut MultiplexedConnection,
+    bloom: &Bloom<MultiplexedConnection, K>,
+) -> Vec<String> {
+    match bloom.shards() {
+        1 => vec![bloom.key().to_owned()],
+        shards => {
+            let keys = scan(conn, &format!("*}}:{}:shard:*", bloom.key())).await;
+            assert_eq!(keys.len(), shards as usize, "every shard made: {keys:?}");
+            keys
+        }
+    }
+}
+
+#[track_caller]
+fn assert_lost<T: std::fmt::Debug>(what: &str, result: redbloom::Result<T>, key: &str) {
+    match result {
+        Err(err @ Error::Lost { .. }) => {
+            let Error::Lost { key: got, .. } = &err else {
+                unreachable!()
+            };
+            assert_eq!(got, key, "{what}: {err}");
+            assert!(err.to_string().contains("gone"), "{what}: {err}");
+        }
+        other => panic!("{what}: expected Error::Lost for {key}, got {other:?}"),
+    }
+}
+
+fn native(
+    conn: &MultiplexedConnection,
+    name: &str,
+    shards: u32,
+) -> RedisBloom<MultiplexedConnection> {
+    RedisBloom::builder(common::unique_key(name))
+        .layout(Layout::Native)
+        .expected_items(10_000)
+        .false_positive_rate(0.01)
+        .shards(shards)
+        .build(conn.clone())
+        .unwrap()
+}
+
+fn counting(
+    conn: &MultiplexedConnection,
+    name: &str,
+    shards: u32,
+) -> CountingBloom<MultiplexedConnection> {
+    CountingBloom::builder(common::unique_key(name))
+        .expected_items(10_000)
+        .false_positive_rate(0.01)
+        .shards(shards)
+        .build(conn.clone())
+        .unwrap()
+}
+
+fn items(n: usize) -> Vec<String> {
+    (0..n).map(|i| format!("item:{i}")).collect()
+}
+
+#[tokio::test]
+async fn a_native_filter_whose_bits_are_gone_fails_its_checks() {
+    let redis = common::redis().await;
+    let mut conn = redis.connection().await;
+    for shards in [1, 3] {
+        let bloom = native(&conn, "lost-native", shards);
+        let all = items(300);
+        bloom.add_many(&all).await.unwrap();
+        let parts = part_keys(&mut conn, &bloom).await;
+        del(&mut conn, &parts[0]).await;
+        let what = format!("{shards} shard(s)");
+        // Every item of the vanished part: one at a time and as a batch.
+        let gone: Vec<&String> = {
+            let answers = bloom.exists_many(&all).await;
+            assert_lost(&what, answers, &parts[0]);
+            let mut gone = Vec::new();
+            for item in &all {
+                match bloom.exists(item).await {
+                    Ok(present) => assert!(present, "{what}: {item} answered absent"),
+                    Err(err) => {
+                        assert_lost(&what, Err::<(), _>(err), &parts[0]);
+                        gone.push(item);
+                    }
+                }
+            }
+            gone
+        };
+        assert!(!gone.is_empty(), "{what}: items lived in the deleted part");
+        // A fresh handle (nothing learned) says the same.
+        let again = RedisBloom::builder(bloom.key())
+            .layout(Layout::Native)
+            .expected_items(10_000)
+            .false_positive_rate(0.01)
+            .shards(shards)
+            .build(conn.clone())
+            .unwrap();
+        assert_lost(&what, again.exists(gone[0]).await, &parts[0]);
+        // Clearing starts again: absent, no error.
+        bloom.clear().await.unwrap();
+        assert!(!bloom.exists(gone[0]).await.unwrap(), "{what}: cleared");
+    }
+}
+
+#[tokio::test]
+async fn a_counting_filter_whose_counters_are_gone_fails_checks_and_removals() {
+    let redis = common::redis().await;
+    let mut conn = redis.connection().await;
+    for shards in [1, 3] {
+        let bloom = counting(&conn, "lost-counting", shards);
+        let all = items(300);
+        bloom.add_many(&all).await.unwrap();
+        let parts = part_keys(&mut conn, &bloom).await;
+        del(&mut conn, &parts[0]).await;
+        let what = format!("{shards} shard(s)");
+        assert_lost(&what, bloom.exists_many(&all).await, &parts[0]);
+        assert_lost(&what, bloom.remove_many(&all).await, &parts[0]);
+    }
+}
+
+/// Filters that are empty, not lost: new, parameters stored without items, items in one shard
+/// only, cleared; and go-zero's layout, whose missing key is an empty filter.
+#[tokio::test]
+async fn an_empty_filter_is_not_a_lost_one() {
+    let redis = common::redis().await;
+    let conn = redis.connection().await;
+    for shards in [1, 3] {
+        let what = format!("{shards} shard(s)");
+        let bloom = native(&conn, "empty-native", shards);
+        assert!(!bloom.exists("x").await.unwrap(), "{what}: new");
+        bloom.check_params().await.unwrap();
+        assert!(!bloom.exists("x").await.unwrap(), "{what}: parameters only");
+        // One item: one shard written; the others are made with the parameters.
+        bloom.add("one").await.unwrap();
+        let absent = bloom.exists_many(&items(200)).await.unwrap();
+        assert!(absent.iter().filter(|&&p| p).count() < 10, "{what}");
+        assert!(bloom.clear().await.unwrap());
+        assert!(!bloom.exists("one").await.unwrap(), "{what}: cleared");
+        // Cleared by another client after this one stored its parameters: its next write
+        // stores them again, and makes the shards it did not write.
+        bloom.add("before").await.unwrap();
+        let other = RedisBloom::builder(bloom.key())
+            .layout(Layout::Native)
+            .expected_items(10_000)
+            .false_positive_rate(0.01)
+            .shards(shards)
+            .build(conn.clone())
+            .unwrap();
+        assert!(other.clear().await.unwrap());
+        bloom.add("after").await.unwrap();
+        let absent = bloom.exists_many(&items(200)).await.unwrap();
+        assert!(
+            absent.iter().filter(|&&p| p).count() < 10,
+            "{what}: after a clear"
+        );
+
+        let counts = counting(&conn, "empty-counting", shards);
+        assert!(!counts.exists("x").await.unwrap(), "{what}: new");
+        assert!(!counts.remove("x").await.unwrap(), "{what}: new");
+        counts.add("one").await.unwrap();
+        assert!(counts.remove("one").await.unwrap(), "{what}");
+        assert!(!counts.exists_many(&items(200)).await.unwrap()[0], "{what}");
+    }
+    // go-zero's layout: a Go service may delete its key; it is then empty.
+    let mut conn = conn;
+    let go = RedisBloom::builder(common::unique_key("lost-gozero"))
+        .bits(1 << 16)
+        .build(conn.clone())
+        .unwrap();
+    go.add("x").await.unwrap();
+    del(&mut conn, go.key()).await;
+    assert!(!go.exists("x").await.unwrap());
+}
