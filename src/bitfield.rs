@@ -223,3 +223,13 @@ mod tests {
         assert_eq!(fold(&odd, 1, 1, Fold::AllOne), None, "not a bit");
     }
 }
+
+/// Whether a `BITFIELD` reply of bits or counters holds one that is not zero.
+pub(crate) fn any_set(reply: &redis::Value) -> bool {
+    match reply {
+        redis::Value::Array(values) => values
+            .iter()
+            .any(|v| matches!(v, redis::Value::Int(n) if *n != 0)),
+        _ => false,
+    }
+}

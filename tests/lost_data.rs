@@ -198,3 +198,46 @@ async fn an_empty_filter_is_not_a_lost_one() {
     del(&mut conn, go.key()).await;
     assert!(!go.exists("x").await.unwrap());
 }
+
+/// What the check costs: a filter in use answers "absent" from bits it read, some of them set,
+/// which prove its key is there; no `EXISTS` is sent. Only when every bit read is clear (a
+/// filter nearly empty, or gone) is the key asked for.
+#[tokio::test]
+async fn a_check_that_sees_a_bit_set_asks_nothing_more() {
+    // A server of its own: the test reads its command statistics.
+    let server = common::server::RedisServer::start().expect("redis-server on PATH");
+    let conn = common::connect(&server.url()).await;
+    let exists_calls = |conn: &MultiplexedConnection| {
+        let mut conn = conn.clone();
+        async move {
+            let info: String = redis::cmd("INFO")
+                .arg("commandstats")
+                .query_async(&mut conn)
+                .await
+                .unwrap();
+            info.lines()
+                .find_map(|l| l.strip_prefix("cmdstat_exists:calls="))
+                .and_then(|rest| rest.split(',').next())
+                .map_or(0, |n| n.parse::<u64>().unwrap())
+        }
+    };
+    for shards in [1, 3] {
+        let bloom = native(&conn, "lost-cost", shards);
+        let absent = items(100);
+        // Nearly empty: the absent items' bits are all clear, so the key is asked for.
+        bloom.add("only").await.unwrap();
+        let before = exists_calls(&conn).await;
+        assert!(!bloom.exists("absent:0").await.unwrap());
+        assert!(exists_calls(&conn).await > before, "{shards}: asked");
+        // In use (at its capacity, about half its bits set): an absent item finds all of its
+        // 7 bits clear about once in 128 checks; nothing more is asked otherwise.
+        let many: Vec<String> = (0..10_000).map(|i| format!("in:{i}")).collect();
+        bloom.add_many(&many).await.unwrap();
+        let before = exists_calls(&conn).await;
+        for item in absent.iter().map(|i| format!("absent:{i}")) {
+            bloom.exists(&item).await.unwrap();
+        }
+        let asked = exists_calls(&conn).await - before;
+        assert!(asked <= 5, "{shards} shard(s): {asked} of 100 checks asked");
+    }
+}

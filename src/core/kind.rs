@@ -20,6 +20,7 @@ use crate::retry::Clock;
 use crate::snapshot::{Group, ImportMode, SectionHeader, Staged, Stored};
 use std::fmt::Debug;
 use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// A kind of filter: [`Plain`](crate::kind::Plain), [`Window`](crate::kind::Window),
 /// [`Counting`](crate::kind::Counting) or [`Growing`](crate::kind::Growing). It is the `K` of
@@ -360,6 +361,9 @@ pub(crate) struct Ctx<'a, C, K: Seam> {
     pub(crate) clock: &'a Clock,
     /// The part this step is about.
     pub(crate) index: usize,
+    /// Set by a read that saw a bit (or counter) set in its part: the part exists, so its
+    /// "absent" answers need no asking whether it was lost ([`lost`](super::lost)).
+    pub(crate) seen: Option<&'a AtomicBool>,
 }
 
 impl<C, K: Seam> Clone for Ctx<'_, C, K> {
@@ -410,6 +414,13 @@ impl<'a, C, K: Seam> Ctx<'a, C, K> {
     /// The same call on part `index`.
     pub(crate) fn at(self, index: usize) -> Self {
         Ctx { index, ..self }
+    }
+
+    /// A read saw a bit or counter set (`set`): proof that the part exists.
+    pub(crate) fn saw(&self, set: bool) {
+        if let (Some(seen), true) = (self.seen, set) {
+            seen.store(true, Ordering::Relaxed);
+        }
     }
 }
 

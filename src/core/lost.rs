@@ -5,9 +5,10 @@
 //! Kinds that keep this promise ([`Seam::keeps_parts`](super::kind::Seam::keeps_parts)) make
 //! every part before their parameters are stored: a filter of one key in the same script
 //! (lua/params.lua, or the kind's write script), a sharded one by [`make_parts`] before its
-//! first write stores them. A check that answers "absent" (or a removal that finds nothing)
-//! asks, in the same round trip, whether the part exists; only when it does not are the
-//! parameters asked for.
+//! first write stores them. A check that answers "absent" for an item (or a removal that finds
+//! nothing) having read only clear bits (a part that is gone reads as zeros; a bit seen set,
+//! [`Ctx::saw`](super::Ctx::saw), proves it is there) then asks whether the part exists; only
+//! when it does not are the parameters asked for. A filter in use seldom pays the round trip.
 
 use crate::error::{Error, Result};
 use crate::io::exec::Exec;
@@ -38,7 +39,7 @@ where
     }
 }
 
-/// Whether `part` exists, asked beside a read of it.
+/// Whether `part` exists, asked after a read of it answered "absent" from clear bits only.
 pub(crate) async fn exists<C>(exec: &Exec<C>, part: &str) -> Result<bool>
 where
     C: ConnectionLike + Clone + Send + Sync,

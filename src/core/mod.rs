@@ -28,6 +28,7 @@ use crate::io::removal::Removal;
 use crate::near::{Near, NearCache, NearCacheStats};
 use crate::retry::Clock;
 use redis::aio::ConnectionLike;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -150,6 +151,7 @@ impl<C, K: Kind> Core<C, K> {
             kind: &self.kind,
             clock,
             index,
+            seen: None,
         }
     }
 }
@@ -177,9 +179,12 @@ impl<C: Conn, K: Kind> Core<C, K> {
             .await
     }
 
-    /// A batch of `op` on part `index`. A check or removal of a kind that keeps its parts
-    /// asks beside it whether the part exists: "absent" from a part that is gone while the
-    /// parameters are stored is [`Error::Lost`](crate::Error::Lost).
+    /// A batch of `op` on part `index`. A check or removal of a kind that keeps its parts,
+    /// answering "absent" for some item while every bit it read was clear (a part that is gone
+    /// reads as zeros), then asks whether the part exists: "absent" from a part that is gone
+    /// while the parameters are stored is [`Error::Lost`](crate::Error::Lost). A bit seen set
+    /// proves the part is there: most checks of a filter in use ask nothing more (asked
+    /// beside every read, single-item checks ran at 0.64-0.75x).
     async fn part_batch(
         &self,
         clock: &Clock,
@@ -191,11 +196,22 @@ impl<C: Conn, K: Kind> Core<C, K> {
         if !matches!(op, Op::Exists | Op::Remove) || !self.kind.keeps_parts() {
             return K::batch(ctx, op, items).await;
         }
+        let seen = AtomicBool::new(false);
+        let ctx = Ctx {
+            seen: Some(&seen),
+            ..ctx
+        };
+        let answers = K::batch(ctx, op, items).await?;
+        if seen.load(Ordering::Relaxed) || answers.iter().all(|&found| found) {
+            return Ok(answers);
+        }
         let part = &self.groups[index];
-        let exists = self.exec.retried(clock, || lost::exists(&self.exec, part));
-        let (answers, exists) = futures_util::future::join(K::batch(ctx, op, items), exists).await;
+        let exists = self
+            .exec
+            .retried(clock, || lost::exists(&self.exec, part))
+            .await?;
         let names = (self.key.as_str(), part.as_str(), self.guard.key());
-        lost::confirm(&self.exec, names, answers?, exists?).await
+        lost::confirm(&self.exec, names, answers, exists).await
     }
 
     /// A sharded filter of a kind that keeps its parts, about to write for the first time on

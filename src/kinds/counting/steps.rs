@@ -15,6 +15,7 @@ use crate::io::guard::Guard;
 use crate::io::tx::{Slot, Tx};
 use futures_util::future::BoxFuture;
 use redis::Value;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 script! {
     /// Removes items: nothing unless every counter is above zero; saturated counters stay.
@@ -50,6 +51,7 @@ pub(super) async fn part<C: Conn>(
         return ctx
             .retried(|| async {
                 let counters = read_whole(exec, part).await?;
+                ctx.saw(counters.iter().any(|&byte| byte != 0));
                 Ok(cells
                     .chunks(k)
                     .map(|item| item.iter().all(|&cell| swap::counter(&counters, cell) > 0))
@@ -87,6 +89,7 @@ pub(super) async fn part<C: Conn>(
         params: ctx.params(),
         guard: ctx.guard(),
         part,
+        seen: ctx.seen,
     };
     let attempt = || async move {
         if items.len() <= per_command {
@@ -108,6 +111,8 @@ struct On<'a, C> {
     params: &'a Guard,
     guard: Option<&'a Guard>,
     part: &'a Counters,
+    /// Told when a check reads a counter above zero (the key exists).
+    seen: Option<&'a AtomicBool>,
 }
 
 impl<C> Clone for On<'_, C> {
@@ -133,15 +138,15 @@ impl<'a, C: Conn> On<'a, C> {
             params,
             guard,
             part,
+            seen,
         } = self;
-        command(exec, params, guard, part, items, op).await
+        command(exec, (params, guard, seen), part, items, op).await
     }
 }
 
 async fn command<C: Conn>(
     exec: &Exec<C>,
-    params: &Guard,
-    guard: Option<&Guard>,
+    (params, guard, seen): (&Guard, Option<&Guard>, Option<&AtomicBool>),
     part: &Counters,
     items: &[&[u8]],
     op: Op,
@@ -179,6 +184,9 @@ async fn command<C: Conn>(
                 },
                 false => exec.query(&part.key, &read(false)).await?,
             };
+            if let (Some(seen), true) = (seen, bitfield::any_set(&reply)) {
+                seen.store(true, Ordering::Relaxed);
+            }
             bitfield::fold_counters(&reply, k, count, Fold::AllOne)
                 .ok_or_else(|| unexpected(&reply))
         }

@@ -48,6 +48,17 @@ pub(crate) struct Run<'a, C> {
     pub(crate) exec: &'a Exec<C>,
     pub(crate) engine: Engine,
     pub(crate) guard: Option<&'a Guard>,
+    /// Told when a read sees a bit set (the key exists).
+    pub(crate) seen: Option<&'a std::sync::atomic::AtomicBool>,
+}
+
+impl<C> Run<'_, C> {
+    /// A read saw a bit set: the key exists.
+    fn saw(&self, set: bool) {
+        if let (Some(seen), true) = (self.seen, set) {
+            seen.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
 }
 
 impl<C> Clone for Run<'_, C> {
@@ -226,6 +237,7 @@ impl Bits {
             && dense::read_worth_it(geometry.bits, batch.len(), geometry.hashes)
         {
             let bitmap = self.read_whole(ctx).await?;
+            ctx.saw(bitmap.iter().any(|&byte| byte != 0));
             return Ok(dense::present(
                 &bitmap,
                 batch.whole()?,
@@ -380,6 +392,7 @@ impl Bits {
         match ctx.engine {
             Engine::Fast => {
                 let reply = self.read_bitfield(ctx, offsets).await?;
+                ctx.saw(crate::bitfield::any_set(&reply));
                 fold(&reply, k, items, Fold::AllOne)
             }
             Engine::Scripts if items == 1 => {

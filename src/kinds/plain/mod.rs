@@ -218,6 +218,7 @@ impl Plain {
             exec: ctx.exec(),
             engine: self.engine,
             guard: ctx.guard(),
+            seen: ctx.seen,
         }
     }
 }
