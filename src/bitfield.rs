@@ -168,9 +168,30 @@ pub(crate) fn fold(reply: &Value, k: usize, items: usize, fold: Fold) -> Option<
         .collect()
 }
 
+/// Whether a `BITFIELD` reply of bits or counters holds one that is not zero.
+pub(crate) fn any_set(reply: &redis::Value) -> bool {
+    match reply {
+        redis::Value::Array(values) => values
+            .iter()
+            .any(|v| matches!(v, redis::Value::Int(n) if *n != 0)),
+        _ => false,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn any_set_tells_a_bit_or_counter_above_zero() {
+        use redis::Value;
+        let reply = |values: &[i64]| Value::Array(values.iter().map(|&v| Value::Int(v)).collect());
+        assert!(!any_set(&reply(&[0, 0, 0])));
+        assert!(any_set(&reply(&[0, 1, 0])));
+        assert!(any_set(&reply(&[0, 15])));
+        assert!(!any_set(&reply(&[])));
+        assert!(!any_set(&Value::Nil));
+    }
 
     #[test]
     fn commands_carry_every_offset_in_order() {
@@ -221,15 +242,5 @@ mod tests {
         assert_eq!(fold(&Value::Nil, 3, 0, Fold::AllOne), None);
         let odd = Value::Array(vec![Value::Int(2)]);
         assert_eq!(fold(&odd, 1, 1, Fold::AllOne), None, "not a bit");
-    }
-}
-
-/// Whether a `BITFIELD` reply of bits or counters holds one that is not zero.
-pub(crate) fn any_set(reply: &redis::Value) -> bool {
-    match reply {
-        redis::Value::Array(values) => values
-            .iter()
-            .any(|v| matches!(v, redis::Value::Int(n) if *n != 0)),
-        _ => false,
     }
 }
