@@ -12,15 +12,7 @@ use std::time::{Duration, Instant};
 #[tokio::test]
 async fn every_kind_waits_out_another_clients_long_script() {
     // This test makes its server busy: a server of its own, even with REDIS_URL set.
-    let server = RedisServer::start_with(&[
-        "--save",
-        "",
-        "--appendonly",
-        "no",
-        "--busy-reply-threshold",
-        "20",
-    ])
-    .expect("a private redis-server");
+    let server = RedisServer::start_busy_soon().expect("a private redis-server");
     let url = server.url();
     let conn = common::connect(&url).await;
     let retry = Retry::for_duration(Duration::from_secs(20));

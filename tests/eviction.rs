@@ -18,17 +18,7 @@ use std::time::Duration;
 
 /// A server of the test's own (it reconfigures it) with `maxmemory 100mb` and `policy`.
 async fn server_with(policy: &str) -> (RedisServer, MultiplexedConnection) {
-    let server = RedisServer::start_with(&[
-        "--save",
-        "",
-        "--appendonly",
-        "no",
-        "--maxmemory",
-        "100mb",
-        "--maxmemory-policy",
-        policy,
-    ])
-    .expect("a private redis-server");
+    let server = RedisServer::start_evicting(policy).expect("a private redis-server");
     let conn = common::connect(&server.url()).await;
     (server, conn)
 }

@@ -13,6 +13,7 @@
 
 mod common;
 
+use common::keys_like;
 use common::server::RedisServer;
 use redbloom::{Error, GrowingBloom, KeyTtl, RedisBloom, WindowBloom};
 use redis::aio::MultiplexedConnection;
@@ -51,16 +52,6 @@ fn predicted_levels(items: u64, first: u64, growth: u64) -> usize {
         levels += 1;
     }
     levels
-}
-
-async fn keys_like(conn: &mut Conn, pattern: &str) -> Vec<String> {
-    let mut keys: Vec<String> = redis::cmd("KEYS")
-        .arg(pattern)
-        .query_async(conn)
-        .await
-        .unwrap();
-    keys.sort();
-    keys
 }
 
 /// Every key matching `pattern`, with its `DUMP` and whether it has a TTL: a snapshot that

@@ -11,16 +11,6 @@ use redbloom::kind::Kind;
 use redbloom::{Bloom, CountingBloom, Error, Layout, RedisBloom};
 use redis::aio::MultiplexedConnection;
 
-async fn scan(conn: &mut MultiplexedConnection, pattern: &str) -> Vec<String> {
-    let mut keys: Vec<String> = redis::cmd("KEYS")
-        .arg(pattern)
-        .query_async(conn)
-        .await
-        .unwrap();
-    keys.sort();
-    keys
-}
-
 async fn del(conn: &mut MultiplexedConnection, key: &str) {
     let deleted: i64 = redis::cmd("DEL").arg(key).query_async(conn).await.unwrap();
     assert_eq!(deleted, 1, "{key} existed");
@@ -34,7 +24,7 @@ async fn part_keys<K: Kind>(
     match bloom.shards() {
         1 => vec![bloom.key().to_owned()],
         shards => {
-            let keys = scan(conn, &format!("*}}:{}:shard:*", bloom.key())).await;
+            let keys = common::keys_like(conn, &format!("*}}:{}:shard:*", bloom.key())).await;
             assert_eq!(keys.len(), shards as usize, "every shard made: {keys:?}");
             keys
         }
@@ -60,7 +50,16 @@ fn native(
     name: &str,
     shards: u32,
 ) -> RedisBloom<MultiplexedConnection> {
-    RedisBloom::builder(common::unique_key(name))
+    native_at(conn, &common::unique_key(name), shards)
+}
+
+/// The native filter at `key` (another handle on one made by [`native`]).
+fn native_at(
+    conn: &MultiplexedConnection,
+    key: &str,
+    shards: u32,
+) -> RedisBloom<MultiplexedConnection> {
+    RedisBloom::builder(key)
         .layout(Layout::Native)
         .expected_items(10_000)
         .false_positive_rate(0.01)
@@ -115,13 +114,7 @@ async fn a_native_filter_whose_bits_are_gone_fails_its_checks() {
         };
         assert!(!gone.is_empty(), "{what}: items lived in the deleted part");
         // A fresh handle (nothing learned) says the same.
-        let again = RedisBloom::builder(bloom.key())
-            .layout(Layout::Native)
-            .expected_items(10_000)
-            .false_positive_rate(0.01)
-            .shards(shards)
-            .build(conn.clone())
-            .unwrap();
+        let again = native_at(&conn, bloom.key(), shards);
         assert_lost(&what, again.exists(gone[0]).await, &parts[0]);
         // Clearing starts again: absent, no error.
         bloom.clear().await.unwrap();
@@ -166,13 +159,7 @@ async fn an_empty_filter_is_not_a_lost_one() {
         // Cleared by another client after this one stored its parameters: its next write
         // stores them again, and makes the shards it did not write.
         bloom.add("before").await.unwrap();
-        let other = RedisBloom::builder(bloom.key())
-            .layout(Layout::Native)
-            .expected_items(10_000)
-            .false_positive_rate(0.01)
-            .shards(shards)
-            .build(conn.clone())
-            .unwrap();
+        let other = native_at(&conn, bloom.key(), shards);
         assert!(other.clear().await.unwrap());
         bloom.add("after").await.unwrap();
         let absent = bloom.exists_many(&items(200)).await.unwrap();
@@ -206,38 +193,26 @@ async fn an_empty_filter_is_not_a_lost_one() {
 async fn a_check_that_sees_a_bit_set_asks_nothing_more() {
     // A server of its own: the test reads its command statistics.
     let server = common::server::RedisServer::start().expect("redis-server on PATH");
-    let conn = common::connect(&server.url()).await;
-    let exists_calls = |conn: &MultiplexedConnection| {
-        let mut conn = conn.clone();
-        async move {
-            let info: String = redis::cmd("INFO")
-                .arg("commandstats")
-                .query_async(&mut conn)
-                .await
-                .unwrap();
-            info.lines()
-                .find_map(|l| l.strip_prefix("cmdstat_exists:calls="))
-                .and_then(|rest| rest.split(',').next())
-                .map_or(0, |n| n.parse::<u64>().unwrap())
-        }
-    };
+    let mut conn = common::connect(&server.url()).await;
     for shards in [1, 3] {
         let bloom = native(&conn, "lost-cost", shards);
-        let absent = items(100);
         // Nearly empty: the absent items' bits are all clear, so the key is asked for.
         bloom.add("only").await.unwrap();
-        let before = exists_calls(&conn).await;
+        let before = common::calls(&mut conn, "exists").await;
         assert!(!bloom.exists("absent:0").await.unwrap());
-        assert!(exists_calls(&conn).await > before, "{shards}: asked");
+        assert!(
+            common::calls(&mut conn, "exists").await > before,
+            "{shards}: asked"
+        );
         // In use (at its capacity, about half its bits set): an absent item finds all of its
         // 7 bits clear about once in 128 checks; nothing more is asked otherwise.
         let many: Vec<String> = (0..10_000).map(|i| format!("in:{i}")).collect();
         bloom.add_many(&many).await.unwrap();
-        let before = exists_calls(&conn).await;
-        for item in absent.iter().map(|i| format!("absent:{i}")) {
-            bloom.exists(&item).await.unwrap();
+        let before = common::calls(&mut conn, "exists").await;
+        for i in 0..100 {
+            bloom.exists(format!("absent:{i}")).await.unwrap();
         }
-        let asked = exists_calls(&conn).await - before;
+        let asked = common::calls(&mut conn, "exists").await - before;
         assert!(asked <= 5, "{shards} shard(s): {asked} of 100 checks asked");
     }
 }

@@ -5,6 +5,7 @@
 
 mod common;
 
+use common::keys_like;
 use common::server::RedisServer;
 use redbloom::{Error, KeyTtl, RedisBloom, WindowBloom};
 use redis::aio::MultiplexedConnection;
@@ -30,16 +31,6 @@ fn window(
 async fn server_ms(conn: &mut MultiplexedConnection) -> u64 {
     let (secs, micros): (u64, u64) = redis::cmd("TIME").query_async(conn).await.unwrap();
     secs * 1000 + micros / 1000
-}
-
-async fn keys_like(conn: &mut MultiplexedConnection, pattern: &str) -> Vec<String> {
-    let mut keys: Vec<String> = redis::cmd("KEYS")
-        .arg(pattern)
-        .query_async(conn)
-        .await
-        .unwrap();
-    keys.sort();
-    keys
 }
 
 #[tokio::test]

@@ -12,17 +12,7 @@ use common::server::RedisServer;
 #[tokio::test]
 async fn writes_to_an_evicting_server_exit_2_unless_accepted() {
     // This test configures its server: a server of its own, even with REDIS_URL set.
-    let server = RedisServer::start_with(&[
-        "--save",
-        "",
-        "--appendonly",
-        "no",
-        "--maxmemory",
-        "100mb",
-        "--maxmemory-policy",
-        "volatile-lru",
-    ])
-    .expect("redis-server on PATH");
+    let server = RedisServer::start_evicting("volatile-lru").expect("redis-server on PATH");
     let url = server.url();
     let size = ["--capacity", "1000", "--fpr", "0.01", "--json"];
     let with = |key: &str, args: &[&str]| {

@@ -253,15 +253,7 @@ async fn the_cli_waits_for_a_server_that_starts_within_retry_for() {
 #[tokio::test]
 async fn the_cli_waits_out_a_busy_server() {
     // This test makes its server busy: a server of its own, even with REDIS_URL set.
-    let server = RedisServer::start_with(&[
-        "--save",
-        "",
-        "--appendonly",
-        "no",
-        "--busy-reply-threshold",
-        "20",
-    ])
-    .expect("redis-server on PATH");
+    let server = RedisServer::start_busy_soon().expect("redis-server on PATH");
     let url = server.url();
     let target = ["--url", url.as_str()];
     let key = common::unique_key("busy");

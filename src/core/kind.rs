@@ -20,7 +20,7 @@ use crate::retry::Clock;
 use crate::snapshot::{Group, ImportMode, SectionHeader, Staged, Stored};
 use std::fmt::Debug;
 use std::future::Future;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 
 /// A kind of filter: [`Plain`](crate::kind::Plain), [`Window`](crate::kind::Window),
 /// [`Counting`](crate::kind::Counting) or [`Growing`](crate::kind::Growing). It is the `K` of
@@ -418,9 +418,7 @@ impl<'a, C, K: Seam> Ctx<'a, C, K> {
 
     /// A read saw a bit or counter set (`set`): proof that the part exists.
     pub(crate) fn saw(&self, set: bool) {
-        if let (Some(seen), true) = (self.seen, set) {
-            seen.store(true, Ordering::Relaxed);
-        }
+        super::lost::saw(self.seen, set);
     }
 }
 

@@ -13,6 +13,7 @@
 use crate::error::{Error, Result};
 use crate::io::exec::Exec;
 use redis::aio::ConnectionLike;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// `answers` of a check (or removal) of part `part`, where `exists` says whether the part's key
 /// existed when it was read: they stand unless some item was answered "absent", the part is
@@ -36,6 +37,13 @@ where
             key: part.to_owned(),
         }),
         false => Ok(answers),
+    }
+}
+
+/// A read saw a bit or counter set (`set`): proof, told to `seen`, that its part exists.
+pub(crate) fn saw(seen: Option<&AtomicBool>, set: bool) {
+    if let (Some(seen), true) = (seen, set) {
+        seen.store(true, Ordering::Relaxed);
     }
 }
 

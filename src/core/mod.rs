@@ -9,7 +9,7 @@
 pub(crate) mod builder;
 pub(crate) mod call;
 pub(crate) mod kind;
-mod lost;
+pub(crate) mod lost;
 pub(crate) mod sharded;
 pub(crate) mod stored;
 mod transfer;
@@ -110,7 +110,9 @@ impl<C, K: Kind> Core<C, K> {
             exec: Exec::new(conn, options, K::NAME),
             groups: made.kind.part_keys(&parts),
             key,
-            guard: made.guard,
+            // A kind that keeps its parts makes a filter of one key's bits with its
+            // parameters (SPEC.md §3: lost data is an error).
+            guard: made.guard.keeps_bits(made.kind.keeps_parts()),
             parts,
             kind: made.kind,
             near,
@@ -258,13 +260,15 @@ impl<C: Conn, K: Kind> Core<C, K> {
             self.make_parts(&clock).await?;
         }
         let answers = self.batch(&clock, op, items).await;
-        if self.kind.keeps_parts() && self.guard.take_restored() {
+        if self.kind.keeps_parts() && self.guard.restored() {
             // The parameters were stored again beside this write (another client cleared the
-            // filter, or it expired): the parts this write did not touch are made again.
+            // filter, or it expired): the parts this write did not touch are made again (by
+            // the next write, should this one fail).
             let parts = &self.groups;
             self.exec
                 .retried(&clock, || lost::make_parts(&self.exec, parts))
                 .await?;
+            self.guard.parts_made();
         }
         if let Some(near) = &self.near {
             match (&answers, op) {

@@ -41,7 +41,7 @@ pub(crate) struct Guard {
     /// The ACL refused the check's script (go-zero's layout goes without it).
     unchecked: AtomicBool,
     /// A sharded filter's step stored the parameters again (after another client's clear or
-    /// an expiry): its parts are to be made again ([`take_restored`](Guard::take_restored)).
+    /// an expiry): its parts are to be made again ([`restored`](Guard::restored)).
     restored: AtomicBool,
     /// Whether the bits key is made (an empty string) in the step that stores the parameters
     /// of a filter of one key, so that it exists whenever they do (SPEC.md §3: lost data is an
@@ -369,9 +369,15 @@ impl Guard {
         .await
     }
 
-    /// Whether a step beside the parts stored the parameters again since the last ask.
-    pub(crate) fn take_restored(&self) -> bool {
-        self.restored.swap(false, Ordering::AcqRel)
+    /// Whether a step beside the parts stored the parameters again, and the parts have not
+    /// been made again since ([`parts_made`](Guard::parts_made)).
+    pub(crate) fn restored(&self) -> bool {
+        self.restored.load(Ordering::Acquire)
+    }
+
+    /// The parts were made again after [`restored`](Guard::restored).
+    pub(crate) fn parts_made(&self) {
+        self.restored.store(false, Ordering::Release);
     }
 
     /// A sharded filter's `clear` or `expire` of its parameters key (the last step, after the

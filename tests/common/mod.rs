@@ -152,6 +152,17 @@ pub fn commandstats_calls(info: &str, command: &str) -> u64 {
         .map_or(0, |n| n.parse().unwrap())
 }
 
+/// The keys matching `pattern` (`KEYS`), sorted.
+pub async fn keys_like(conn: &mut MultiplexedConnection, pattern: &str) -> Vec<String> {
+    let mut keys: Vec<String> = redis::cmd("KEYS")
+        .arg(pattern)
+        .query_async(conn)
+        .await
+        .unwrap();
+    keys.sort();
+    keys
+}
+
 /// The key's `PTTL`: milliseconds, -1 without a TTL, -2 when missing.
 pub async fn pttl(conn: &mut MultiplexedConnection, key: &str) -> i64 {
     redis::cmd("PTTL").arg(key).query_async(conn).await.unwrap()

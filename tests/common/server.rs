@@ -33,6 +33,27 @@ impl RedisServer {
         Self::start_mode(extra, false)
     }
 
+    /// Starts `redis-server` with `maxmemory 100mb` and `policy` (`allkeys-lru`,
+    /// `volatile-lru`, ...): a server that may evict keys.
+    pub fn start_evicting(policy: &str) -> std::io::Result<Self> {
+        let args = ["--save", "", "--appendonly", "no", "--maxmemory", "100mb"];
+        Self::start_with(&[&args[..], &["--maxmemory-policy", policy]].concat())
+    }
+
+    /// Starts `redis-server` whose `busy-reply-threshold` is 20 ms: another client's script
+    /// soon makes it answer `BUSY` (`common::busy::hold_busy`).
+    pub fn start_busy_soon() -> std::io::Result<Self> {
+        let args = [
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--busy-reply-threshold",
+            "20",
+        ];
+        Self::start_with(&args)
+    }
+
     /// Starts `redis-server` listening for TLS only (`--port 0 --tls-port PORT`); `extra` must
     /// give its certificate files (`--tls-cert-file`, `--tls-key-file`, `--tls-ca-cert-file`).
     /// Ready once the port accepts a TCP connection (a plain `PING` cannot pass TLS).

@@ -236,8 +236,7 @@ impl Seam for Counting {
             shards,
             fingerprint,
             (Layout::Native, geometry.bits * 4),
-        )
-        .keeps_bits(true);
+        );
         Ok(Made {
             kind: Counting { geometry },
             parts,

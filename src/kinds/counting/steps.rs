@@ -15,7 +15,7 @@ use crate::io::guard::Guard;
 use crate::io::tx::{Slot, Tx};
 use futures_util::future::BoxFuture;
 use redis::Value;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 
 script! {
     /// Removes items: nothing unless every counter is above zero; saturated counters stay.
@@ -184,9 +184,7 @@ async fn command<C: Conn>(
                 },
                 false => exec.query(&part.key, &read(false)).await?,
             };
-            if let (Some(seen), true) = (seen, bitfield::any_set(&reply)) {
-                seen.store(true, Ordering::Relaxed);
-            }
+            crate::core::lost::saw(seen, bitfield::any_set(&reply));
             bitfield::fold_counters(&reply, k, count, Fold::AllOne)
                 .ok_or_else(|| unexpected(&reply))
         }

@@ -53,11 +53,9 @@ pub(crate) struct Run<'a, C> {
 }
 
 impl<C> Run<'_, C> {
-    /// A read saw a bit set: the key exists.
+    /// A read saw a bit set (`set`): the key exists.
     fn saw(&self, set: bool) {
-        if let (Some(seen), true) = (self.seen, set) {
-            seen.store(true, std::sync::atomic::Ordering::Relaxed);
-        }
+        crate::core::lost::saw(self.seen, set);
     }
 }
 

@@ -246,8 +246,7 @@ impl Seam for Plain {
         if setup.shards <= 1 {
             let geometry = Geometry::new(layout, bits, hashes)?;
             let guard = Guard::of(key, 1, geometry.fingerprint(1), (layout, bits))
-                .shared_with_go(shared_with_go)
-                .keeps_bits(layout == Layout::Native);
+                .shared_with_go(shared_with_go);
             return Ok(Made {
                 kind: Plain { geometry, engine },
                 parts: vec![Bits::new(key.to_owned(), geometry)],
