@@ -61,6 +61,20 @@ pub enum Error {
         key: String,
     },
 
+    /// A write was retried after its record could be gone (exact answers across retries keep
+    /// a record of each write step for a while: at least the retry budget and two seconds,
+    /// longer by the clocks of other writers), so it may or may not have been applied before:
+    /// its answers are unknown, and it was not applied again. The items it carried may be
+    /// present; a counting write may have counted once, never twice.
+    #[error(
+        "a write to {key:?} was retried after its record could be gone: it may or may not have \
+         been applied before, so its answers are unknown; it was not applied again"
+    )]
+    OutcomeUnknown {
+        /// The key the write went to.
+        key: String,
+    },
+
     /// A snapshot file holds another filter than the one it is imported into: another kind,
     /// other parameters or another shard count. Nothing was written.
     #[error("the file holds {file}, but filter {key:?} is {filter}: nothing was imported")]
@@ -228,6 +242,10 @@ impl Error {
             }
         } else if has_server_code(&err, "NOPERM") || is_script_acl_refusal(&err) {
             Error::NoPermission(err)
+        } else if has_server_code(&err, "OUTCOMEUNKNOWN") {
+            Error::OutcomeUnknown {
+                key: key.to_owned(),
+            }
         } else if has_server_code(&err, "OOM") {
             Error::OutOfMemory(err)
         } else {

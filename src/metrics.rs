@@ -115,6 +115,7 @@ impl Error {
             Error::ParamsMismatch { .. } => "params_mismatch",
             Error::FileMismatch { .. } => "file_mismatch",
             Error::Lost { .. } => "lost",
+            Error::OutcomeUnknown { .. } => "outcome_unknown",
             Error::ForeignString { .. } => "foreign_string",
             Error::Evictable { .. } => "evictable",
             Error::Full { .. } => "full",

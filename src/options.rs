@@ -19,6 +19,9 @@ pub(crate) struct Options {
     pub(crate) merge_chunk: Option<u64>,
     /// Write even when the server may evict the filter's keys.
     pub(crate) accept_eviction: bool,
+    /// Retried writes go as before, without a record of their answers
+    /// ([`once`](crate::io::once)).
+    pub(crate) inexact_retries: bool,
     /// How long an import waits for its input's next byte (`None`: the default,
     /// [`IDLE_INPUT`](crate::snapshot::IDLE_INPUT)).
     pub(crate) input_idle: Option<Duration>,

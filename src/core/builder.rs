@@ -215,6 +215,30 @@ impl<K: Kind> Builder<K> {
         self
     }
 
+    /// Exact answers across retries: on by default. A write retried after a lost reply (with
+    /// [`retry`](Builder::retry)) reads back what its first attempt did instead of applying
+    /// again: "new" stays true for the items the lost attempt added, and a counting filter's
+    /// increments and decrements are applied once. Each write step that may be retried goes
+    /// as a script that records its reply beside the filter, kept at least the retry budget
+    /// and two seconds (`{KEY}:redbloom:once:*`, a few keys per part, no TTL, removed by
+    /// [`clear`](Bloom::clear)); a retry after its record could be gone fails with
+    /// [`Error::OutcomeUnknown`](crate::Error::OutcomeUnknown) and applies nothing. Large
+    /// batches then go by per-item commands, not by the dense paths.
+    ///
+    /// With `false`, retried writes go as before: cheaper, but after a lost reply an add may
+    /// answer "not new" for an item it added, and a counting filter may count an add or a
+    /// remove twice. Without a retry budget nothing is recorded either way. Where the ACL
+    /// refuses scripts (`EVALSHA`), writes go as with `false` and a WARN event says so once.
+    ///
+    /// ```
+    /// let config = redbloom::RedisBloom::builder("seen").bits(1 << 20).exact_retries(false);
+    /// assert!(config.validate().is_ok());
+    /// ```
+    pub fn exact_retries(mut self, exact: bool) -> Self {
+        self.options.inexact_retries = !exact;
+        self
+    }
+
     /// How long [`import`](Bloom::import) waits for its input's next byte before it gives up
     /// (`Error::Snapshot` of a timed-out read; nothing is written, no staging key is left).
     /// Defaults to 60 s. A stalled pipe would otherwise hold the import for ever. Time spent

@@ -24,6 +24,7 @@ use crate::error::Result;
 use crate::io::eviction::Groups;
 use crate::io::exec::Exec;
 use crate::io::guard::Guard;
+use crate::io::once;
 use crate::io::removal::Removal;
 use crate::near::{Near, NearCache, NearCacheStats};
 use crate::retry::Clock;
@@ -319,6 +320,17 @@ impl<C: Conn, K: Kind> Core<C, K> {
         let ctx = self.ctx(&clock, 0);
         ctx.ensure_beside(false).await?;
         let dropped = ctx.each_part(|ctx| K::drop_part(ctx, how)).await?;
+        if let Removal::Delete = how {
+            // The records of exact answers across retries go with the filter.
+            let keys = self.kind.part_keys(&self.parts);
+            let exec = &self.exec;
+            ctx.each_part(|ctx| {
+                let key = &keys[ctx.index];
+                let del = redis::cmd("DEL").arg(once::all_rings(key)).to_owned();
+                async move { exec.query::<i64>(key, &del).await }
+            })
+            .await?;
+        }
         if !self.inline() {
             self.guard.remove_stored(&self.exec, &clock, how).await?;
         }

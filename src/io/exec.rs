@@ -4,6 +4,7 @@
 //! decided, recorded and reported here, once per filter.
 
 use super::eviction::Eviction;
+use super::once::{self, Step};
 use super::tx::{Replies, Tx};
 use crate::engine::Engine;
 use crate::error::{Error, Result, UNNAMED_TYPE};
@@ -52,6 +53,9 @@ pub(crate) enum Cap {
         from: &'static str,
         to: &'static str,
     },
+    /// Scripts refused by the ACL, for exact answers across retries: writes go as commands,
+    /// without a record of their answers.
+    Exact,
 }
 
 impl Cap {
@@ -60,6 +64,7 @@ impl Cap {
             Cap::BitfieldRo => &caps.no_bitfield_ro,
             Cap::EvalRo => &caps.no_eval_ro,
             Cap::Merge { .. } => &caps.no_merge,
+            Cap::Exact => &caps.no_exact,
         }
     }
 
@@ -70,7 +75,7 @@ impl Cap {
                 is_unknown_command(err) || lacks_bitfield_ro(err)
             }
             (Cap::EvalRo, Error::Redis(err)) => is_unknown_command(err),
-            (Cap::Merge { .. }, Error::NoPermission(_)) => true,
+            (Cap::Merge { .. } | Cap::Exact, Error::NoPermission(_)) => true,
             _ => false,
         }
     }
@@ -85,6 +90,12 @@ impl Cap {
                 to,
                 "the ACL refused it (its scratch keys or its commands)",
             ),
+            Cap::Exact => (
+                "exact answers across retries",
+                "writes without a record: after a retry an add may answer \"not new\" for an \
+                 item it added, and a counting write may repeat",
+                "the ACL refused the recording script (EVALSHA or its keys)",
+            ),
         }
     }
 }
@@ -95,6 +106,7 @@ struct Caps {
     no_bitfield_ro: AtomicBool,
     no_merge: AtomicBool,
     no_eval_ro: AtomicBool,
+    no_exact: AtomicBool,
 }
 
 impl<C> Exec<C> {
@@ -127,6 +139,15 @@ impl<C> Exec<C> {
         self.options
     }
 
+    /// A new write step with exact answers across retries ([`once`](super::once)), when the
+    /// filter retries, has not turned them off, and its ACL has not refused their script.
+    pub(crate) fn step(&self) -> Option<Step> {
+        if self.options.inexact_retries || !self.has(Cap::Exact) {
+            return None;
+        }
+        once::width(self.options.retry).map(Step::new)
+    }
+
     /// Whether the server (and its ACL) may have `cap`: not yet found lacking.
     pub(crate) fn has(&self, cap: Cap) -> bool {
         !cap.flag(&self.caps).load(Ordering::Relaxed)
@@ -141,7 +162,12 @@ impl<C> Exec<C> {
         }
         if !cap.flag(&self.caps).swap(true, Ordering::Relaxed) {
             let (from, to, cause) = cap.describe();
-            self.fell_back(key, (from, to, cause), true);
+            if cap == Cap::Exact {
+                tracing::warn!(target: "redbloom", key, from, to, cause, "fallback");
+                crate::metrics::fallback(self.kind, from, "inexact");
+            } else {
+                self.fell_back(key, (from, to, cause), true);
+            }
         }
         true
     }

@@ -128,6 +128,27 @@ impl RedisServer {
         }
     }
 
+    /// Stops the server (SIGSTOP): commands in flight wait, unanswered, until
+    /// [`resume`](Self::resume).
+    pub fn pause(&self) {
+        self.signal("-STOP");
+    }
+
+    /// Resumes a [`pause`](Self::pause)d server (SIGCONT).
+    pub fn resume(&self) {
+        self.signal("-CONT");
+    }
+
+    fn signal(&self, signal: &str) {
+        let child = self.child.as_ref().expect("the server runs");
+        let done = Command::new("kill")
+            .arg(signal)
+            .arg(child.id().to_string())
+            .status()
+            .expect("kill runs");
+        assert!(done.success(), "kill {signal} failed");
+    }
+
     /// Starts the server again on the same port and directory after [`kill`](Self::kill).
     pub fn restart(&mut self) -> std::io::Result<()> {
         self.kill();

@@ -12,6 +12,8 @@ use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::io::exec::{self, Cap, Exec};
 use crate::io::guard::Guard;
+use crate::io::once::{self, Step};
+use crate::scripts::Arg;
 use crate::io::tx::{Slot, Tx};
 use futures_util::future::BoxFuture;
 use redis::Value;
@@ -59,9 +61,16 @@ pub(super) async fn part<C: Conn>(
             })
             .await;
     }
+    // A write whose answers are recorded across retries goes in commands, each recorded ([`once`]):
+    // a retried swap would find the counters changed by its own first attempt.
+    let step = match op {
+        Op::Exists => None,
+        _ => exec.step(),
+    };
     // A write that outweighs the counters reads them, changes them here and swaps them back
     // whole, unless other writers keep changing them meanwhile.
     if op != Op::Exists
+        && step.is_none()
         && exec.has(SWAP)
         && swap::worth_it(
             bytes,
@@ -90,12 +99,19 @@ pub(super) async fn part<C: Conn>(
         guard: ctx.guard(),
         part,
         seen: ctx.seen,
+        step: step.as_ref(),
     };
     let attempt = || async move {
-        if items.len() <= per_command {
-            return on.command(items, op).await;
+        if let Some(step) = on.step {
+            step.attempt();
         }
-        let commands = items.chunks(per_command).map(|chunk| on.boxed(chunk, op));
+        if items.len() <= per_command {
+            return on.command(items, op, 0).await;
+        }
+        let commands = items
+            .chunks(per_command)
+            .enumerate()
+            .map(|(index, chunk)| on.boxed(chunk, op, index));
         exec::in_order(commands.collect()).await
     };
     match op {
@@ -113,6 +129,8 @@ struct On<'a, C> {
     part: &'a Counters,
     /// Told when a check reads a counter above zero (the key exists).
     seen: Option<&'a AtomicBool>,
+    /// A write's step, when its answers are recorded across retries.
+    step: Option<&'a Step>,
 }
 
 impl<C> Clone for On<'_, C> {
@@ -125,21 +143,33 @@ impl<C> Copy for On<'_, C> {}
 
 impl<'a, C: Conn> On<'a, C> {
     /// [`command`](On::command), boxed (see [`exec::in_order`]).
-    fn boxed(self, items: &'a [&'a [u8]], op: Op) -> BoxFuture<'a, Result<Vec<bool>>> {
-        Box::pin(self.command(items, op))
+    fn boxed(
+        self,
+        items: &'a [&'a [u8]],
+        op: Op,
+        index: usize,
+    ) -> BoxFuture<'a, Result<Vec<bool>>> {
+        Box::pin(self.command(items, op, index))
     }
 
     /// One command: its items' counters incremented (with the guard's step, for a filter of
     /// one key, in the same transaction), read, or changed by a script that checks the
     /// parameters of a filter of one key in the same step.
-    async fn command(self, items: &[&[u8]], op: Op) -> Result<Vec<bool>> {
+    async fn command(self, items: &[&[u8]], op: Op, index: usize) -> Result<Vec<bool>> {
         let On {
             exec,
             params,
             guard,
             part,
             seen,
+            step,
         } = self;
+        if let Some(step) = step.filter(|_| exec.has(Cap::Exact)) {
+            match command_once(exec, (params, guard), part, items, op, (step, index)).await {
+                Err(err) if exec.lacks(Cap::Exact, &part.key, &err) => {}
+                done => return done,
+            }
+        }
         command(exec, (params, guard, seen), part, items, op).await
     }
 }
@@ -206,6 +236,57 @@ async fn command<C: Conn>(
             flags(&reply, count).ok_or_else(|| unexpected(&reply))
         }
     }
+}
+
+/// One write command recorded under `step` (its command `index`): the increments as a
+/// script of `BITFIELD` after the parameters check (when their guard lives here and has not
+/// checked them yet), or the remove or add-if-absent script, each applying and recording its
+/// reply, or reading back the reply an earlier attempt recorded.
+async fn command_once<C: Conn>(
+    exec: &Exec<C>,
+    (params, guard): (&Guard, Option<&Guard>),
+    part: &Counters,
+    items: &[&[u8]],
+    op: Op,
+    (step, index): (&Step, usize),
+) -> Result<Vec<bool>> {
+    let cells = part.geometry.offsets(items)?;
+    let k = part.geometry.hashes as usize;
+    let count = items.len();
+    let unexpected = |reply: &Value| {
+        Error::UnexpectedReply(format!("{reply:?} for {count} items of {k} counters"))
+    };
+    let bit_offsets: Vec<u64> = cells.iter().map(|cell| cell * 4).collect();
+    let ring = step.ring(&part.key);
+    let [id, epoch, retry] = step.args(index);
+    if op == Op::Add {
+        if let Some(g) = guard {
+            let mut tx = Tx::plain();
+            if let Some(slot) = g.step(&mut tx) {
+                let stored = exec.run(&part.key, &tx).await?.take(slot)?;
+                g.check_step(stored)?;
+            }
+        }
+        let keys = [part.key.as_str(), ring.as_str()];
+        let args: [&dyn Arg; 5] = [&"incr", &bit_offsets, &id, &epoch, &retry];
+        let reply = exec.script(&part.key, &once::BITFIELD, &keys, &args).await?;
+        return bitfield::fold_counters(&reply, k, count, Fold::AnyZero)
+            .ok_or_else(|| unexpected(&reply));
+    }
+    let mut keys = vec![part.key.as_str()];
+    keys.extend(guard.map(Guard::key));
+    keys.push(&ring);
+    let script = match op {
+        Op::Remove => &once::COUNTING_REMOVE,
+        _ => &once::COUNTING_ADD_ABSENT,
+    };
+    let fingerprint = params.fingerprint();
+    let args: [&dyn Arg; 6] = [&fingerprint, &k, &bit_offsets, &id, &epoch, &retry];
+    let reply = exec.script(&part.key, script, &keys, &args).await?;
+    if let Some(refusal) = params.refused(&reply) {
+        return Err(refusal);
+    }
+    flags(&reply, count).ok_or_else(|| unexpected(&reply))
 }
 
 /// One flag per item from a script's array of 0/1.

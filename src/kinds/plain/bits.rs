@@ -13,6 +13,7 @@ use crate::info::{FilterInfo, KeyTtl};
 use crate::io::exec::Conn;
 use crate::io::exec::{self, Cap, Exec};
 use crate::io::guard::Guard;
+use crate::io::once::{self, Step};
 use crate::io::tx::{Slot, Tx};
 use crate::keys;
 use crate::scripts;
@@ -50,6 +51,8 @@ pub(crate) struct Run<'a, C> {
     pub(crate) guard: Option<&'a Guard>,
     /// Told when a read sees a bit set (the key exists).
     pub(crate) seen: Option<&'a std::sync::atomic::AtomicBool>,
+    /// A write's step, when its answers are recorded across retries ([`once`]).
+    pub(crate) step: Option<&'a Step>,
 }
 
 impl<C> Run<'_, C> {
@@ -170,6 +173,11 @@ impl Bits {
         ctx: Run<'_, C>,
         batch: &Batch<'_>,
     ) -> Result<Vec<bool>> {
+        // A write whose answers are recorded goes in commands, each recorded: the dense paths
+        // would answer from the bytes before, which a retry no longer sees.
+        if ctx.step.is_some() {
+            return self.in_commands(ctx, batch, Direction::Write).await;
+        }
         if let Some(scratch) = self.dense_scratch(ctx, batch.len()) {
             match self.merge(ctx, scratch, batch.whole()?).await {
                 // A user granted the filter's key but not the scratch key or the merge's
@@ -295,7 +303,17 @@ impl Bits {
     ) -> Result<Vec<bool>> {
         let (items, offsets) = batch.part(i)?;
         match direction {
-            Direction::Write => self.write_command(ctx, items, offsets).await,
+            Direction::Write => match ctx.step {
+                Some(step) if ctx.exec.has(Cap::Exact) => {
+                    match self.write_once(ctx, step, (i, items), offsets).await {
+                        Err(err) if ctx.exec.lacks(Cap::Exact, &self.key, &err) => {
+                            self.write_command(ctx, items, offsets).await
+                        }
+                        done => done,
+                    }
+                }
+                _ => self.write_command(ctx, items, offsets).await,
+            },
             Direction::Read => self.read_command(ctx, items, offsets).await,
         }
     }
@@ -311,6 +329,49 @@ impl Bits {
         i: usize,
     ) -> futures_util::future::BoxFuture<'a, Result<Vec<bool>>> {
         Box::pin(self.command(ctx, batch, direction, i))
+    }
+
+    /// One write recorded under `step` (its command `index`): the parameters checked first
+    /// (when their guard lives here and has not checked them yet), then `BITFIELD` as a
+    /// script, or go-zero's set script or its batch form, each applying and recording its
+    /// reply, or reading back the reply recorded by an earlier attempt.
+    async fn write_once<C: Conn>(
+        &self,
+        ctx: Run<'_, C>,
+        step: &Step,
+        (index, items): (usize, usize),
+        offsets: &[u64],
+    ) -> Result<Vec<bool>> {
+        if let Some(g) = ctx.guard {
+            let mut tx = Tx::plain();
+            if let Some(slot) = g.step(&mut tx) {
+                let stored = ctx.exec.run(&self.key, &tx).await?.take(slot)?;
+                g.check_step(stored)?;
+            }
+        }
+        let ring = step.ring(&self.key);
+        let keys = [self.key.as_str(), ring.as_str()];
+        let [id, epoch, retry] = step.args(index);
+        let k = self.geometry.hashes as usize;
+        let hashes = self.geometry.hashes;
+        let exec = ctx.exec;
+        match (ctx.engine, items) {
+            (Engine::Fast, _) => {
+                let args: [&dyn scripts::Arg; 5] = [&"set", &offsets, &id, &epoch, &retry];
+                let reply = exec.script(&self.key, &once::BITFIELD, &keys, &args).await?;
+                fold(&reply, k, items, Fold::AnyZero)
+            }
+            (Engine::Scripts, 1) => {
+                let args: [&dyn scripts::Arg; 4] = [&offsets, &id, &epoch, &retry];
+                let reply = exec.script(&self.key, &once::ADD, &keys, &args).await?;
+                Ok(vec![reply == Value::Int(1)])
+            }
+            (Engine::Scripts, _) => {
+                let args: [&dyn scripts::Arg; 5] = [&hashes, &offsets, &id, &epoch, &retry];
+                let reply = exec.script(&self.key, &once::ADD_MANY, &keys, &args).await?;
+                fold(&reply, 1, items, Fold::AllOne)
+            }
+        }
     }
 
     /// One write: a `BITFIELD` (in one transaction with the guard for a native filter), or

@@ -219,6 +219,7 @@ impl Plain {
             engine: self.engine,
             guard: ctx.guard(),
             seen: ctx.seen,
+            step: None,
         }
     }
 }
@@ -283,9 +284,16 @@ impl Seam for Plain {
     async fn batch<'a, C: Conn>(ctx: Ctx<'a, C, Self>, op: Op, items: Items<'a>) -> Answers {
         let part = ctx.part();
         let batch = Batch::new(items, part.geometry);
-        let run = ctx.kind().run(&ctx);
         let write = op.writes();
+        let step = write.then(|| ctx.exec().step()).flatten();
+        let run = Run {
+            step: step.as_ref(),
+            ..ctx.kind().run(&ctx)
+        };
         ctx.retried(|| async {
+            if let Some(step) = run.step {
+                step.attempt();
+            }
             if let Some(guard) = run.guard {
                 guard.ensure(run.exec, write).await?;
             }

@@ -1,0 +1,211 @@
+//! Exact answers across retries (SPEC.md §3): a write step that may be retried applies and
+//! records its reply in one script, under a unique step id, in a ring of hash keys beside the
+//! filter (its slot group); a retry of the step reads the record back instead of applying
+//! again. So a retried add still says "new" for the items it added, and a retried counting
+//! write is applied once.
+//!
+//! The ring: [`SLOTS`] hashes `{KEY}:redbloom:once:W.I` per part, for a width of `W` seconds
+//! ([`width`]: the smallest power of two from 1 to 64 s that keeps a record for the retry
+//! budget and [`MARGIN`]). A step's epoch is its first attempt's time (this client's clock)
+//! divided by `W`; it is recorded in slot `epoch mod SLOTS`, whose field `e` holds the slot's
+//! epoch. A write into a slot of an older epoch resets it first (the only way records go), so a
+//! record lives at least `(SLOTS - 1) × W` seconds and the ring holds at most `SLOTS × W`
+//! seconds of records, with no TTL (an eviction policy that spares keys without a TTL spares
+//! it). A retry whose slot has moved on to a later epoch may have been applied and lost its
+//! record: it fails with [`Error::OutcomeUnknown`] and applies nothing. Clocks that disagree
+//! between writers cost availability (more such errors), never a double apply.
+//!
+//! Only steps that may be retried pay: with no retry budget, or with exact answers turned off
+//! ([`Builder::exact_retries`](crate::Builder::exact_retries)), steps go as before.
+
+use crate::keys;
+use crate::retry::Retry;
+use std::hash::{BuildHasher, Hasher};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::LazyLock;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// Slots in a ring.
+pub(crate) const SLOTS: u64 = 8;
+
+/// The ring widths a filter may use, in seconds: a ring per width, so that handles with
+/// different retry budgets never reset each other's slots early.
+const WIDTHS: [u64; 7] = [1, 2, 4, 8, 16, 32, 64];
+
+/// What a record must outlive beyond the retry budget: the last retry's own time in flight,
+/// and clocks that disagree between writers.
+pub(crate) const MARGIN: Duration = Duration::from_secs(2);
+
+/// The ring width for `retry`: `None` when steps are never retried (nothing to record).
+pub(crate) fn width(retry: Retry) -> Option<u64> {
+    if retry.budget.is_zero() {
+        return None;
+    }
+    let need = (retry.budget + MARGIN).as_secs_f64();
+    let width = WIDTHS
+        .iter()
+        .copied()
+        .find(|&w| ((SLOTS - 1) * w) as f64 >= need)
+        .unwrap_or(WIDTHS[WIDTHS.len() - 1]);
+    Some(width)
+}
+
+/// How long a record is kept at least, for a ring of `width` seconds.
+#[cfg(test)]
+fn kept(width: u64) -> Duration {
+    Duration::from_secs((SLOTS - 1) * width)
+}
+
+/// Every ring key beside `key` (every width, every slot), for `clear`.
+pub(crate) fn all_rings(key: &str) -> Vec<String> {
+    WIDTHS
+        .iter()
+        .flat_map(|&w| (0..SLOTS).map(move |slot| ring(key, w, slot)))
+        .collect()
+}
+
+fn ring(key: &str, width: u64, slot: u64) -> String {
+    keys::sidecar(key, &format!("redbloom:once:{width}.{slot}"))
+}
+
+/// One write step across its attempts: its id, its ring's width and epoch, and whether an
+/// attempt went out before. A step of several commands (a batch over
+/// [`MAX_OFFSETS_PER_COMMAND`](crate::bitfield::MAX_OFFSETS_PER_COMMAND)) records each under
+/// the step's id and the command's index.
+#[derive(Debug)]
+pub(crate) struct Step {
+    id: u64,
+    width: u64,
+    epoch: u64,
+    tried: AtomicBool,
+    retry: AtomicBool,
+}
+
+impl Step {
+    /// A new step in a ring of `width` seconds.
+    pub(crate) fn new(width: u64) -> Self {
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_secs();
+        Step {
+            id: unique(),
+            width,
+            epoch: now / width,
+            tried: AtomicBool::new(false),
+            retry: AtomicBool::new(false),
+        }
+    }
+
+    /// Marks the start of an attempt: every attempt after the first is a retry.
+    pub(crate) fn attempt(&self) {
+        let before = self.tried.swap(true, Ordering::Relaxed);
+        self.retry.store(before, Ordering::Relaxed);
+    }
+
+    /// The ring slot of this step beside `key` (in `key`'s slot group).
+    pub(crate) fn ring(&self, key: &str) -> String {
+        ring(key, self.width, self.epoch % SLOTS)
+    }
+
+    /// The script's last three arguments for command `index` of the step: its id, its epoch,
+    /// and whether this attempt is a retry.
+    pub(crate) fn args(&self, index: usize) -> [String; 3] {
+        let retry = self.retry.load(Ordering::Relaxed);
+        [
+            format!("{:016x}.{index}", self.id),
+            self.epoch.to_string(),
+            if retry { "1" } else { "0" }.to_owned(),
+        ]
+    }
+}
+
+/// A 64-bit id unique with high probability across processes: a per-process random key
+/// (the standard library's, as `HashMap` seeds itself) hashing a counter.
+fn unique() -> u64 {
+    static SEED: LazyLock<std::collections::hash_map::RandomState> =
+        LazyLock::new(std::collections::hash_map::RandomState::new);
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let mut hasher = SEED.build_hasher();
+    hasher.write_u64(NEXT.fetch_add(1, Ordering::Relaxed));
+    hasher.write_u128(
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_nanos(),
+    );
+    hasher.finish()
+}
+
+/// Declares a script that applies a write step's script (`$body`, a path under `lua/`) and
+/// records its reply ([`once_head.lua` and `once_tail.lua`](self)).
+macro_rules! once_script {
+    ($(#[$doc:meta])* $name:ident = $body:literal) => {
+        $crate::scripts::script! {
+            $(#[$doc])*
+            $name = concat!(
+                include_str!("../../lua/once_head.lua"),
+                include_str!(concat!("../../lua/", $body)),
+                include_str!("../../lua/once_tail.lua"),
+            );
+        }
+    };
+}
+
+once_script! {
+    /// A plain filter's `BITFIELD` set, or a counting filter's increments, recorded.
+    BITFIELD = "once_bitfield.lua"
+}
+once_script! {
+    /// go-zero's set script, recorded.
+    ADD = "add.lua"
+}
+once_script! {
+    /// go-zero's set script over a batch, recorded.
+    ADD_MANY = "add_many.lua"
+}
+once_script! {
+    /// A counting filter's remove, recorded.
+    COUNTING_REMOVE = "counting_remove.lua"
+}
+once_script! {
+    /// A counting filter's add-if-absent, recorded.
+    COUNTING_ADD_ABSENT = "counting_add_absent.lua"
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_ring_keeps_records_for_the_budget_and_a_margin() {
+        assert_eq!(width(Retry::none()), None, "no retry, nothing recorded");
+        for secs in [1, 5, 30, 100, 400] {
+            let budget = Duration::from_secs(secs);
+            let w = width(Retry::for_duration(budget)).unwrap();
+            assert!(kept(w) >= budget + MARGIN, "{secs} s: width {w}");
+            if w > 1 {
+                assert!(
+                    kept(w / 2) < budget + MARGIN,
+                    "{secs} s: width {w} not the smallest"
+                );
+            }
+        }
+        assert_eq!(width(Retry::for_duration(Duration::from_secs(5))), Some(1));
+        assert_eq!(width(Retry::for_duration(Duration::from_secs(30))), Some(8));
+    }
+
+    #[test]
+    fn steps_have_unique_ids_and_know_their_retries() {
+        let (a, b) = (Step::new(1), Step::new(1));
+        assert_ne!(a.args(0)[0], b.args(0)[0]);
+        a.attempt();
+        assert_eq!(a.args(3)[2], "0");
+        assert!(a.args(3)[0].ends_with(".3"));
+        a.attempt();
+        assert_eq!(a.args(3)[2], "1");
+        assert!(a.ring("{f}x").starts_with("{f}x:redbloom:once:1."));
+        assert_eq!(all_rings("f").len(), 56);
+        assert!(BITFIELD.source().contains("once_ring") && ADD.source().contains("setbit"));
+    }
+}

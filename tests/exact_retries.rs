@@ -1,0 +1,328 @@
+//! Exact answers across retries (SPEC.md §3, issue 23 points 1 and 2) against a private server
+//! stopped (SIGSTOP) with commands in flight: each in-flight command times out, is retried, and
+//! is applied twice by the server once it resumes (the first attempt, then the retry). With a
+//! record of each step, a retried add still answers "new" for the items it added, and a
+//! counting write counts once; without one (`exact_retries(false)`), both break, which shows
+//! the harness reaches the fault.
+
+mod common;
+
+use common::server::RedisServer;
+use redbloom::kind::Kind;
+use redbloom::{Builder, CountingBloom, RedisBloom, Retry};
+use redis::aio::ConnectionManager;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Writers, and items per call of each.
+const TASKS: usize = 8;
+const PER_CALL: usize = 20;
+const CALLS: usize = 60;
+
+/// A connection whose commands time out after 150 ms, so that a stopped server makes every
+/// command in flight time out and be retried.
+async fn impatient(url: &str) -> ConnectionManager {
+    let config = redis::aio::ConnectionManagerConfig::new()
+        .set_response_timeout(Some(Duration::from_millis(150)))
+        .set_connection_timeout(Some(Duration::from_millis(500)));
+    redis::Client::open(url)
+        .unwrap()
+        .get_connection_manager_with_config(config)
+        .await
+        .unwrap()
+}
+
+fn retrying<K: Kind>(builder: Builder<K>) -> Builder<K> {
+    builder.retry(
+        Retry::for_duration(Duration::from_secs(20))
+            .with_delays(Duration::from_millis(20), Duration::from_millis(200)),
+    )
+}
+
+fn items(task: usize, call: usize) -> Vec<String> {
+    (0..PER_CALL)
+        .map(|i| format!("exact:{task}:{call}:{i}"))
+        .collect()
+}
+
+/// Runs `op` on every task's calls at once while the server is stopped twice for 700 ms with
+/// commands in flight (once a quarter of the calls are done, and once half are); the number of
+/// `true` answers.
+async fn under_stalls<F, Fut>(server: &RedisServer, op: F) -> usize
+where
+    F: Fn(Vec<String>) -> Fut + Send + Sync + 'static,
+    Fut: std::future::Future<Output = Vec<bool>> + Send,
+{
+    let op = Arc::new(op);
+    let progress = Arc::new(AtomicUsize::new(0));
+    let tasks: Vec<_> = (0..TASKS)
+        .map(|task| {
+            let (op, progress) = (op.clone(), progress.clone());
+            tokio::spawn(async move {
+                let mut yes = 0;
+                for call in 0..CALLS {
+                    yes += op(items(task, call)).await.iter().filter(|&&b| b).count();
+                    progress.fetch_add(1, Ordering::Relaxed);
+                }
+                yes
+            })
+        })
+        .collect();
+    let total = TASKS * CALLS;
+    for at in [total / 4, total / 2] {
+        while progress.load(Ordering::Relaxed) < at {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        server.pause();
+        let paused_at = progress.load(Ordering::Relaxed);
+        tokio::time::sleep(Duration::from_millis(700)).await;
+        server.resume();
+        assert!(paused_at < total, "the calls were done before the stall");
+    }
+    let mut yes = 0;
+    for task in tasks {
+        yes += task.await.expect("a writer panicked");
+    }
+    yes
+}
+
+/// Every task's items, each call's as one batch, on a server that never stops: what `op`
+/// answers `true` for.
+async fn clean<F, Fut>(op: F) -> usize
+where
+    F: Fn(Vec<String>) -> Fut,
+    Fut: std::future::Future<Output = Vec<bool>>,
+{
+    let mut yes = 0;
+    for task in 0..TASKS {
+        for call in 0..CALLS {
+            yes += op(items(task, call)).await.iter().filter(|&&b| b).count();
+        }
+    }
+    yes
+}
+
+async fn plain(url: &str, key: &str, exact: bool) -> RedisBloom<ConnectionManager> {
+    retrying(RedisBloom::builder(key))
+        .expected_items(100_000)
+        .false_positive_rate(0.01)
+        .exact_retries(exact)
+        .build(impatient(url).await)
+        .unwrap()
+}
+
+async fn new_under_stalls(exact: bool) -> (usize, usize) {
+    let server = RedisServer::start().unwrap();
+    let url = server.url();
+    let reference = plain(&url, "reference", exact).await;
+    let want = clean(|batch| {
+        let reference = reference.clone();
+        async move { reference.add_many(&batch).await.unwrap() }
+    })
+    .await;
+    let bloom = plain(&url, "stalled", exact).await;
+    let got = under_stalls(&server, move |batch| {
+        let bloom = bloom.clone();
+        async move { bloom.add_many(&batch).await.expect("add_many under stalls") }
+    })
+    .await;
+    (got, want)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn new_means_new_across_retries() {
+    let (got, want) = new_under_stalls(true).await;
+    assert_eq!(
+        got, want,
+        "items answered new under stalls, against a clean load"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_exact_answers_a_retried_add_says_seen() {
+    let (got, want) = new_under_stalls(false).await;
+    assert!(
+        got < want,
+        "the stalls reached no command in flight: {got} new of {want}"
+    );
+}
+
+async fn counting(url: &str, key: &str, exact: bool) -> CountingBloom<ConnectionManager> {
+    retrying(CountingBloom::builder(key))
+        .expected_items(100_000)
+        .false_positive_rate(0.01)
+        .exact_retries(exact)
+        .build(impatient(url).await)
+        .unwrap()
+}
+
+/// Every item added twice; then each removed once under stalls: how many are still present,
+/// and the counters set after each is removed once more (0 when every write counted once).
+async fn counts_under_stalls(exact: bool) -> (usize, u64) {
+    let server = RedisServer::start().unwrap();
+    let url = server.url();
+    let filter = counting(&url, "counted", exact).await;
+    for _ in 0..2 {
+        clean(|batch| {
+            let filter = filter.clone();
+            async move { filter.add_many(&batch).await.unwrap() }
+        })
+        .await;
+    }
+    let removing = filter.clone();
+    under_stalls(&server, move |batch| {
+        let filter = removing.clone();
+        async move {
+            filter
+                .remove_many(&batch)
+                .await
+                .expect("remove under stalls")
+        }
+    })
+    .await;
+    let present = clean(|batch| {
+        let filter = filter.clone();
+        async move { filter.exists_many(&batch).await.unwrap() }
+    })
+    .await;
+    clean(|batch| {
+        let filter = filter.clone();
+        async move { filter.remove_many(&batch).await.unwrap() }
+    })
+    .await;
+    let mut conn = common::connect(&url).await;
+    let left: u64 = redis::cmd("BITCOUNT")
+        .arg("counted")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    (present, left)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn counting_writes_count_once_across_retries() {
+    let (present, left) = counts_under_stalls(true).await;
+    assert_eq!(
+        present,
+        TASKS * CALLS * PER_CALL,
+        "added twice, removed once"
+    );
+    assert_eq!(
+        left, 0,
+        "counter bits left after every item was removed twice"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_exact_answers_a_retried_remove_counts_twice() {
+    let (present, _) = counts_under_stalls(false).await;
+    assert!(
+        present < TASKS * CALLS * PER_CALL,
+        "the stalls reached no remove in flight"
+    );
+}
+
+#[tokio::test]
+async fn records_stay_beside_the_filter_and_go_with_clear() {
+    let redis = common::redis().await;
+    let mut conn = redis.connection().await;
+    let key = common::unique_key("records");
+    let client = redis::Client::open(redis.url()).unwrap();
+    let bloom = retrying(RedisBloom::builder(&key))
+        .bits(1 << 16)
+        .build(client.get_connection_manager().await.unwrap())
+        .unwrap();
+    bloom.add("a").await.unwrap();
+    bloom.add_many(&["b", "c"]).await.unwrap();
+    let rings = common::keys_like(&mut conn, &format!("{{{key}}}:redbloom:once:*")).await;
+    assert!(
+        !rings.is_empty() && rings.len() <= 8,
+        "one ring of at most 8 slots: {rings:?}"
+    );
+    for ring in &rings {
+        let ttl = common::pttl(&mut conn, ring).await;
+        assert_eq!(ttl, -1, "{ring} has no TTL (an eviction policy spares it)");
+    }
+    assert!(bloom.clear().await.unwrap());
+    let left = common::keys_like(&mut conn, &format!("{{{key}}}:redbloom:*")).await;
+    assert_eq!(
+        left,
+        Vec::<String>::new(),
+        "clear leaves nothing beside the filter"
+    );
+
+    // Without retries nothing is recorded: nothing to read back.
+    let once = RedisBloom::builder(&key)
+        .bits(1 << 16)
+        .build(redis.connection().await)
+        .unwrap();
+    once.add("a").await.unwrap();
+    let rings = common::keys_like(&mut conn, &format!("{{{key}}}:redbloom:once:*")).await;
+    assert_eq!(rings, Vec::<String>::new());
+}
+
+/// A write whose first attempt never ran (its connection killed while the server held writes
+/// back) is retried after its ring slot moved on to a later epoch: its record could be gone, so
+/// it fails with `OutcomeUnknown` and writes nothing, rather than apply twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retry_after_its_record_could_be_gone_applies_nothing() {
+    let server = RedisServer::start().unwrap();
+    let url = server.url();
+    let mut admin = common::connect(&url).await;
+    let counting = retrying(CountingBloom::builder("lost-record"))
+        .bits(1 << 12)
+        .retry(
+            Retry::for_duration(Duration::from_secs(5))
+                .with_delays(Duration::from_millis(300), Duration::from_millis(300)),
+        )
+        .build(impatient(&url).await)
+        .unwrap();
+    counting.add("first").await.unwrap();
+    redis::cmd("CLIENT")
+        .arg("PAUSE")
+        .arg(5000)
+        .arg("WRITE")
+        .query_async::<()>(&mut admin)
+        .await
+        .unwrap();
+    let remove = tokio::spawn({
+        let counting = counting.clone();
+        async move { counting.remove("first").await }
+    });
+    // The remove's first attempt waits on the paused server; its connection is killed with the
+    // command unread, then every ring slot moves to a later epoch before writes resume.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let killed: i64 = redis::cmd("CLIENT")
+        .arg("KILL")
+        .arg("TYPE")
+        .arg("normal")
+        .arg("SKIPME")
+        .arg("yes")
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    assert!(killed >= 1);
+    let mut later = redis::pipe();
+    later.cmd("CLIENT").arg("UNPAUSE").ignore();
+    for width in [1, 2, 4, 8, 16, 32, 64] {
+        for slot in 0..8 {
+            later
+                .cmd("HSET")
+                .arg(format!("{{lost-record}}:redbloom:once:{width}.{slot}"))
+                .arg("e")
+                .arg(u64::MAX / 4)
+                .ignore();
+        }
+    }
+    later.query_async::<()>(&mut admin).await.unwrap();
+    let outcome = remove.await.unwrap();
+    assert!(
+        matches!(outcome, Err(redbloom::Error::OutcomeUnknown { ref key }) if key == "lost-record"),
+        "{outcome:?}"
+    );
+    assert!(
+        counting.exists("first").await.unwrap(),
+        "the remove was not applied"
+    );
+}
