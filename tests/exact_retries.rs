@@ -9,7 +9,7 @@ mod common;
 
 use common::server::RedisServer;
 use redbloom::kind::Kind;
-use redbloom::{Builder, CountingBloom, RedisBloom, Retry};
+use redbloom::{Builder, CountingBloom, GrowingBloom, RedisBloom, Retry, WindowBloom};
 use redis::aio::ConnectionManager;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -103,25 +103,22 @@ where
     yes
 }
 
-async fn plain(url: &str, key: &str, exact: bool) -> RedisBloom<ConnectionManager> {
-    retrying(RedisBloom::builder(key))
-        .expected_items(100_000)
-        .false_positive_rate(0.01)
-        .exact_retries(exact)
-        .build(impatient(url).await)
-        .unwrap()
-}
-
-async fn new_under_stalls(exact: bool) -> (usize, usize) {
+/// Every task's items added under stalls to a filter of `kind`, and the same added cleanly to
+/// another: the items answered new by each.
+async fn new_under_stalls<K: Kind>(kind: fn(&str) -> Builder<K>, exact: bool) -> (usize, usize) {
     let server = RedisServer::start().unwrap();
     let url = server.url();
-    let reference = plain(&url, "reference", exact).await;
+    let build = |key: &str| {
+        let (builder, url) = (retrying(kind(key)).exact_retries(exact), url.clone());
+        async move { builder.build(impatient(&url).await).unwrap() }
+    };
+    let reference = build("reference").await;
     let want = clean(|batch| {
         let reference = reference.clone();
         async move { reference.add_many(&batch).await.unwrap() }
     })
     .await;
-    let bloom = plain(&url, "stalled", exact).await;
+    let bloom = build("stalled").await;
     let got = under_stalls(&server, move |batch| {
         let bloom = bloom.clone();
         async move { bloom.add_many(&batch).await.expect("add_many under stalls") }
@@ -130,9 +127,43 @@ async fn new_under_stalls(exact: bool) -> (usize, usize) {
     (got, want)
 }
 
+fn native(key: &str) -> Builder<redbloom::kind::Plain> {
+    RedisBloom::builder(key)
+        .layout(redbloom::Layout::Native)
+        .expected_items(100_000)
+        .false_positive_rate(0.01)
+}
+
+fn gozero(key: &str) -> Builder<redbloom::kind::Plain> {
+    RedisBloom::builder(key)
+        .expected_items(100_000)
+        .false_positive_rate(0.01)
+        .engine(redbloom::Engine::Scripts)
+}
+
+fn window(key: &str) -> Builder<redbloom::kind::Window> {
+    WindowBloom::builder(key, Duration::from_secs(3600))
+        .expected_items(100_000)
+        .false_positive_rate(0.01)
+}
+
+fn growing(key: &str) -> Builder<redbloom::kind::Growing> {
+    // Levels of 2,000 items and more: the load makes three under the stalls. A rate low enough
+    // that a false positive (which depends on the order items arrive in) is unlikely.
+    GrowingBloom::builder(key)
+        .expected_items(2_000)
+        .false_positive_rate(1e-6)
+}
+
+fn counting_kind(key: &str) -> Builder<redbloom::kind::Counting> {
+    CountingBloom::builder(key)
+        .expected_items(100_000)
+        .false_positive_rate(0.01)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn new_means_new_across_retries() {
-    let (got, want) = new_under_stalls(true).await;
+    let (got, want) = new_under_stalls(native, true).await;
     assert_eq!(
         got, want,
         "items answered new under stalls, against a clean load"
@@ -140,8 +171,32 @@ async fn new_means_new_across_retries() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn new_means_new_across_retries_gozero_scripts() {
+    let (got, want) = new_under_stalls(gozero, true).await;
+    assert_eq!(got, want, "go-zero layout, scripts engine");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn new_means_new_across_retries_window() {
+    let (got, want) = new_under_stalls(window, true).await;
+    assert_eq!(got, want, "window");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn new_means_new_across_retries_growing() {
+    let (got, want) = new_under_stalls(growing, true).await;
+    assert_eq!(got, want, "growing (levels made under stalls)");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn new_means_new_across_retries_counting_adds() {
+    let (got, want) = new_under_stalls(counting_kind, true).await;
+    assert_eq!(got, want, "counting");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_exact_answers_a_retried_add_says_seen() {
-    let (got, want) = new_under_stalls(false).await;
+    let (got, want) = new_under_stalls(native, false).await;
     assert!(
         got < want,
         "the stalls reached no command in flight: {got} new of {want}"
@@ -149,9 +204,7 @@ async fn without_exact_answers_a_retried_add_says_seen() {
 }
 
 async fn counting(url: &str, key: &str, exact: bool) -> CountingBloom<ConnectionManager> {
-    retrying(CountingBloom::builder(key))
-        .expected_items(100_000)
-        .false_positive_rate(0.01)
+    retrying(counting_kind(key))
         .exact_retries(exact)
         .build(impatient(url).await)
         .unwrap()

@@ -52,6 +52,7 @@ pub(crate) fn options<K: Kind>(cli: &Cli, builder: Builder<K>) -> Result<Builder
         builder = builder.merge_chunk_bytes(bytes);
     }
     builder = builder.accept_eviction(cli.accept_eviction);
+    builder = builder.exact_retries(!cli.inexact_retries);
     if let Command::Import {
         idle: Some(idle), ..
     } = &cli.command

@@ -142,10 +142,17 @@ impl<C> Exec<C> {
     /// A new write step with exact answers across retries ([`once`](super::once)), when the
     /// filter retries, has not turned them off, and its ACL has not refused their script.
     pub(crate) fn step(&self) -> Option<Step> {
-        if self.options.inexact_retries || !self.has(Cap::Exact) {
+        if !self.records() {
             return None;
         }
         once::width(self.options.retry).map(Step::new)
+    }
+
+    /// Whether write steps record their replies across retries (see [`step`](Exec::step)).
+    pub(crate) fn records(&self) -> bool {
+        !self.options.inexact_retries
+            && self.has(Cap::Exact)
+            && !self.options.retry.budget.is_zero()
     }
 
     /// Whether the server (and its ACL) may have `cap`: not yet found lacking.

@@ -18,11 +18,15 @@
 //! Only steps that may be retried pay: with no retry budget, or with exact answers turned off
 //! ([`Builder::exact_retries`](crate::Builder::exact_retries)), steps go as before.
 
+use crate::error::{Error, Result};
+use crate::io::exec::Exec;
 use crate::keys;
 use crate::retry::Retry;
+use redis::aio::ConnectionLike;
+use redis::Value;
 use std::hash::{BuildHasher, Hasher};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::LazyLock;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{LazyLock, Mutex, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// Slots in a ring.
@@ -68,8 +72,8 @@ fn ring(key: &str, width: u64, slot: u64) -> String {
     keys::sidecar(key, &format!("redbloom:once:{width}.{slot}"))
 }
 
-/// One write step across its attempts: its id, its ring's width and epoch, and whether an
-/// attempt went out before. A step of several commands (a batch over
+/// One write step across its attempts: its id, its ring's width and epoch, and which of its
+/// commands went out before. A step of several commands (a batch over
 /// [`MAX_OFFSETS_PER_COMMAND`](crate::bitfield::MAX_OFFSETS_PER_COMMAND)) records each under
 /// the step's id and the command's index.
 #[derive(Debug)]
@@ -77,8 +81,8 @@ pub(crate) struct Step {
     id: u64,
     width: u64,
     epoch: u64,
-    tried: AtomicBool,
-    retry: AtomicBool,
+    /// Whether command `i` was sent before: its next sending is a retry.
+    sent: Mutex<Vec<bool>>,
 }
 
 impl Step {
@@ -92,15 +96,8 @@ impl Step {
             id: unique(),
             width,
             epoch: now / width,
-            tried: AtomicBool::new(false),
-            retry: AtomicBool::new(false),
+            sent: Mutex::new(Vec::new()),
         }
-    }
-
-    /// Marks the start of an attempt: every attempt after the first is a retry.
-    pub(crate) fn attempt(&self) {
-        let before = self.tried.swap(true, Ordering::Relaxed);
-        self.retry.store(before, Ordering::Relaxed);
     }
 
     /// The ring slot of this step beside `key` (in `key`'s slot group).
@@ -108,15 +105,65 @@ impl Step {
         ring(key, self.width, self.epoch % SLOTS)
     }
 
-    /// The script's last three arguments for command `index` of the step: its id, its epoch,
-    /// and whether this attempt is a retry.
+    /// The script's last three arguments for sending command `index` of the step: its id, its
+    /// epoch, and whether the command went out before (a retry).
     pub(crate) fn args(&self, index: usize) -> [String; 3] {
-        let retry = self.retry.load(Ordering::Relaxed);
+        let retry = {
+            let mut sent = self.sent.lock().unwrap_or_else(PoisonError::into_inner);
+            if sent.len() <= index {
+                sent.resize(index + 1, false);
+            }
+            std::mem::replace(&mut sent[index], true)
+        };
         [
-            format!("{:016x}.{index}", self.id),
+            self.id(index),
             self.epoch.to_string(),
             if retry { "1" } else { "0" }.to_owned(),
         ]
+    }
+
+    fn id(&self, index: usize) -> String {
+        format!("{:016x}.{index}", self.id)
+    }
+
+    /// Deletes the record of command `index` (a large one: a dense step's bytes from before)
+    /// once its reply is in hand. A failure is ignored: the ring drops it in time.
+    pub(crate) async fn acknowledge<C>(&self, exec: &Exec<C>, key: &str, index: usize)
+    where
+        C: ConnectionLike + Clone + Send + Sync,
+    {
+        let del = redis::cmd("HDEL")
+            .arg(self.ring(key))
+            .arg(self.id(index))
+            .to_owned();
+        let _: Result<i64> = exec.query(key, &del).await;
+    }
+}
+
+/// One flag per item from a recorded step's reply of `0` and `1` characters.
+///
+/// # Errors
+/// [`Error::UnexpectedReply`] for any other reply.
+pub(crate) fn flags(reply: &Value, items: usize) -> Result<Vec<bool>> {
+    match reply {
+        Value::BulkString(flags) if flags.len() == items => {
+            Ok(flags.iter().map(|&flag| flag == b'1').collect())
+        }
+        _ => Err(Error::UnexpectedReply(format!(
+            "{reply:?} for the flags of {items} items"
+        ))),
+    }
+}
+
+/// The parameters stored instead of the client's, when a recorded step refused to write
+/// (`{"params", STORED}`).
+pub(crate) fn refused(reply: &Value) -> Option<Value> {
+    match reply {
+        Value::Array(refusal) => match refusal.as_slice() {
+            [Value::BulkString(what), stored] if what == b"params" => Some(stored.clone()),
+            _ => None,
+        },
+        _ => None,
     }
 }
 
@@ -155,6 +202,10 @@ macro_rules! once_script {
 once_script! {
     /// A plain filter's `BITFIELD` set, or a counting filter's increments, recorded.
     BITFIELD = "once_bitfield.lua"
+}
+once_script! {
+    /// A plain filter's dense add (its bytes from before), recorded until acknowledged.
+    MERGE = "once_merge.lua"
 }
 once_script! {
     /// go-zero's set script, recorded.
@@ -199,11 +250,10 @@ mod tests {
     fn steps_have_unique_ids_and_know_their_retries() {
         let (a, b) = (Step::new(1), Step::new(1));
         assert_ne!(a.args(0)[0], b.args(0)[0]);
-        a.attempt();
-        assert_eq!(a.args(3)[2], "0");
+        assert_eq!(a.args(3)[2], "0", "command 3's first sending");
+        assert_eq!(a.args(3)[2], "1", "command 3 again: a retry");
         assert!(a.args(3)[0].ends_with(".3"));
-        a.attempt();
-        assert_eq!(a.args(3)[2], "1");
+        assert_eq!(a.args(2)[2], "0", "command 2's first sending");
         assert!(a.ring("{f}x").starts_with("{f}x:redbloom:once:1."));
         assert_eq!(all_rings("f").len(), 56);
         assert!(BITFIELD.source().contains("once_ring") && ADD.source().contains("setbit"));

@@ -102,9 +102,6 @@ pub(super) async fn part<C: Conn>(
         step: step.as_ref(),
     };
     let attempt = || async move {
-        if let Some(step) = on.step {
-            step.attempt();
-        }
         if items.len() <= per_command {
             return on.command(items, op, 0).await;
         }
@@ -260,18 +257,18 @@ async fn command_once<C: Conn>(
     let ring = step.ring(&part.key);
     let [id, epoch, retry] = step.args(index);
     if op == Op::Add {
-        if let Some(g) = guard {
-            let mut tx = Tx::plain();
-            if let Some(slot) = g.step(&mut tx) {
-                let stored = exec.run(&part.key, &tx).await?.take(slot)?;
-                g.check_step(stored)?;
-            }
-        }
-        let keys = [part.key.as_str(), ring.as_str()];
-        let args: [&dyn Arg; 5] = [&"incr", &bit_offsets, &id, &epoch, &retry];
+        // The guard's step in the same script: one round trip, the write recorded with it.
+        let guard = guard.filter(|g| g.step_needed());
+        let mut keys = vec![part.key.as_str()];
+        keys.extend(guard.map(Guard::key));
+        keys.push(&ring);
+        let fingerprint = guard.map_or("", Guard::fingerprint);
+        let args: [&dyn Arg; 7] = [&"incr", &k, &fingerprint, &bit_offsets, &id, &epoch, &retry];
         let reply = exec.script(&part.key, &once::BITFIELD, &keys, &args).await?;
-        return bitfield::fold_counters(&reply, k, count, Fold::AnyZero)
-            .ok_or_else(|| unexpected(&reply));
+        if let (Some(stored), Some(g)) = (once::refused(&reply), guard) {
+            g.check_step(stored)?;
+        }
+        return once::flags(&reply, count);
     }
     let mut keys = vec![part.key.as_str()];
     keys.extend(guard.map(Guard::key));

@@ -9,13 +9,20 @@ use crate::core::{Conn, Ctx};
 use crate::error::{Error, Result};
 use crate::hash::ItemHash;
 use crate::io::exec::Cap;
-use crate::scripts::script;
+use crate::io::once::Step;
+use crate::scripts::{script, Arg};
 use redis::Value;
 use std::sync::atomic::Ordering;
 
 script! {
     /// Adds items: tests every level, sets the newest, makes the next one when it is full.
     GROW_ADD = include_str!("../../../lua/grow_add.lua");
+    /// [`GROW_ADD`], its reply recorded across retries ([`once`](crate::io::once)).
+    GROW_ADD_ONCE = concat!(
+        include_str!("../../../lua/once_head.lua"),
+        include_str!("../../../lua/grow_add.lua"),
+        include_str!("../../../lua/once_tail.lua"),
+    );
 }
 
 /// What the add script answered.
@@ -120,7 +127,11 @@ pub(super) async fn step<C: Conn>(
     items: &[ItemHash],
 ) -> Result<Vec<bool>> {
     let (kind, part) = (ctx.kind(), ctx.part());
-    loop {
+    // Each command's reply recorded across retries (a command that names too few levels
+    // writes nothing, and the next, naming more, is another command of the step).
+    let once = ctx.exec().step();
+    for index in 0.. {
+        let once = once.as_ref().map(|step| (step, index));
         let (named, take) = kind.plan(part, items.len(), true);
         let levels = &kind.levels[..named];
         let mut offsets = Vec::new();
@@ -129,7 +140,7 @@ pub(super) async fn step<C: Conn>(
                 level.push_offsets(hash, &mut offsets);
             }
         }
-        let answer = ctx.retried(|| script(ctx, levels, &offsets)).await?;
+        let answer = ctx.retried(|| script(ctx, levels, &offsets, once)).await?;
         part.known.store(answer.levels, Ordering::Relaxed);
         part.newest_count.store(answer.count, Ordering::Relaxed);
         if answer.verified {
@@ -145,6 +156,7 @@ pub(super) async fn step<C: Conn>(
         }
         // The part has more levels than named: name them.
     }
+    unreachable!("a step ends with answers or an error")
 }
 
 /// Runs the add script once (again by `BITFIELD` when the server turns out to lack
@@ -153,11 +165,15 @@ async fn script<C: Conn>(
     ctx: Ctx<'_, C, Growing>,
     levels: &[Level],
     offsets: &[u64],
+    once: Option<(&Step, usize)>,
 ) -> Result<Answer> {
     let (exec, kind, part) = (ctx.exec(), ctx.kind(), ctx.part());
+    let once = once.filter(|_| exec.has(Cap::Exact));
+    let ring = once.map(|(step, _)| step.ring(&part.counts));
     let mut keys = vec![part.counts.as_str()];
     keys.extend(part.level_keys[..levels.len()].iter().map(String::as_str));
     keys.extend(params_keys(ctx.guard()).into_iter().flatten());
+    keys.extend(ring.as_deref());
     let hashes: Vec<u32> = levels.iter().map(Level::hashes).collect();
     let capacities: Vec<u64> = levels.iter().map(|l| l.capacity).collect();
     loop {
@@ -166,24 +182,29 @@ async fn script<C: Conn>(
             true => "bitfield_ro",
             false => "bitfield",
         };
-        let reply = exec
-            .script(
-                &part.counts,
-                &GROW_ADD,
-                &keys,
-                &[
-                    &kind.fingerprint,
-                    &read,
-                    &levels.len(),
-                    &kind.levels.len(),
-                    &hashes,
-                    &capacities,
-                    &offsets,
-                ],
-            )
-            .await;
+        let recorded = once.map(|(step, index)| step.args(index));
+        let (named, most) = (levels.len(), kind.levels.len());
+        let mut args: Vec<&dyn Arg> = vec![
+            &kind.fingerprint,
+            &read,
+            &named,
+            &most,
+            &hashes,
+            &capacities,
+            &offsets,
+        ];
+        args.extend(recorded.iter().flatten().map(|arg| arg as &dyn Arg));
+        let lua = match recorded {
+            Some(_) => &GROW_ADD_ONCE,
+            None => &GROW_ADD,
+        };
+        let reply = exec.script(&part.counts, lua, &keys, &args).await;
         match reply {
             Err(err) if read_only && exec.lacks(Cap::BitfieldRo, ctx.key(), &err) => {}
+            // The ACL refuses the recording script's ring: the plain add, from now on.
+            Err(err) if once.is_some() && exec.lacks(Cap::Exact, &part.counts, &err) => {
+                return Box::pin(script(ctx, levels, offsets, None)).await;
+            }
             reply => return kind.answer(ctx.key(), reply?),
         }
     }

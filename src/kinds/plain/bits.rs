@@ -173,10 +173,21 @@ impl Bits {
         ctx: Run<'_, C>,
         batch: &Batch<'_>,
     ) -> Result<Vec<bool>> {
-        // A write whose answers are recorded goes in commands, each recorded: the dense paths
-        // would answer from the bytes before, which a retry no longer sees.
-        if ctx.step.is_some() {
-            return self.in_commands(ctx, batch, Direction::Write).await;
+        // A write whose answers are recorded: the dense add as one script that records the
+        // bytes from before, or commands that each record their flags (the merge by ranges
+        // would answer from bytes that a retry no longer sees).
+        if let Some(step) = ctx.step.filter(|_| ctx.exec.has(Cap::Exact)) {
+            if let Some(scratch) = self.dense_scratch(ctx, batch.len()) {
+                match self.merge_once(ctx, step, scratch, batch.whole()?).await {
+                    Err(err)
+                        if ctx.exec.lacks(MERGE, &self.key, &err)
+                            || ctx.exec.lacks(Cap::Exact, &self.key, &err) => {}
+                    done => return done,
+                }
+            }
+            if ctx.exec.has(Cap::Exact) {
+                return self.in_commands(ctx, batch, Direction::Write).await;
+            }
         }
         if let Some(scratch) = self.dense_scratch(ctx, batch.len()) {
             match self.merge(ctx, scratch, batch.whole()?).await {
@@ -342,6 +353,26 @@ impl Bits {
         (index, items): (usize, usize),
         offsets: &[u64],
     ) -> Result<Vec<bool>> {
+        let ring = step.ring(&self.key);
+        let k = self.geometry.hashes as usize;
+        let hashes = self.geometry.hashes;
+        let exec = ctx.exec;
+        if ctx.engine == Engine::Fast {
+            // The guard's step in the same script: one round trip, the write recorded with it.
+            let guard = ctx.guard.filter(|g| g.step_needed());
+            let mut keys = vec![self.key.as_str()];
+            keys.extend(guard.map(Guard::key));
+            keys.push(&ring);
+            let fingerprint = guard.map_or("", Guard::fingerprint);
+            let [id, epoch, retry] = step.args(index);
+            let args: [&dyn scripts::Arg; 7] =
+                [&"set", &k, &fingerprint, &offsets, &id, &epoch, &retry];
+            let reply = exec.script(&self.key, &once::BITFIELD, &keys, &args).await?;
+            if let (Some(stored), Some(g)) = (once::refused(&reply), guard) {
+                g.check_step(stored)?;
+            }
+            return once::flags(&reply, items);
+        }
         if let Some(g) = ctx.guard {
             let mut tx = Tx::plain();
             if let Some(slot) = g.step(&mut tx) {
@@ -349,24 +380,16 @@ impl Bits {
                 g.check_step(stored)?;
             }
         }
-        let ring = step.ring(&self.key);
         let keys = [self.key.as_str(), ring.as_str()];
         let [id, epoch, retry] = step.args(index);
-        let k = self.geometry.hashes as usize;
-        let hashes = self.geometry.hashes;
-        let exec = ctx.exec;
-        match (ctx.engine, items) {
-            (Engine::Fast, _) => {
-                let args: [&dyn scripts::Arg; 5] = [&"set", &offsets, &id, &epoch, &retry];
-                let reply = exec.script(&self.key, &once::BITFIELD, &keys, &args).await?;
-                fold(&reply, k, items, Fold::AnyZero)
-            }
-            (Engine::Scripts, 1) => {
+        // go-zero's scripts (the go-zero layout: no guard step).
+        match items {
+            1 => {
                 let args: [&dyn scripts::Arg; 4] = [&offsets, &id, &epoch, &retry];
                 let reply = exec.script(&self.key, &once::ADD, &keys, &args).await?;
                 Ok(vec![reply == Value::Int(1)])
             }
-            (Engine::Scripts, _) => {
+            _ => {
                 let args: [&dyn scripts::Arg; 5] = [&hashes, &offsets, &id, &epoch, &retry];
                 let reply = exec.script(&self.key, &once::ADD_MANY, &keys, &args).await?;
                 fold(&reply, 1, items, Fold::AllOne)
@@ -537,6 +560,36 @@ impl Bits {
             offsets,
             self.geometry.hashes as usize,
         ))
+    }
+
+    /// The dense add recorded under `step` (its command 0): one script, whose reply (the
+    /// bytes from before) a retry reads back; the record is deleted once the reply is in hand.
+    async fn merge_once<C: Conn>(
+        &self,
+        ctx: Run<'_, C>,
+        step: &Step,
+        scratch: &str,
+        offsets: &[u64],
+    ) -> Result<Vec<bool>> {
+        // The guard's step in the same script, as for the per-item writes.
+        let guard = ctx.guard.filter(|g| g.step_needed());
+        let ring = step.ring(&self.key);
+        let mut keys = vec![self.key.as_str(), scratch];
+        keys.extend(guard.map(Guard::key));
+        keys.push(&ring);
+        let fingerprint = guard.map_or("", Guard::fingerprint);
+        let [id, epoch, retry] = step.args(0);
+        let bitmap = dense::bitmap(offsets);
+        let args: [&dyn scripts::Arg; 5] = [&bitmap, &fingerprint, &id, &epoch, &retry];
+        let reply = ctx.exec.script(&self.key, &once::MERGE, &keys, &args).await?;
+        if let (Some(stored), Some(g)) = (once::refused(&reply), guard) {
+            g.check_step(stored)?;
+        }
+        let Value::BulkString(old) = reply else {
+            return Err(Error::UnexpectedReply(format!("{reply:?} from a dense add")));
+        };
+        step.acknowledge(ctx.exec, &self.key, 0).await;
+        Ok(dense::new_flags(old, offsets, self.geometry.hashes as usize))
     }
 
     /// The filter's bytes, in chunks of a few MiB, in one round trip (the dense check).

@@ -291,9 +291,6 @@ impl Seam for Plain {
             ..ctx.kind().run(&ctx)
         };
         ctx.retried(|| async {
-            if let Some(step) = run.step {
-                step.attempt();
-            }
             if let Some(guard) = run.guard {
                 guard.ensure(run.exec, write).await?;
             }

@@ -29,6 +29,7 @@ pub(super) async fn part_info<C: Conn>(ctx: Ctx<'_, C, Window>) -> Result<PartIn
         read_only: true,
         store: false,
         flags: false,
+        step: None,
     };
     let reply = call(ctx, run, &[]).await?;
     parse(&reply).ok_or_else(|| Error::UnexpectedReply(format!("{reply:?} from window info")))
@@ -103,6 +104,7 @@ pub(super) async fn drop_part<C: Conn>(ctx: Ctx<'_, C, Window>, how: Removal) ->
         read_only: false,
         store: false,
         flags: false,
+        step: None,
     };
     let (op, millis) = how.args();
     match call(ctx, run, &[&op, &millis]).await? {

@@ -7,6 +7,7 @@ use crate::core::{Conn, Ctx};
 use crate::error::{Error, Result};
 use crate::io::exec::{Cap, Exec};
 use crate::io::guard::Guard;
+use crate::io::once::Step;
 use crate::scripts::{script, Arg, LuaScript};
 use redis::{Cmd, Value};
 
@@ -24,6 +25,18 @@ window_script!(
     /// Adds items to the current generation; new when in no live generation. The parameters
     /// are checked when the step creates the generation.
     WINDOW_ADD = ["window_epoch", "window_add_head", "window_check", "window_add"]
+);
+script!(
+    /// [`WINDOW_ADD`], its reply recorded across retries ([`once`](crate::io::once)).
+    WINDOW_ADD_ONCE = concat!(
+        include_str!("../../../lua/once_head.lua"),
+        include_str!("../../../lua/window_args.lua"),
+        include_str!("../../../lua/window_epoch.lua"),
+        include_str!("../../../lua/window_add_head.lua"),
+        include_str!("../../../lua/window_check.lua"),
+        include_str!("../../../lua/window_add.lua"),
+        include_str!("../../../lua/once_tail.lua"),
+    )
 );
 window_script!(
     /// Checks items against the live generations (read-only; the clock only when needed).
@@ -83,6 +96,9 @@ pub(super) struct Run<'a> {
     pub(super) store: bool,
     /// Replies its flags and whether the parameters were seen (adds and checks).
     pub(super) flags: bool,
+    /// The write step and command index its reply is recorded under, across retries (the
+    /// script then is a [`once`](crate::io::once) one).
+    pub(super) step: Option<(&'a Step, usize)>,
 }
 
 /// One script on the part of `ctx`, with the head's arguments; again with the server's epoch
@@ -101,11 +117,18 @@ pub(super) async fn call<C: Conn>(
         let checked = ctx
             .guard()
             .filter(|guard| !(run.read_only && run.flags && guard.is_checked()));
-        let keys = part.keys(guess, window.generations, checked);
+        let mut keys = part.keys(guess, window.generations, checked);
+        let once = run.step.map(|(step, index)| {
+            keys.push(step.ring(&format!("{}:", part.prefix)));
+            step.args(index)
+        });
         let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
         let ro = exec.has(Cap::BitfieldRo);
         let mut args = window.head_args(&guess, run.store, ro);
         args.extend_from_slice(tail);
+        if let Some(once) = &once {
+            args.extend(once.iter().map(|arg| arg as &dyn Arg));
+        }
         let route = keys[1];
         let reply = match run.read_only {
             true => exec.script_ro(route, (run.script, &keys, &args)).await,

@@ -5,13 +5,14 @@
 //! awaited is retried whole with its `WAIT` (`WAIT` confirms the writes of its own connection,
 //! so after a reconnect a `WAIT` alone would confirm nothing).
 
-use super::scripts::{self, call, Run, WINDOW_ADD, WINDOW_EXISTS};
+use super::scripts::{self, call, Run, WINDOW_ADD, WINDOW_ADD_ONCE, WINDOW_EXISTS};
 use super::{dense, Window};
 use crate::bitfield::MAX_OFFSETS_PER_COMMAND;
 use crate::core::{Conn, Ctx};
 use crate::engine::Engine;
 use crate::error::Result;
-use crate::io::exec;
+use crate::io::exec::{self, Cap};
+use crate::io::once::Step;
 use crate::scripts::Arg;
 use futures_util::future::BoxFuture;
 
@@ -21,12 +22,17 @@ pub(super) async fn batch<C: Conn>(
     items: &[&[u8]],
     write: bool,
 ) -> Result<Vec<bool>> {
+    // A write's reply recorded across retries ([`once`](crate::io::once)).
+    let step = write.then(|| ctx.exec().step()).flatten();
+    let step = step.as_ref();
     if !write || ctx.exec().options().replicas.is_none() {
-        return attempt(ctx, items, write, false).await;
+        return attempt(ctx, items, (write, step), false).await;
     }
     let prefix = &ctx.part().prefix;
-    ctx.written(prefix, Engine::Scripts, || attempt(ctx, items, write, true))
-        .await
+    ctx.written(prefix, Engine::Scripts, || {
+        attempt(ctx, items, (write, step), true)
+    })
+    .await
 }
 
 /// The part's items by the dense path, or in commands of a bounded size, each retried unless
@@ -34,21 +40,27 @@ pub(super) async fn batch<C: Conn>(
 async fn attempt<C: Conn>(
     ctx: Ctx<'_, C, Window>,
     items: &[&[u8]],
-    write: bool,
+    (write, step): (bool, Option<&Step>),
     whole: bool,
 ) -> Result<Vec<bool>> {
-    if let Some(answers) = dense::batch(ctx, items, write, whole).await? {
-        return Ok(answers);
+    // A recorded write goes by the per-item script: the dense add answers from the bytes
+    // before, which a retry no longer sees.
+    if step.is_none() {
+        if let Some(answers) = dense::batch(ctx, items, write, whole).await? {
+            return Ok(answers);
+        }
     }
     let k = ctx.part().geometry.hashes as usize;
     // Each item may test every generation: a command's work is bounded as a plain filter's
     // is (MAX_OFFSETS_PER_COMMAND bits).
     let per_command = (MAX_OFFSETS_PER_COMMAND / (k * ctx.kind().generations as usize)).max(1);
     if items.len() <= per_command {
-        return command(ctx, items, write, whole).await;
+        return command(ctx, items, (write, step.map(|s| (s, 0))), whole).await;
     }
-    let commands = items.chunks(per_command);
-    let commands = commands.map(|chunk| command(ctx, chunk, write, whole));
+    let commands = items.chunks(per_command).enumerate();
+    let commands = commands.map(|(index, chunk)| {
+        command(ctx, chunk, (write, step.map(|s| (s, index))), whole)
+    });
     exec::in_order(commands.collect()).await
 }
 
@@ -57,21 +69,41 @@ async fn attempt<C: Conn>(
 fn command<'a, C: Conn>(
     ctx: Ctx<'a, C, Window>,
     items: &'a [&'a [u8]],
-    write: bool,
+    (write, step): (bool, Option<(&'a Step, usize)>),
     whole: bool,
 ) -> BoxFuture<'a, Result<Vec<bool>>> {
     Box::pin(async move {
         let geometry = ctx.part().geometry;
         let k = geometry.hashes as usize;
         let offsets = geometry.offsets(items)?;
+        let step = step.filter(|_| ctx.exec().has(Cap::Exact));
         let run = Run {
-            script: if write { &WINDOW_ADD } else { &WINDOW_EXISTS },
+            script: match (write, step) {
+                (false, _) => &WINDOW_EXISTS,
+                (true, None) => &WINDOW_ADD,
+                (true, Some(_)) => &WINDOW_ADD_ONCE,
+            },
             read_only: !write,
             store: write,
             flags: true,
+            step,
         };
         let tail: [&dyn Arg; 2] = [&k, &offsets];
-        let reply = ctx.retried_unless(whole, || call(ctx, run, &tail)).await?;
+        let once = || async {
+            match call(ctx, run, &tail).await {
+                // The ACL refuses the recording script's ring: the plain add, from now on.
+                Err(err) if step.is_some() && ctx.exec().lacks(Cap::Exact, &ctx.part().prefix, &err) => {
+                    let run = Run {
+                        script: &WINDOW_ADD,
+                        step: None,
+                        ..run
+                    };
+                    call(ctx, run, &tail).await
+                }
+                reply => reply,
+            }
+        };
+        let reply = ctx.retried_unless(whole, once).await?;
         let (flags, verified) = scripts::flags(&reply, items.len())?;
         if let Some(guard) = ctx.guard().filter(|_| verified) {
             guard.mark_checked();

@@ -1,0 +1,156 @@
+//! Exact answers across retries through the CLI (issue 23 points 1 and 2): a server stopped
+//! with a batch in flight, which the server applies once it resumes, and the CLI's retry after
+//! its reply timed out. The counting repro of the issue keeps every count; a `load`'s `new`
+//! equals a clean load's. `--inexact-retries` shows the harness reaches the fault.
+
+#[path = "../../tests/common/mod.rs"]
+mod common;
+
+use common::cli::{redbloom, run};
+use common::server::RedisServer;
+use std::io::Write;
+use std::process::Stdio;
+use std::time::Duration;
+
+/// `redbloom --url URL --key KEY ARGS...` as a child process with pipes.
+fn child(url: &str, key: &str, args: &[&str]) -> std::process::Child {
+    std::process::Command::new(assert_cmd::cargo::cargo_bin("redbloom"))
+        .env_remove("REDIS_URL")
+        .args(["--url", url, "--key", key])
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+fn lines(prefix: &str, n: usize) -> String {
+    (0..n).map(|i| format!("{prefix}:{i}\n")).collect()
+}
+
+/// Runs `args` with `input` on stdin: a first line, then (while the server is stopped for
+/// 3 s) the rest, so that the batch holding it goes out to a stopped server; the JSON reply.
+fn stalled(server: &RedisServer, key: &str, args: &[&str], input: &str) -> serde_json::Value {
+    let mut child = child(&server.url(), key, args);
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(b"first\n").unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    server.pause();
+    stdin.write_all(input.as_bytes()).unwrap();
+    drop(stdin);
+    std::thread::sleep(Duration::from_secs(3));
+    server.resume();
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{args:?}: {stderr}");
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {stderr}"))
+}
+
+fn counting_unload(inexact: bool) -> u64 {
+    let server = RedisServer::start().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let all = dir.path().join("r.txt");
+    std::fs::write(&all, lines("r", 10_000)).unwrap();
+    let mut flags = vec![
+        "--counting",
+        "--capacity",
+        "100000",
+        "--fpr",
+        "0.01",
+        "--json",
+        "--timeout",
+        "1",
+    ];
+    if inexact {
+        flags.push("--inexact-retries");
+    }
+    for _ in 0..2 {
+        let args = [&flags[..], &["load", all.to_str().unwrap()]].concat();
+        let (code, _, stderr) = run(redbloom(&server.url(), "c", &args));
+        assert_eq!(code, 0, "{stderr}");
+    }
+    let removed = lines("r", 5_000);
+    stalled(
+        &server,
+        "c",
+        &[&flags[..], &["unload", "-"]].concat(),
+        &removed,
+    );
+    let some = dir.path().join("rm.txt");
+    std::fs::write(&some, &removed).unwrap();
+    let args = [&flags[..], &["check", some.to_str().unwrap()]].concat();
+    let (_, json, stderr) = run(redbloom(&server.url(), "c", &args));
+    json["present"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("{json}: {stderr}"))
+}
+
+#[test]
+fn an_unload_retried_across_a_stall_removes_once() {
+    assert_eq!(
+        counting_unload(false),
+        5_000,
+        "added twice, removed once: still present"
+    );
+}
+
+#[test]
+fn with_inexact_retries_the_stalled_unload_removes_twice() {
+    assert!(counting_unload(true) < 5_000);
+}
+
+fn load_new(inexact: bool) -> (u64, u64) {
+    let server = RedisServer::start().unwrap();
+    let flags = || {
+        let mut flags = vec![
+            "--layout",
+            "native",
+            "--capacity",
+            "1000000",
+            "--fpr",
+            "0.01",
+            "--json",
+            "--timeout",
+            "1",
+        ];
+        if inexact {
+            flags.push("--inexact-retries");
+        }
+        flags
+    };
+    let items = lines("n", 1_000);
+    let stalled = stalled(
+        &server,
+        "stalled",
+        &[&flags()[..], &["load", "-"]].concat(),
+        &items,
+    );
+    let mut child = child(
+        &server.url(),
+        "clean",
+        &[&flags()[..], &["load", "-"]].concat(),
+    );
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(b"first\n").unwrap();
+    stdin.write_all(items.as_bytes()).unwrap();
+    drop(stdin);
+    let out = child.wait_with_output().unwrap();
+    let clean: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    (
+        stalled["new"].as_u64().unwrap(),
+        clean["new"].as_u64().unwrap(),
+    )
+}
+
+#[test]
+fn a_load_retried_across_a_stall_counts_new_as_a_clean_load_does() {
+    let (stalled, clean) = load_new(false);
+    assert_eq!(stalled, clean);
+}
+
+#[test]
+fn with_inexact_retries_the_stalled_load_counts_fewer_new() {
+    let (stalled, clean) = load_new(true);
+    assert!(stalled < clean, "{stalled} new of {clean}");
+}

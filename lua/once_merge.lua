@@ -1,0 +1,24 @@
+-- The dense add as one script (for exact answers across retries: once_head.lua): the batch's
+-- bitmap ORed into the filter's bits with BITOP, keeping the filter's TTL, through a scratch
+-- key that is gone when the script ends.
+-- KEYS[1]: the bits. KEYS[2]: the scratch key. KEYS[3] (a native filter of one key): its
+-- parameters, stored first when missing (SET NX GET, as the guard's step does beside a plain
+-- write). ARGV[1]: the batch's bitmap. ARGV[2]: the client's parameters ("" without KEYS[3]).
+-- Reply: the bits from before ("" when the key did not exist), from which the caller tells
+-- which items were new; or {"params", STORED} when other parameters are stored: nothing
+-- written. Recorded whole: the caller deletes the record once it has the reply.
+if KEYS[3] then
+    local stored = redis.call("set", KEYS[3], ARGV[2], "NX", "GET")
+    if stored and stored ~= ARGV[2] then
+        return {"params", stored}
+    end
+end
+local old = redis.call("get", KEYS[1]) or ""
+local ttl = redis.call("pttl", KEYS[1])
+redis.call("set", KEYS[2], ARGV[1])
+redis.call("bitop", "or", KEYS[1], KEYS[1], KEYS[2])
+redis.call("del", KEYS[2])
+if ttl > 0 then
+    redis.call("pexpire", KEYS[1], ttl)
+end
+return old
