@@ -10,9 +10,10 @@ use tokio::time::Instant;
 /// [`Error::Connection`]: a lost connection, a restarting server), and how long it waits
 /// between tries (doubling from `first_delay` up to `max_delay`).
 ///
-/// Retrying is safe for every operation: checks read, and adds only set bits to 1, which is
-/// idempotent. After a retried add, its "new" flag may be `false` for an item the lost attempt
-/// had already added.
+/// Retrying is safe for every operation: checks read, and each write step records its reply
+/// beside the filter, so that its retry after a lost reply reads it back instead of applying
+/// again ("new" stays true for the items the lost attempt added; a counting write is applied
+/// once: [`Builder::exact_retries`](crate::Builder::exact_retries)).
 ///
 /// ```
 /// use std::time::Duration;

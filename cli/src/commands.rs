@@ -144,6 +144,19 @@ fn tracked<K: CliKind>(cli: &Cli, builder: Builder<K>) -> Result<Builder<K>> {
 /// Runs the command on the filter `builder` makes on `conn`.
 async fn execute<K: CliKind>(cli: &Cli, builder: Builder<K>, conn: Connection) -> Result<ExitCode> {
     let bloom = builder.build(conn)?;
+    let done = command(cli, &bloom).await;
+    if !cli.inexact_retries && cli.retry_for > 0.0 && !bloom.exact_retries() {
+        eprintln!(
+            "warning: the ACL refused the script that records each write's answers (EVALSHA, or \
+             the keys {{KEY}}:redbloom:once:*): after a retry, \"new\" may count an item as seen \
+             and a counting write may repeat (docs/security.md)"
+        );
+    }
+    done
+}
+
+/// Runs the command on `bloom`.
+async fn command<K: CliKind>(cli: &Cli, bloom: &Bloom<Connection, K>) -> Result<ExitCode> {
     let json = cli.json;
     match &cli.command {
         Command::Add { items } => {
@@ -171,7 +184,7 @@ async fn execute<K: CliKind>(cli: &Cli, builder: Builder<K>, conn: Connection) -
             }
         }
         Command::Load(args) => {
-            let run = stream_file(&bloom, args, Op::Add).await?;
+            let run = stream_file(bloom, args, Op::Add).await?;
             print(
                 &output::Loaded {
                     items: run.items,
@@ -184,7 +197,7 @@ async fn execute<K: CliKind>(cli: &Cli, builder: Builder<K>, conn: Connection) -
             return Ok(interrupted(&run, "acknowledged as added"));
         }
         Command::Check(args) => {
-            let run = stream_file(&bloom, args, Op::Exists).await?;
+            let run = stream_file(bloom, args, Op::Exists).await?;
             print(
                 &output::CheckedFile {
                     items: run.items,
@@ -198,7 +211,7 @@ async fn execute<K: CliKind>(cli: &Cli, builder: Builder<K>, conn: Connection) -
             return Ok(interrupted(&run, "checked"));
         }
         Command::Remove { items } => {
-            let flags = K::remove_many(&bloom, &raw_items(items)).await?;
+            let flags = K::remove_many(bloom, &raw_items(items)).await?;
             print(
                 &output::Removed {
                     items: flags.len() as u64,
@@ -211,7 +224,7 @@ async fn execute<K: CliKind>(cli: &Cli, builder: Builder<K>, conn: Connection) -
             if !K::removes() {
                 bail!("unload removes items: only a counting filter can (give --counting)");
             }
-            let run = stream_file(&bloom, args, Op::Remove).await?;
+            let run = stream_file(bloom, args, Op::Remove).await?;
             print(
                 &output::Unloaded {
                     items: run.items,
@@ -240,7 +253,7 @@ async fn execute<K: CliKind>(cli: &Cli, builder: Builder<K>, conn: Connection) -
             );
         }
         Command::Export { file } => {
-            let moved = snapshot::export(&bloom, file).await?;
+            let moved = snapshot::export(bloom, file).await?;
             // The file went to standard output: the report goes beside it.
             match file.as_os_str() == "-" {
                 true => output::eprint(&moved, json),
@@ -248,11 +261,14 @@ async fn execute<K: CliKind>(cli: &Cli, builder: Builder<K>, conn: Connection) -
             }
         }
         Command::Import { file, merge, .. } => {
-            print(&snapshot::import(&bloom, file, *merge).await?, json)
+            print(&snapshot::import(bloom, file, *merge).await?, json)
         }
         // Handled before connecting.
         Command::Build { .. } => {}
-        Command::Bench(args) => print(&bench::run(bloom, args, cli.near_cache).await?, json),
+        Command::Bench(args) => print(
+            &bench::run(bloom.clone(), args, cli.near_cache).await?,
+            json,
+        ),
     }
     Ok(ExitCode::SUCCESS)
 }

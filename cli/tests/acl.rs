@@ -67,7 +67,55 @@ const COMMANDS: &[(&str, &str)] = &[
     ),
     ("wait", "wait_for_replicas"),
     ("info", "the eviction check before the first write"),
+    (
+        "hget",
+        "exact answers across retries (in Lua: a write's record and its ring slot's epoch)",
+    ),
+    (
+        "hset",
+        "exact answers across retries (in Lua: a write's record)",
+    ),
+    (
+        "unlink",
+        "exact answers across retries (in Lua: a ring slot of an older epoch)",
+    ),
+    (
+        "hdel",
+        "exact answers across retries: a dense add's record (the bytes before) deleted once its \
+         reply is in hand; optional: refused, it stays until its ring slot's turn comes",
+    ),
 ];
+
+/// Without one of these everything works, but writes no longer record their answers across
+/// retries ([`records`]).
+const EXACT_ONLY: &[&str] = &["hget", "hset", "unlink"];
+
+/// A new native filter through `url`, retrying: an add, then a dense add (400 items). Whether it
+/// still records its writes' answers across retries, and how many records its ring holds (the
+/// dense add's is deleted once acknowledged).
+async fn records(url: &str, admin: &mut redis::aio::MultiplexedConnection) -> (bool, u64) {
+    let key = acl::fresh_key("bf", "exact");
+    let bloom = RedisBloom::builder(&key)
+        .layout(Layout::Native)
+        .expected_items(2_000)
+        .false_positive_rate(0.01)
+        .retry(redbloom::Retry::for_duration(Duration::from_secs(5)))
+        .build(manager(url).await)
+        .unwrap();
+    bloom.add("probe").await.unwrap();
+    let big: Vec<String> = (0..400).map(|i| format!("b{i}")).collect();
+    bloom.add_many(&big).await.unwrap();
+    let mut records = 0;
+    for ring in acl::keys(admin, &format!("{{{key}}}:redbloom:once:*")).await {
+        let fields: u64 = redis::cmd("HLEN")
+            .arg(&ring)
+            .query_async(admin)
+            .await
+            .unwrap();
+        records += fields - 1;
+    }
+    (bloom.exact_retries(), records)
+}
 
 /// The key patterns of a filter at `bf:*`: the bits, and the sidecar keys
 /// `{KEY}:redbloom:params` and `{KEY}:redbloom:scratch` in the same cluster slot.
@@ -209,6 +257,11 @@ async fn each_command_is_needed_and_together_they_are_enough() {
     let grant = |skip: &[&str]| acl::grant(MINIMAL_PW, KEYS, COMMANDS, skip, None);
     set_user(&mut admin, "minimal", &grant(&[])).await;
     exercise(&url).await.unwrap();
+    assert_eq!(
+        records(&url, &mut admin).await,
+        (true, 1),
+        "exact answers; the dense add's record deleted"
+    );
 
     for (command, needed_by) in COMMANDS {
         if ["multi", "exec"].contains(command) {
@@ -219,6 +272,17 @@ async fn each_command_is_needed_and_together_they_are_enough() {
             continue;
         }
         set_user(&mut admin, "minimal", &grant(&[command])).await;
+        if EXACT_ONLY.contains(command) || *command == "hdel" {
+            exercise(&url)
+                .await
+                .unwrap_or_else(|e| panic!("everything works without {command}: {e}"));
+            let want = match *command {
+                "hdel" => (true, 2),
+                _ => (false, 0),
+            };
+            assert_eq!(records(&url, &mut admin).await, want, "without {command}");
+            continue;
+        }
         if *command == "bitop" {
             // Only the dense merge uses it, and a refused merge falls back to BITFIELD.
             exercise(&url)

@@ -72,12 +72,32 @@ impl AclKind for Counting {
         ("exec", "adds of a filter of one key"),
         ("wait", "wait_for_replicas"),
         ("info", "the eviction check before the first write"),
+        (
+            "hget",
+            "exact answers across retries (in Lua: a write's record and its ring slot's epoch)",
+        ),
+        (
+            "hset",
+            "exact answers across retries (in Lua: a write's record)",
+        ),
+        (
+            "unlink",
+            "exact answers across retries (in Lua: a ring slot of an older epoch)",
+        ),
     ];
+    /// Without one of these every operation works, but writes no longer record their answers
+    /// across retries ([`Bloom::exact_retries`](redbloom::Bloom::exact_retries)).
+    const EXACT_ONLY: &'static [&'static str] =
+        &["hget", "hset", "unlink", "~{bf:*}:redbloom:once:*"];
     /// The counters of a filter of one key (the key itself), the stored parameters
     /// `{KEY}:redbloom:params` (of either), and a sharded filter's counters
     /// `{rbI.N}:KEY:shard:I/S`.
-    const KEYS: &'static [&'static str] =
-        &["~bf:*", "~{bf:*}:redbloom:params", "~{rb*}:bf:*:shard:*"];
+    const KEYS: &'static [&'static str] = &[
+        "~bf:*",
+        "~{bf:*}:redbloom:params",
+        "~{rb*}:bf:*:shard:*",
+        "~{bf:*}:redbloom:once:*",
+    ];
     const OPTIONAL: &'static [&'static str] = &[];
     const DOCUMENTED: &'static str = "ACL SETUSER app on >PW ~KEY ~{KEY}:redbloom:params ~{rb*}";
     const DOCUMENTED_KEY: &'static str = "users:blocked";

@@ -95,7 +95,14 @@ impl AclKind for Growing {
         ("exec", "with multi"),
         ("wait", "wait_for_replicas"),
         ("info", "the eviction check before the first write"),
+        (
+            "unlink",
+            "exact answers across retries (in Lua: a ring slot of an older epoch)",
+        ),
     ];
+    /// Without one of these every operation works, but writes no longer record their answers
+    /// across retries ([`Bloom::exact_retries`](redbloom::Bloom::exact_retries)).
+    const EXACT_ONLY: &'static [&'static str] = &["unlink"];
     /// The bare key (declared by the scripts of a filter of one key, which refuse another
     /// kind's bits there), the stored parameters `{KEY}:redbloom:params` (of either), the levels
     /// and their counts of a filter of one key `{KEY}:redbloom:grow:HASH[:i]`, and a sharded

@@ -99,7 +99,22 @@ impl AclKind for Window {
         ("exec", "dense add"),
         ("wait", "wait_for_replicas"),
         ("info", "the eviction check before the first write"),
+        (
+            "hget",
+            "exact answers across retries (in Lua: a write's record and its ring slot's epoch)",
+        ),
+        (
+            "hset",
+            "exact answers across retries (in Lua: a write's record)",
+        ),
+        (
+            "unlink",
+            "exact answers across retries (in Lua: a ring slot of an older epoch)",
+        ),
     ];
+    /// Without one of these every operation works, but writes no longer record their answers
+    /// across retries ([`Bloom::exact_retries`](redbloom::Bloom::exact_retries)).
+    const EXACT_ONLY: &'static [&'static str] = &["hget", "hset", "unlink"];
     /// The bare key (declared by the scripts of a filter of one key, which must not hold another
     /// kind's bits), the companions `{KEY}:redbloom:*` (the parameters, the generations
     /// `…:gen:<epoch>` and the dense add's scratch key of a filter of one key; a sharded

@@ -391,6 +391,13 @@ impl<C, K: Kind> Bloom<C, K> {
         self.0.parts.count()
     }
 
+    /// Whether this filter's writes record their answers across retries
+    /// ([`Builder::exact_retries`]): `false` when turned off, without a retry budget, or once
+    /// the ACL refused the recording script (then a WARN event said so).
+    pub fn exact_retries(&self) -> bool {
+        self.0.exec.records()
+    }
+
     /// What the near cache has done (`None`: the filter has none).
     pub fn near_cache_stats(&self) -> Option<NearCacheStats> {
         self.0.near.as_ref().map(Near::stats)

@@ -68,7 +68,10 @@ pub(crate) fn all_rings(key: &str) -> Vec<String> {
         .collect()
 }
 
+/// Slot `slot` of the ring of `width` beside a part's key (`Seam::part_keys`, which for a
+/// window filter is a prefix ending in `:`).
 fn ring(key: &str, width: u64, slot: u64) -> String {
+    let key = key.strip_suffix(':').unwrap_or(key);
     keys::sidecar(key, &format!("redbloom:once:{width}.{slot}"))
 }
 

@@ -269,6 +269,10 @@ pub trait AclKind: Kind {
     const MINIMAL_PW: &'static str;
     /// The password of the user whose keys are elsewhere.
     const OTHER_PW: &'static str;
+    /// The commands and key patterns of [`COMMANDS`](AclKind::COMMANDS) and
+    /// [`KEYS`](AclKind::KEYS) that only exact answers across retries need: without one,
+    /// everything works but writes no longer record their answers ([`records`]).
+    const EXACT_ONLY: &'static [&'static str];
 
     /// The rules of a user with `password`, [`KEYS`](AclKind::KEYS) but `skip_key`, and
     /// [`COMMANDS`](AclKind::COMMANDS) but those of `skip`.
@@ -307,6 +311,18 @@ pub trait AclKind: Kind {
     fn refused_verbs(file: &str) -> Vec<Vec<&str>>;
 }
 
+/// Whether a filter of the kind through `url` (a new one, retrying) still records its writes'
+/// answers across retries after an add: `false` once the ACL refused the recording script.
+pub async fn records<K: AclKind>(url: &str) -> bool {
+    let key = fresh_key(K::PREFIX, "exact");
+    let bloom = K::builder(&key, 1)
+        .retry(redbloom::Retry::for_duration(Duration::from_secs(5)))
+        .build(manager(url).await)
+        .unwrap();
+    bloom.add("probe").await.unwrap();
+    bloom.exact_retries()
+}
+
 /// Every operation of a filter of the kind, on new keys, through `url`: see
 /// [`AclKind::exercise_key`].
 pub async fn exercise<K: AclKind>(url: &str) -> redbloom::Result<()> {
@@ -325,6 +341,7 @@ pub async fn each_command_is_needed_and_together_they_are_enough<K: AclKind>(
 
     set_user(&mut admin, "minimal", &K::grant(K::MINIMAL_PW, &[], None)).await;
     exercise::<K>(&url).await.unwrap();
+    assert!(records::<K>(&url).await, "the grant keeps exact answers");
     let file = lines_file(20_000);
     for shards in ["1", "4"] {
         let size = [
@@ -353,6 +370,13 @@ pub async fn each_command_is_needed_and_together_they_are_enough<K: AclKind>(
         }
         let rules = K::grant(K::MINIMAL_PW, &[command], None);
         set_user(&mut admin, "minimal", &rules).await;
+        if K::EXACT_ONLY.contains(command) {
+            exercise::<K>(&url)
+                .await
+                .unwrap_or_else(|e| panic!("everything works without {command}: {e}"));
+            assert!(!records::<K>(&url).await, "exact answers need {command}");
+            continue;
+        }
         if K::OPTIONAL.contains(command) {
             // Only the dense path uses it, and a dense add refused (before it writes anything)
             // goes another way.
@@ -380,6 +404,13 @@ pub async fn each_command_is_needed_and_together_they_are_enough<K: AclKind>(
     for key in K::KEYS {
         let rules = K::grant(K::MINIMAL_PW, &[], Some(key));
         set_user(&mut admin, "minimal", &rules).await;
+        if K::EXACT_ONLY.contains(key) {
+            exercise::<K>(&url)
+                .await
+                .unwrap_or_else(|e| panic!("everything works without {key}: {e}"));
+            assert!(!records::<K>(&url).await, "exact answers need {key}");
+            continue;
+        }
         assert_noperm(
             &format!("without the keys {key}"),
             exercise::<K>(&url).await,

@@ -44,11 +44,14 @@ use crate::{bitfield, dense, keys, Builder};
 /// added, and remove only what you know you added.
 ///
 /// Adding twice counts twice (it then takes two removes to remove it), so `add` and `remove`
-/// are not idempotent: a retried add after a lost reply may count twice, and a retried remove
-/// may remove twice. Batches of up to
+/// are not idempotent. A retried write is still applied once: with a retry budget each write
+/// step records its reply beside the counters, and a retry after a lost reply reads it back
+/// ([`Builder::exact_retries`](crate::Builder::exact_retries); turned off, a retried add may
+/// count twice and a retried remove remove twice). Batches of up to
 /// [`MAX_OFFSETS_PER_COMMAND`](crate::MAX_OFFSETS_PER_COMMAND) counters go as one atomic
 /// command each, a few in flight; a batch that outweighs the counters reads them whole,
-/// applies the batch here and swaps them back in one compare-and-set step.
+/// applies the batch here and swaps them back in one compare-and-set step (not while writes
+/// record their replies: a retried swap would find the counters its first attempt changed).
 ///
 /// ```no_run
 /// # async fn demo(conn: redbloom::redis::aio::MultiplexedConnection) -> redbloom::Result<()> {
@@ -161,8 +164,9 @@ impl<C: redis::aio::ConnectionLike + Clone + Send + Sync> Bloom<C, Counting> {
     /// other items, which may then test absent.
     ///
     /// # Errors
-    /// As for [`add`](Bloom::add). Not idempotent: a retried remove after a lost reply may
-    /// remove twice.
+    /// As for [`add`](Bloom::add). A remove retried after a lost reply is applied once (see
+    /// the type's docs), or fails with [`Error::OutcomeUnknown`](crate::Error::OutcomeUnknown)
+    /// when its record could be gone.
     pub async fn remove(&self, item: impl AsRef<[u8]>) -> Result<bool> {
         self.one(Call::Remove, Op::Remove, item.as_ref()).await
     }
