@@ -14,22 +14,32 @@ end
 -- than its own may have been applied and its record dropped: its outcome is unknown, and it
 -- applies nothing. A first attempt there is recorded in that later epoch, kept as long.
 local epoch = tonumber(redis.call("hget", once_ring, "e") or "-1")
-if epoch > once_epoch then
-    if once_retry then
-        return redis.error_reply("OUTCOMEUNKNOWN a retried write's record could be gone")
-    end
-elseif epoch < once_epoch then
-    redis.call("unlink", once_ring)
-    redis.call("hset", once_ring, "e", once_epoch)
+if epoch > once_epoch and once_retry then
+    return redis.error_reply("OUTCOMEUNKNOWN a retried write's record could be gone")
 end
 local reply = apply()
--- A refusal ({"params", STORED}, an error) wrote nothing: nothing to record.
+-- A refusal ({"params", STORED}, an error) wrote nothing: nothing to record, no slot made.
 if type(reply) == "table" and (reply.err or reply.ok or type(reply[1]) == "string") then
     return reply
 end
+local record
 if type(reply) == "string" then
-    redis.call("hset", once_ring, once_step, "s" .. reply)
+    record = "s" .. reply
 else
-    redis.call("hset", once_ring, once_step, "j" .. cjson.encode(reply))
+    record = "j" .. cjson.encode(reply)
+end
+if epoch < once_epoch then
+    -- The slot's older records go; a filter whose key has a TTL (after expire) gives the new
+    -- slot the same: its records go with it.
+    redis.call("unlink", once_ring)
+    redis.call("hset", once_ring, "e", once_epoch, once_step, record)
+    if once_ttl then
+        local ttl = redis.call("pttl", KEYS[1])
+        if ttl > 0 then
+            redis.call("pexpire", once_ring, ttl)
+        end
+    end
+else
+    redis.call("hset", once_ring, once_step, record)
 end
 return reply

@@ -297,6 +297,12 @@ async fn records_stay_beside_the_filter_and_go_with_clear() {
         let ttl = common::pttl(&mut conn, ring).await;
         assert_eq!(ttl, -1, "{ring} has no TTL (an eviction policy spares it)");
     }
+    // A filter given a TTL gives its records the same: they go with it.
+    assert!(bloom.expire(Duration::from_secs(60)).await.unwrap());
+    for ring in &rings {
+        let ttl = common::pttl(&mut conn, ring).await;
+        assert!((1..=60_000).contains(&ttl), "{ring}: PTTL {ttl}");
+    }
     assert!(bloom.clear().await.unwrap());
     let left = common::keys_like(&mut conn, &format!("{{{key}}}:redbloom:*")).await;
     assert_eq!(

@@ -320,24 +320,35 @@ impl<C: Conn, K: Kind> Core<C, K> {
         let ctx = self.ctx(&clock, 0);
         ctx.ensure_beside(false).await?;
         let dropped = ctx.each_part(|ctx| K::drop_part(ctx, how)).await?;
-        if let Removal::Delete = how {
-            // The records of exact answers across retries go with the filter.
-            let keys = self.kind.part_keys(&self.parts);
-            let exec = &self.exec;
-            ctx.each_part(|ctx| {
-                let key = &keys[ctx.index];
-                let del = redis::cmd("DEL").arg(once::all_rings(key)).to_owned();
-                async move {
-                    match exec.query::<i64>(key, &del).await {
-                        // An ACL that refuses the rings' keys refused their writes too: the
-                        // filter's writes kept no records.
-                        Err(crate::Error::NoPermission(_)) => Ok(0),
-                        done => done,
+        // The records of exact answers across retries go with the filter, or get its TTL.
+        let keys = self.kind.part_keys(&self.parts);
+        let exec = &self.exec;
+        ctx.each_part(|ctx| {
+            let key = &keys[ctx.index];
+            async move {
+                let rings = once::all_rings(key);
+                let done = match how {
+                    Removal::Delete => {
+                        let del = redis::cmd("DEL").arg(rings).to_owned();
+                        exec.query::<i64>(key, &del).await.map(drop)
                     }
+                    Removal::Expire(millis) => {
+                        let mut tx = crate::io::tx::Tx::plain();
+                        for ring in rings {
+                            tx.add_unread(redis::cmd("PEXPIRE").arg(ring).arg(millis).to_owned());
+                        }
+                        exec.run(key, &tx).await.map(drop)
+                    }
+                };
+                match done {
+                    // An ACL that refuses the rings' keys refused their writes too: the
+                    // filter's writes kept no records.
+                    Err(crate::Error::NoPermission(_)) => Ok(()),
+                    done => done,
                 }
-            })
-            .await?;
-        }
+            }
+        })
+        .await?;
         if !self.inline() {
             self.guard.remove_stored(&self.exec, &clock, how).await?;
         }

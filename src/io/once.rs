@@ -60,7 +60,7 @@ fn kept(width: u64) -> Duration {
     Duration::from_secs((SLOTS - 1) * width)
 }
 
-/// Every ring key beside `key` (every width, every slot), for `clear`.
+/// Every ring key beside `key` (every width, every slot), for `clear` and `expire`.
 pub(crate) fn all_rings(key: &str) -> Vec<String> {
     WIDTHS
         .iter()
@@ -108,9 +108,10 @@ impl Step {
         ring(key, self.width, self.epoch % SLOTS)
     }
 
-    /// The script's last three arguments for sending command `index` of the step: its id, its
-    /// epoch, and whether the command went out before (a retry).
-    pub(crate) fn args(&self, index: usize) -> [String; 3] {
+    /// The script's last four arguments for sending command `index` of the step: its id, its
+    /// epoch, whether the command went out before (a retry), and "1": a new slot takes the TTL
+    /// of the script's first key (a window filter's script sets it to "0").
+    pub(crate) fn args(&self, index: usize) -> [String; 4] {
         let retry = {
             let mut sent = self.sent.lock().unwrap_or_else(PoisonError::into_inner);
             if sent.len() <= index {
@@ -122,6 +123,7 @@ impl Step {
             self.id(index),
             self.epoch.to_string(),
             if retry { "1" } else { "0" }.to_owned(),
+            "1".to_owned(),
         ]
     }
 

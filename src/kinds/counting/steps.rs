@@ -255,7 +255,7 @@ async fn command_once<C: Conn>(
     };
     let bit_offsets: Vec<u64> = cells.iter().map(|cell| cell * 4).collect();
     let ring = step.ring(&part.key);
-    let [id, epoch, retry] = step.args(index);
+    let [id, epoch, retry, keep] = step.args(index);
     if op == Op::Add {
         // The guard's step in the same script: one round trip, the write recorded with it.
         let guard = guard.filter(|g| g.step_needed());
@@ -263,7 +263,7 @@ async fn command_once<C: Conn>(
         keys.extend(guard.map(Guard::key));
         keys.push(&ring);
         let fingerprint = guard.map_or("", Guard::fingerprint);
-        let args: [&dyn Arg; 7] = [&"incr", &k, &fingerprint, &bit_offsets, &id, &epoch, &retry];
+        let args: [&dyn Arg; 8] = [&"incr", &k, &fingerprint, &bit_offsets, &id, &epoch, &retry, &keep];
         let reply = exec.script(&part.key, &once::BITFIELD, &keys, &args).await?;
         if let (Some(stored), Some(g)) = (once::refused(&reply), guard) {
             g.check_step(stored)?;
@@ -278,7 +278,7 @@ async fn command_once<C: Conn>(
         _ => &once::COUNTING_ADD_ABSENT,
     };
     let fingerprint = params.fingerprint();
-    let args: [&dyn Arg; 6] = [&fingerprint, &k, &bit_offsets, &id, &epoch, &retry];
+    let args: [&dyn Arg; 7] = [&fingerprint, &k, &bit_offsets, &id, &epoch, &retry, &keep];
     let reply = exec.script(&part.key, script, &keys, &args).await?;
     if let Some(refusal) = params.refused(&reply) {
         return Err(refusal);

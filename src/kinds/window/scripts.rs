@@ -120,7 +120,9 @@ pub(super) async fn call<C: Conn>(
         let mut keys = part.keys(guess, window.generations, checked);
         let once = run.step.map(|(step, index)| {
             keys.push(step.ring(&format!("{}:", part.prefix)));
-            step.args(index)
+            // The first key is a generation, whose TTL is not the filter's.
+            let [id, epoch, retry, _] = step.args(index);
+            [id, epoch, retry, "0".to_owned()]
         });
         let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
         let ro = exec.has(Cap::BitfieldRo);
