@@ -18,6 +18,9 @@ if epoch > once_epoch and once_retry then
     return redis.error_reply("OUTCOMEUNKNOWN a retried write's record could be gone")
 end
 local reply = apply()
+if once_answer ~= "" and reply == 1 then
+    reply = once_answer
+end
 -- A refusal ({"params", STORED}, an error) wrote nothing: nothing to record, no slot made.
 if type(reply) == "table" and (reply.err or reply.ok or type(reply[1]) == "string") then
     return reply

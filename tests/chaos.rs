@@ -32,24 +32,13 @@ fn durable() -> RedisServer {
     .unwrap()
 }
 
-async fn impatient(url: &str) -> ConnectionManager {
-    let config = redis::aio::ConnectionManagerConfig::new()
-        .set_response_timeout(Some(Duration::from_millis(300)))
-        .set_connection_timeout(Some(Duration::from_millis(300)));
-    redis::Client::open(url)
-        .unwrap()
-        .get_connection_manager_with_config(config)
-        .await
-        .unwrap()
-}
-
 async fn filter<K: Kind>(builder: Builder<K>, url: &str) -> Bloom<ConnectionManager, K> {
     builder
         .retry(
             Retry::for_duration(Duration::from_secs(20))
                 .with_delays(Duration::from_millis(20), Duration::from_millis(300)),
         )
-        .build(impatient(url).await)
+        .build(common::impatient(url, Duration::from_millis(300)).await)
         .unwrap()
 }
 

@@ -16,21 +16,24 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// Writers, and items per call of each.
-const TASKS: usize = 8;
-const PER_CALL: usize = 20;
-const CALLS: usize = 60;
+#[derive(Clone, Copy)]
+struct Shape {
+    tasks: usize,
+    calls: usize,
+    per_call: usize,
+}
 
-/// A connection whose commands time out after 150 ms, so that a stopped server makes every
-/// command in flight time out and be retried.
-async fn impatient(url: &str) -> ConnectionManager {
-    let config = redis::aio::ConnectionManagerConfig::new()
-        .set_response_timeout(Some(Duration::from_millis(150)))
-        .set_connection_timeout(Some(Duration::from_millis(500)));
-    redis::Client::open(url)
-        .unwrap()
-        .get_connection_manager_with_config(config)
-        .await
-        .unwrap()
+/// Many small calls: each goes by per-item commands.
+const SMALL: Shape = Shape {
+    tasks: 8,
+    calls: 60,
+    per_call: 20,
+};
+
+impl Shape {
+    fn items(self) -> usize {
+        self.tasks * self.calls * self.per_call
+    }
 }
 
 fn retrying<K: Kind>(builder: Builder<K>) -> Builder<K> {
@@ -40,8 +43,8 @@ fn retrying<K: Kind>(builder: Builder<K>) -> Builder<K> {
     )
 }
 
-fn items(task: usize, call: usize) -> Vec<String> {
-    (0..PER_CALL)
+fn items(shape: Shape, task: usize, call: usize) -> Vec<String> {
+    (0..shape.per_call)
         .map(|i| format!("exact:{task}:{call}:{i}"))
         .collect()
 }
@@ -49,27 +52,31 @@ fn items(task: usize, call: usize) -> Vec<String> {
 /// Runs `op` on every task's calls at once while the server is stopped twice for 700 ms with
 /// commands in flight (once a quarter of the calls are done, and once half are); the number of
 /// `true` answers.
-async fn under_stalls<F, Fut>(server: &RedisServer, op: F) -> usize
+async fn under_stalls<F, Fut>(server: &RedisServer, shape: Shape, op: F) -> usize
 where
     F: Fn(Vec<String>) -> Fut + Send + Sync + 'static,
     Fut: std::future::Future<Output = Vec<bool>> + Send,
 {
     let op = Arc::new(op);
     let progress = Arc::new(AtomicUsize::new(0));
-    let tasks: Vec<_> = (0..TASKS)
+    let tasks: Vec<_> = (0..shape.tasks)
         .map(|task| {
             let (op, progress) = (op.clone(), progress.clone());
             tokio::spawn(async move {
                 let mut yes = 0;
-                for call in 0..CALLS {
-                    yes += op(items(task, call)).await.iter().filter(|&&b| b).count();
+                for call in 0..shape.calls {
+                    yes += op(items(shape, task, call))
+                        .await
+                        .iter()
+                        .filter(|&&b| b)
+                        .count();
                     progress.fetch_add(1, Ordering::Relaxed);
                 }
                 yes
             })
         })
         .collect();
-    let total = TASKS * CALLS;
+    let total = shape.tasks * shape.calls;
     for at in [total / 4, total / 2] {
         while progress.load(Ordering::Relaxed) < at {
             tokio::time::sleep(Duration::from_millis(1)).await;
@@ -89,15 +96,19 @@ where
 
 /// Every task's items, each call's as one batch, on a server that never stops: what `op`
 /// answers `true` for.
-async fn clean<F, Fut>(op: F) -> usize
+async fn clean<F, Fut>(shape: Shape, op: F) -> usize
 where
     F: Fn(Vec<String>) -> Fut,
     Fut: std::future::Future<Output = Vec<bool>>,
 {
     let mut yes = 0;
-    for task in 0..TASKS {
-        for call in 0..CALLS {
-            yes += op(items(task, call)).await.iter().filter(|&&b| b).count();
+    for task in 0..shape.tasks {
+        for call in 0..shape.calls {
+            yes += op(items(shape, task, call))
+                .await
+                .iter()
+                .filter(|&&b| b)
+                .count();
         }
     }
     yes
@@ -105,26 +116,34 @@ where
 
 /// Every task's items added under stalls to a filter of `kind`, and the same added cleanly to
 /// another: the items answered new by each.
-async fn new_under_stalls<K: Kind>(kind: fn(&str) -> Builder<K>, exact: bool) -> (usize, usize) {
+async fn new_under_stalls<K: Kind>(
+    kind: fn(&str) -> Builder<K>,
+    shape: Shape,
+    exact: bool,
+) -> (usize, usize, u64) {
     let server = RedisServer::start().unwrap();
     let url = server.url();
     let build = |key: &str| {
         let (builder, url) = (retrying(kind(key)).exact_retries(exact), url.clone());
-        async move { builder.build(impatient(&url).await).unwrap() }
+        async move {
+            builder
+                .build(common::impatient(&url, Duration::from_millis(150)).await)
+                .unwrap()
+        }
     };
     let reference = build("reference").await;
-    let want = clean(|batch| {
+    let want = clean(shape, |batch| {
         let reference = reference.clone();
         async move { reference.add_many(&batch).await.unwrap() }
     })
     .await;
     let bloom = build("stalled").await;
-    let got = under_stalls(&server, move |batch| {
+    let got = under_stalls(&server, shape, move |batch| {
         let bloom = bloom.clone();
         async move { bloom.add_many(&batch).await.expect("add_many under stalls") }
     })
     .await;
-    (got, want)
+    (got, want, calls(&url, "bitop").await)
 }
 
 fn native(key: &str) -> Builder<redbloom::kind::Plain> {
@@ -163,7 +182,7 @@ fn counting_kind(key: &str) -> Builder<redbloom::kind::Counting> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn new_means_new_across_retries() {
-    let (got, want) = new_under_stalls(native, true).await;
+    let (got, want, _) = new_under_stalls(native, SMALL, true).await;
     assert_eq!(
         got, want,
         "items answered new under stalls, against a clean load"
@@ -172,59 +191,78 @@ async fn new_means_new_across_retries() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn new_means_new_across_retries_gozero_scripts() {
-    let (got, want) = new_under_stalls(gozero, true).await;
+    let (got, want, _) = new_under_stalls(gozero, SMALL, true).await;
     assert_eq!(got, want, "go-zero layout, scripts engine");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn new_means_new_across_retries_window() {
-    let (got, want) = new_under_stalls(window, true).await;
+    let (got, want, _) = new_under_stalls(window, SMALL, true).await;
     assert_eq!(got, want, "window");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn new_means_new_across_retries_growing() {
-    let (got, want) = new_under_stalls(growing, true).await;
+    let (got, want, _) = new_under_stalls(growing, SMALL, true).await;
     assert_eq!(got, want, "growing (levels made under stalls)");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn new_means_new_across_retries_counting_adds() {
-    let (got, want) = new_under_stalls(counting_kind, true).await;
+    let (got, want, _) = new_under_stalls(counting_kind, SMALL, true).await;
     assert_eq!(got, want, "counting");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_exact_answers_a_retried_add_says_seen() {
-    let (got, want) = new_under_stalls(native, false).await;
+    let (got, want, _) = new_under_stalls(native, SMALL, false).await;
     assert!(
         got < want,
         "the stalls reached no command in flight: {got} new of {want}"
     );
 }
 
-async fn counting(url: &str, key: &str, exact: bool) -> CountingBloom<ConnectionManager> {
-    retrying(counting_kind(key))
+async fn counting(
+    kind: fn(&str) -> Builder<redbloom::kind::Counting>,
+    url: &str,
+    key: &str,
+    exact: bool,
+) -> CountingBloom<ConnectionManager> {
+    retrying(kind(key))
         .exact_retries(exact)
-        .build(impatient(url).await)
+        .build(common::impatient(url, Duration::from_millis(150)).await)
         .unwrap()
 }
 
-/// Every item added twice; then each removed once under stalls: how many are still present,
-/// and the counters set after each is removed once more (0 when every write counted once).
-async fn counts_under_stalls(exact: bool) -> (usize, u64) {
+/// Every item added twice; then each removed once under stalls, and the same done cleanly to
+/// another filter: how many items are still present, whether the two filters' counters are
+/// the same bytes (increments and decrements commute: only a write applied twice or not at all
+/// makes them differ), and how many swaps the server ran (`RENAME`).
+async fn counts_under_stalls(
+    kind: fn(&str) -> Builder<redbloom::kind::Counting>,
+    shape: Shape,
+    exact: bool,
+) -> (usize, bool, u64) {
     let server = RedisServer::start().unwrap();
     let url = server.url();
-    let filter = counting(&url, "counted", exact).await;
+    let filter = counting(kind, &url, "counted", exact).await;
+    let reference = counting(kind, &url, "reference", exact).await;
     for _ in 0..2 {
-        clean(|batch| {
-            let filter = filter.clone();
-            async move { filter.add_many(&batch).await.unwrap() }
-        })
-        .await;
+        for filter in [&filter, &reference] {
+            clean(shape, |batch| {
+                let filter = filter.clone();
+                async move { filter.add_many(&batch).await.unwrap() }
+            })
+            .await;
+        }
     }
+    clean(shape, |batch| {
+        let reference = reference.clone();
+        async move { reference.remove_many(&batch).await.unwrap() }
+    })
+    .await;
     let removing = filter.clone();
-    under_stalls(&server, move |batch| {
+    under_stalls(&server, shape, move |batch| {
         let filter = removing.clone();
         async move {
             filter
@@ -234,46 +272,93 @@ async fn counts_under_stalls(exact: bool) -> (usize, u64) {
         }
     })
     .await;
-    let present = clean(|batch| {
+    let present = clean(shape, |batch| {
         let filter = filter.clone();
         async move { filter.exists_many(&batch).await.unwrap() }
     })
     .await;
-    clean(|batch| {
-        let filter = filter.clone();
-        async move { filter.remove_many(&batch).await.unwrap() }
-    })
-    .await;
     let mut conn = common::connect(&url).await;
-    let left: u64 = redis::cmd("BITCOUNT")
-        .arg("counted")
-        .query_async(&mut conn)
-        .await
-        .unwrap();
-    (present, left)
+    let mut bytes = Vec::new();
+    for key in ["counted", "reference"] {
+        let counters: Vec<u8> = redis::cmd("GET")
+            .arg(key)
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        bytes.push(counters);
+    }
+    (present, bytes[0] == bytes[1], calls(&url, "rename").await)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn counting_writes_count_once_across_retries() {
-    let (present, left) = counts_under_stalls(true).await;
-    assert_eq!(
-        present,
-        TASKS * CALLS * PER_CALL,
-        "added twice, removed once"
-    );
-    assert_eq!(
-        left, 0,
-        "counter bits left after every item was removed twice"
-    );
+    let (present, same, _) = counts_under_stalls(counting_kind, SMALL, true).await;
+    assert_eq!(present, SMALL.items(), "added twice, removed once");
+    assert!(same, "the counters differ from a clean run's");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_exact_answers_a_retried_remove_counts_twice() {
-    let (present, _) = counts_under_stalls(false).await;
+    let (present, _, _) = counts_under_stalls(counting_kind, SMALL, false).await;
     assert!(
-        present < TASKS * CALLS * PER_CALL,
+        present < SMALL.items(),
         "the stalls reached no remove in flight"
     );
+}
+
+/// Few large calls, on filters small enough that each goes by the kind's dense path (the plain
+/// filter's merge, a counting filter's swap, a growing filter's merge; counted by the commands
+/// only those run).
+const DENSE: Shape = Shape {
+    tasks: 4,
+    calls: 3,
+    per_call: 2_000,
+};
+
+/// 72 KB: a call's 2,000 items of 20 bits outweigh it. A rate low enough that a false positive,
+/// which depends on the order items arrive in, is unlikely.
+fn small_native(key: &str) -> Builder<redbloom::kind::Plain> {
+    native(key).expected_items(20_000).false_positive_rate(1e-6)
+}
+
+/// 110 KB of counters: a call's 2,000 items of 7 counters outweigh them.
+fn small_counting(key: &str) -> Builder<redbloom::kind::Counting> {
+    counting_kind(key).expected_items(23_000)
+}
+
+fn small_growing(key: &str) -> Builder<redbloom::kind::Growing> {
+    // Levels of 2,000 items and more at a rate low enough that a false positive, which depends
+    // on the order items arrive in, is unlikely.
+    GrowingBloom::builder(key)
+        .expected_items(2_000)
+        .false_positive_rate(1e-6)
+}
+
+/// Calls of `command` (from `INFO commandstats`, scripts' own calls included).
+async fn calls(url: &str, command: &str) -> u64 {
+    common::calls(&mut common::connect(url).await, command).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dense_writes_answer_exactly_across_retries() {
+    for (kind, (got, want, bitops)) in [
+        (
+            "growing",
+            new_under_stalls(small_growing, DENSE, true).await,
+        ),
+        ("native", new_under_stalls(small_native, DENSE, true).await),
+    ] {
+        assert!(bitops > 0, "{kind}: the dense path was not taken");
+        assert_eq!(got, want, "{kind}: new under stalls, against a clean load");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dense_counting_writes_count_once_across_retries() {
+    let (present, same, swaps) = counts_under_stalls(small_counting, DENSE, true).await;
+    assert!(swaps > 0, "the dense swap was not taken");
+    assert_eq!(present, DENSE.items(), "added twice, removed once");
+    assert!(same, "the counters differ from a clean run's");
 }
 
 #[tokio::test]
@@ -335,7 +420,7 @@ async fn a_retry_after_its_record_could_be_gone_applies_nothing() {
             Retry::for_duration(Duration::from_secs(5))
                 .with_delays(Duration::from_millis(300), Duration::from_millis(300)),
         )
-        .build(impatient(&url).await)
+        .build(common::impatient(&url, Duration::from_millis(150)).await)
         .unwrap();
     counting.add("first").await.unwrap();
     redis::cmd("CLIENT")

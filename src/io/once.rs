@@ -108,10 +108,17 @@ impl Step {
         ring(key, self.width, self.epoch % SLOTS)
     }
 
-    /// The script's last four arguments for sending command `index` of the step: its id, its
-    /// epoch, whether the command went out before (a retry), and "1": a new slot takes the TTL
-    /// of the script's first key (a window filter's script sets it to "0").
-    pub(crate) fn args(&self, index: usize) -> [String; 4] {
+    /// The script's last five arguments for sending command `index` of the step: its id, its
+    /// epoch, whether the command went out before (a retry), "1": a new slot takes the TTL of
+    /// the script's first key (a window filter's script sets it to "0"), and "" (no answers
+    /// given: the body replies them).
+    pub(crate) fn args(&self, index: usize) -> [String; 5] {
+        self.args_answering(index, String::new())
+    }
+
+    /// [`args`](Step::args) of a step whose body compares and sets, replying 1 when it wrote:
+    /// `answers` (computed before the write) are replied and recorded instead.
+    pub(crate) fn args_answering(&self, index: usize, answers: String) -> [String; 5] {
         let retry = {
             let mut sent = self.sent.lock().unwrap_or_else(PoisonError::into_inner);
             if sent.len() <= index {
@@ -124,6 +131,7 @@ impl Step {
             self.epoch.to_string(),
             if retry { "1" } else { "0" }.to_owned(),
             "1".to_owned(),
+            answers,
         ]
     }
 

@@ -178,6 +178,20 @@ pub async fn set_bytes(conn: &mut MultiplexedConnection, key: &str, bytes: &[u8]
         .unwrap();
 }
 
+/// A reconnecting connection whose commands time out after `timeout` (and connecting too),
+/// so that a stopped or restarting server makes the commands in flight time out and be
+/// retried: for fault tests.
+pub async fn impatient(url: &str, timeout: std::time::Duration) -> redis::aio::ConnectionManager {
+    let config = redis::aio::ConnectionManagerConfig::new()
+        .set_response_timeout(Some(timeout))
+        .set_connection_timeout(Some(timeout.max(std::time::Duration::from_millis(300))));
+    redis::Client::open(url)
+        .unwrap()
+        .get_connection_manager_with_config(config)
+        .await
+        .unwrap()
+}
+
 /// A multiplexed connection to `url` with a 10 s response timeout (as [`TestRedis::connection`]),
 /// for tests that start their own [`RedisServer`]s.
 pub async fn connect(url: &str) -> MultiplexedConnection {

@@ -61,8 +61,8 @@ pub(super) async fn part<C: Conn>(
             })
             .await;
     }
-    // A write whose answers are recorded across retries goes in commands, each recorded ([`once`]):
-    // a retried swap would find the counters changed by its own first attempt.
+    // A write whose answers are recorded across retries: each command records them
+    // ([`once`]), and so does each swap (`swap::run`).
     let step = match op {
         Op::Exists => None,
         _ => exec.step(),
@@ -70,7 +70,6 @@ pub(super) async fn part<C: Conn>(
     // A write that outweighs the counters reads them, changes them here and swaps them back
     // whole, unless other writers keep changing them meanwhile.
     if op != Op::Exists
-        && step.is_none()
         && exec.has(SWAP)
         && swap::worth_it(
             bytes,
@@ -255,7 +254,7 @@ async fn command_once<C: Conn>(
     };
     let bit_offsets: Vec<u64> = cells.iter().map(|cell| cell * 4).collect();
     let ring = step.ring(&part.key);
-    let [id, epoch, retry, keep] = step.args(index);
+    let [id, epoch, retry, keep, answer] = step.args(index);
     if op == Op::Add {
         // The guard's step in the same script: one round trip, the write recorded with it.
         let guard = guard.filter(|g| g.step_needed());
@@ -263,7 +262,7 @@ async fn command_once<C: Conn>(
         keys.extend(guard.map(Guard::key));
         keys.push(&ring);
         let fingerprint = guard.map_or("", Guard::fingerprint);
-        let args: [&dyn Arg; 8] = [&"incr", &k, &fingerprint, &bit_offsets, &id, &epoch, &retry, &keep];
+        let args: [&dyn Arg; 9] = [&"incr", &k, &fingerprint, &bit_offsets, &id, &epoch, &retry, &keep, &answer];
         let reply = exec.script(&part.key, &once::BITFIELD, &keys, &args).await?;
         if let (Some(stored), Some(g)) = (once::refused(&reply), guard) {
             g.check_step(stored)?;
@@ -278,7 +277,7 @@ async fn command_once<C: Conn>(
         _ => &once::COUNTING_ADD_ABSENT,
     };
     let fingerprint = params.fingerprint();
-    let args: [&dyn Arg; 7] = [&fingerprint, &k, &bit_offsets, &id, &epoch, &retry, &keep];
+    let args: [&dyn Arg; 8] = [&fingerprint, &k, &bit_offsets, &id, &epoch, &retry, &keep, &answer];
     let reply = exec.script(&part.key, script, &keys, &args).await?;
     if let Some(refusal) = params.refused(&reply) {
         return Err(refusal);

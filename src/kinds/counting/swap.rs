@@ -15,12 +15,19 @@ use crate::dense;
 use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::io::exec::Exec;
+use crate::io::once;
 use crate::io::tx::{Slot, Tx};
 use redis::Value;
 
 /// The dense path's compare-and-set of a whole key of counters (run with `EVAL` inside a
 /// `MULTI`, where `EVALSHA`'s `NOSCRIPT` could not be answered by loading it).
 const COUNTING_SWAP: &str = include_str!("../../../lua/counting_swap.lua");
+/// [`COUNTING_SWAP`], its answers recorded across retries ([`once`](crate::io::once)).
+const COUNTING_SWAP_ONCE: &str = concat!(
+    include_str!("../../../lua/once_head.lua"),
+    include_str!("../../../lua/counting_swap.lua"),
+    include_str!("../../../lua/once_tail.lua"),
+);
 
 /// The largest key of counters written whole: a swap holds the server while it compares and
 /// copies the key's bytes (measured on Redis 7.0.15: docs/design.md "Counting filters"), and a
@@ -69,13 +76,23 @@ pub(super) async fn run<C: Conn>(
     let mut keys = vec![part.key.as_str(), old_key, new_key];
     keys.extend(ctx.guard().map(|guard| guard.key()));
     let adds = if op == Op::Remove { "0" } else { "1" };
-    for _ in 0..SWAP_ATTEMPTS {
+    // With a record across retries, each swap (its compare and set) is a command of one step:
+    // a retry after a lost reply reads back the answers of a swap that went through instead of
+    // reading the counters again and swapping twice.
+    let step = exec.step();
+    let ring = step.as_ref().map(|step| step.ring(&part.key));
+    if let Some(ring) = &ring {
+        keys.push(ring);
+    }
+    for index in 0..SWAP_ATTEMPTS {
         let swapped = ctx
             .retried(|| async {
                 let old = read_whole(exec, part).await?;
                 let mut new = old.clone();
                 let answers = apply(op, &mut new, cells, k);
                 let changed = if new == old { "0" } else { "1" };
+                let flags: String = answers.iter().map(|&a| if a { '1' } else { '0' }).collect();
+                let once = step.as_ref().map(|step| step.args_answering(index, flags));
                 let mut tx = Tx::atomic();
                 for (scratch, bytes) in [(old_key, &old), (new_key, &new)] {
                     let mut set = redis::cmd("SET");
@@ -83,12 +100,18 @@ pub(super) async fn run<C: Conn>(
                     tx.add_unread(set);
                 }
                 let mut eval = redis::cmd("EVAL");
-                eval.arg(COUNTING_SWAP)
-                    .arg(keys.len())
-                    .arg(&keys)
-                    .arg(params.fingerprint())
-                    .arg(adds)
-                    .arg(changed);
+                eval.arg(match once {
+                    Some(_) => COUNTING_SWAP_ONCE,
+                    None => COUNTING_SWAP,
+                })
+                .arg(keys.len())
+                .arg(&keys)
+                .arg(params.fingerprint())
+                .arg(adds)
+                .arg(changed);
+                if let Some(once) = &once {
+                    eval.arg(once);
+                }
                 let reply: Slot<Value> = tx.add(eval);
                 let reply = exec.run(&part.key, &tx).await?.take(reply)?;
                 if let Some(refusal) = params.refused(&reply) {
@@ -96,6 +119,15 @@ pub(super) async fn run<C: Conn>(
                 }
                 match reply {
                     Value::Int(1) => {
+                        exec.confirm(&part.key, Engine::Fast).await?;
+                        Ok(Some(answers))
+                    }
+                    // The answers recorded (now, or by an attempt whose reply was lost).
+                    Value::BulkString(_) if once.is_some() => {
+                        let answers = once::flags(&reply, cells.len() / k)?;
+                        if let Some(step) = &step {
+                            step.acknowledge(exec, &part.key, index).await;
+                        }
                         exec.confirm(&part.key, Engine::Fast).await?;
                         Ok(Some(answers))
                     }

@@ -10,6 +10,7 @@ use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::hash::ItemHash;
 use crate::io::exec::Cap;
+use crate::io::once::Step;
 use crate::io::tx::{Slot, Tx};
 use redis::Value;
 use std::sync::atomic::Ordering;
@@ -17,6 +18,12 @@ use std::sync::atomic::Ordering;
 /// The dense add's compare-and-set merge (run with `EVAL` inside a `MULTI`, where
 /// `EVALSHA`'s `NOSCRIPT` could not be answered by loading it).
 const GROW_MERGE: &str = include_str!("../../../lua/grow_merge.lua");
+/// [`GROW_MERGE`], its answers recorded across retries ([`once`](crate::io::once)).
+const GROW_MERGE_ONCE: &str = concat!(
+    include_str!("../../../lua/once_head.lua"),
+    include_str!("../../../lua/grow_merge.lua"),
+    include_str!("../../../lua/once_tail.lua"),
+);
 
 /// Merges tried before a batch goes the per-item way: each fails only when another client
 /// added a new item between the read and the merge.
@@ -105,8 +112,13 @@ async fn merge<C: Conn>(
 ) -> Result<Option<(Vec<bool>, bool)>> {
     let part = ctx.part();
     let _turn = part.turn.lock().await;
-    for _ in 0..MERGE_ATTEMPTS {
-        if let Some(applied) = ctx.retried(|| attempt(ctx, hashes)).await? {
+    // With a record across retries, each merge (its compare and set) is a command of one step:
+    // a retry after a lost reply reads back the answers of a merge that went through instead
+    // of reading the levels again and answering from them.
+    let step = ctx.exec().step();
+    for index in 0..MERGE_ATTEMPTS {
+        let once = step.as_ref().map(|step| (step, index));
+        if let Some(applied) = ctx.retried(|| attempt(ctx, hashes, once)).await? {
             let levels = applied.counts.len();
             part.known.store(levels as u32, Ordering::Relaxed);
             let newest = applied.counts.last().copied().unwrap_or(0);
@@ -121,14 +133,17 @@ async fn merge<C: Conn>(
 async fn attempt<C: Conn>(
     ctx: Ctx<'_, C, Growing>,
     hashes: &[ItemHash],
+    once: Option<(&Step, usize)>,
 ) -> Result<Option<Applied>> {
     let (exec, kind, part) = (ctx.exec(), ctx.kind(), ctx.part());
     let (counts, mut segments) = read(ctx).await?;
-    let applied = kind.apply(&counts, &mut segments, hashes);
+    let mut applied = kind.apply(&counts, &mut segments, hashes);
     let changed: Vec<usize> = (0..applied.counts.len())
         .filter(|&i| counts.get(i) != Some(&applied.counts[i]))
         .collect();
-    if changed.is_empty() {
+    // A recorded merge goes even when it changes nothing: on a retry, what looks like nothing
+    // to do may be the lost attempt's work, whose answers its record holds.
+    if changed.is_empty() && once.is_none() {
         // Nothing new: the answers hold for the transaction's snapshot.
         return Ok(Some(applied));
     }
@@ -162,9 +177,18 @@ async fn attempt<C: Conn>(
             .flatten()
             .map(str::to_owned),
     );
+    let recorded = once.map(|(step, index)| {
+        keys.push(step.ring(&part.counts));
+        let mut answers: String = applied.answers.iter().map(|&a| if a { '1' } else { '0' }).collect();
+        answers.push(if applied.full { 'F' } else { '-' });
+        step.args_answering(index, answers)
+    });
     let mut script = redis::cmd("EVAL");
     script
-        .arg(GROW_MERGE)
+        .arg(match recorded {
+            Some(_) => GROW_MERGE_ONCE,
+            None => GROW_MERGE,
+        })
         .arg(keys.len())
         .arg(&keys)
         .arg(&kind.fingerprint)
@@ -177,6 +201,9 @@ async fn attempt<C: Conn>(
     for &i in &changed {
         script.arg(applied.counts[i]);
     }
+    if let Some(recorded) = &recorded {
+        script.arg(recorded);
+    }
     let reply: Slot<Value> = tx.add(script);
     let reply = exec.run(&part.counts, &tx).await?.take(reply)?;
     if let Some(refusal) = kind.refused(ctx.key(), &reply) {
@@ -184,6 +211,19 @@ async fn attempt<C: Conn>(
     }
     match reply {
         Value::Int(1) => Ok(Some(applied)),
+        // The answers recorded (now, or by an attempt whose reply was lost); the counts read
+        // stand for the part's hints.
+        Value::BulkString(record) if once.is_some() => {
+            let Some((&full, answers)) = record.split_last() else {
+                return Err(Error::UnexpectedReply("an empty record".into()));
+            };
+            applied.answers = answers.iter().map(|&a| a == b'1').collect();
+            applied.full = full == b'F';
+            if let Some((step, index)) = once {
+                step.acknowledge(exec, &part.counts, index).await;
+            }
+            Ok(Some(applied))
+        }
         Value::Int(0) => Ok(None),
         other => Err(Error::UnexpectedReply(format!(
             "{other:?} from a growing filter's merge"

@@ -483,14 +483,9 @@ impl Seam for Growing {
             .map(|item| ItemHash::of(item, Layout::Native))
             .collect();
         let write = op.writes();
-        // A write whose replies are recorded across retries goes by the add script, each
-        // command recorded: the merge answers from the bits before, which a retry no longer
-        // sees.
         if write {
-            if !ctx.exec().records() {
-                if let Some(new) = merge::add(ctx, &hashes).await? {
-                    return Ok(new);
-                }
+            if let Some(new) = merge::add(ctx, &hashes).await? {
+                return Ok(new);
             }
         } else if read::whole_pays(ctx, hashes.len()) {
             return read::whole(ctx, &hashes).await;

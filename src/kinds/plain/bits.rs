@@ -364,9 +364,9 @@ impl Bits {
             keys.extend(guard.map(Guard::key));
             keys.push(&ring);
             let fingerprint = guard.map_or("", Guard::fingerprint);
-            let [id, epoch, retry, keep] = step.args(index);
-            let args: [&dyn scripts::Arg; 8] =
-                [&"set", &k, &fingerprint, &offsets, &id, &epoch, &retry, &keep];
+            let [id, epoch, retry, keep, answer] = step.args(index);
+            let args: [&dyn scripts::Arg; 9] =
+                [&"set", &k, &fingerprint, &offsets, &id, &epoch, &retry, &keep, &answer];
             let reply = exec.script(&self.key, &once::BITFIELD, &keys, &args).await?;
             if let (Some(stored), Some(g)) = (once::refused(&reply), guard) {
                 g.check_step(stored)?;
@@ -381,16 +381,16 @@ impl Bits {
             }
         }
         let keys = [self.key.as_str(), ring.as_str()];
-        let [id, epoch, retry, keep] = step.args(index);
+        let [id, epoch, retry, keep, answer] = step.args(index);
         // go-zero's scripts (the go-zero layout: no guard step).
         match items {
             1 => {
-                let args: [&dyn scripts::Arg; 5] = [&offsets, &id, &epoch, &retry, &keep];
+                let args: [&dyn scripts::Arg; 6] = [&offsets, &id, &epoch, &retry, &keep, &answer];
                 let reply = exec.script(&self.key, &once::ADD, &keys, &args).await?;
                 Ok(vec![reply == Value::Int(1)])
             }
             _ => {
-                let args: [&dyn scripts::Arg; 6] = [&hashes, &offsets, &id, &epoch, &retry, &keep];
+                let args: [&dyn scripts::Arg; 7] = [&hashes, &offsets, &id, &epoch, &retry, &keep, &answer];
                 let reply = exec.script(&self.key, &once::ADD_MANY, &keys, &args).await?;
                 fold(&reply, 1, items, Fold::AllOne)
             }
@@ -578,9 +578,9 @@ impl Bits {
         keys.extend(guard.map(Guard::key));
         keys.push(&ring);
         let fingerprint = guard.map_or("", Guard::fingerprint);
-        let [id, epoch, retry, keep] = step.args(0);
+        let [id, epoch, retry, keep, answer] = step.args(0);
         let bitmap = dense::bitmap(offsets);
-        let args: [&dyn scripts::Arg; 6] = [&bitmap, &fingerprint, &id, &epoch, &retry, &keep];
+        let args: [&dyn scripts::Arg; 7] = [&bitmap, &fingerprint, &id, &epoch, &retry, &keep, &answer];
         let reply = ctx.exec.script(&self.key, &once::MERGE, &keys, &args).await?;
         if let (Some(stored), Some(g)) = (once::refused(&reply), guard) {
             g.check_step(stored)?;

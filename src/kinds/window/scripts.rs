@@ -121,8 +121,8 @@ pub(super) async fn call<C: Conn>(
         let once = run.step.map(|(step, index)| {
             keys.push(step.ring(&format!("{}:", part.prefix)));
             // The first key is a generation, whose TTL is not the filter's.
-            let [id, epoch, retry, _] = step.args(index);
-            [id, epoch, retry, "0".to_owned()]
+            let [id, epoch, retry, _, answer] = step.args(index);
+            [id, epoch, retry, "0".to_owned(), answer]
         });
         let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
         let ro = exec.has(Cap::BitfieldRo);
