@@ -222,8 +222,9 @@ impl<K: Kind> Builder<K> {
     /// as a script that records its reply beside the filter, kept at least the retry budget
     /// and two seconds (`{KEY}:redbloom:once:*`, a few keys per part, no TTL, removed by
     /// [`clear`](Bloom::clear)); a retry after its record could be gone fails with
-    /// [`Error::OutcomeUnknown`](crate::Error::OutcomeUnknown) and applies nothing. Large
-    /// batches then go by per-item commands, not by the dense paths.
+    /// [`Error::OutcomeUnknown`](crate::Error::OutcomeUnknown) and applies nothing. A window
+    /// filter's large batches then go by its per-item script (the other kinds keep their dense
+    /// paths, recorded).
     ///
     /// With `false`, retried writes go as before: cheaper, but after a lost reply an add may
     /// answer "not new" for an item it added, and a counting filter may count an add or a

@@ -50,8 +50,8 @@ use crate::{bitfield, dense, keys, Builder};
 /// count twice and a retried remove remove twice). Batches of up to
 /// [`MAX_OFFSETS_PER_COMMAND`](crate::MAX_OFFSETS_PER_COMMAND) counters go as one atomic
 /// command each, a few in flight; a batch that outweighs the counters reads them whole,
-/// applies the batch here and swaps them back in one compare-and-set step (not while writes
-/// record their replies: a retried swap would find the counters its first attempt changed).
+/// applies the batch here and swaps them back in one compare-and-set step, which records the
+/// answers it computed so that a retry reads them back.
 ///
 /// ```no_run
 /// # async fn demo(conn: redbloom::redis::aio::MultiplexedConnection) -> redbloom::Result<()> {
