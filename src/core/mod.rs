@@ -403,8 +403,9 @@ impl<C, K: Kind> Bloom<C, K> {
     }
 
     /// Whether this filter's writes record their answers across retries
-    /// ([`Builder::exact_retries`]): `false` when turned off, without a retry budget, or once
-    /// the ACL refused the recording script (then a WARN event said so).
+    /// ([`Builder::exact_retries`](crate::Builder::exact_retries)): `false` when turned off,
+    /// without a retry budget, or once the ACL refused the recording script (then a WARN event
+    /// said so).
     pub fn exact_retries(&self) -> bool {
         self.0.exec.records()
     }
