@@ -11,9 +11,15 @@
 //! epoch. A write into a slot of an older epoch resets it first (the only way records go), so a
 //! record lives at least `(SLOTS - 1) × W` seconds and the ring holds at most `SLOTS × W`
 //! seconds of records, with no TTL (an eviction policy that spares keys without a TTL spares
-//! it). A retry whose slot has moved on to a later epoch may have been applied and lost its
-//! record: it fails with [`Error::OutcomeUnknown`] and applies nothing. Clocks that disagree
-//! between writers cost availability (more such errors), never a double apply.
+//! it) unless the filter's keys have one (after `expire`): then its records go with it. A
+//! retry whose slot has moved on to a later epoch may have been applied and lost its record:
+//! it fails with [`Error::OutcomeUnknown`] and applies nothing. Clocks that disagree between
+//! writers cost availability (more such errors), never a double apply.
+//!
+//! A record is the step's reply (its answers), or for a dense step that compares and sets (a
+//! counting swap, a growing merge) the answers the client computed before it; a large record
+//! (a plain filter's bytes from before, a dense step's answers) is deleted once its reply is in
+//! hand ([`Step::acknowledge`]).
 //!
 //! Only steps that may be retried pay: with no retry budget, or with exact answers turned off
 //! ([`Builder::exact_retries`](crate::Builder::exact_retries)), steps go as before.
