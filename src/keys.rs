@@ -19,12 +19,28 @@ pub(crate) fn sidecar(key: &str, suffix: &str) -> String {
 
 /// The first tag `rbslot.N` (N = 0, 1, …) that hashes to `target`: a name in a chosen slot for
 /// the keys beside a key whose own name cannot be a tag. At most a few tens of thousands of
-/// CRC16s of a dozen bytes, once per filter.
+/// CRC16s of a dozen bytes, once per slot and process: the names of a write's records are
+/// made per command, so the tags found are kept.
 fn slot_tag(target: u16) -> String {
-    (0u64..)
-        .map(|n| format!("rbslot.{n}"))
-        .find(|tag| slot(tag) == target)
-        .expect("every slot is reached")
+    use std::collections::HashMap;
+    use std::sync::{LazyLock, Mutex, PoisonError};
+    static FOUND: LazyLock<Mutex<HashMap<u16, String>>> = LazyLock::new(Mutex::default);
+    let known = FOUND
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .get(&target)
+        .cloned();
+    known.unwrap_or_else(|| {
+        let tag = (0u64..)
+            .map(|n| format!("rbslot.{n}"))
+            .find(|tag| slot(tag) == target)
+            .expect("every slot is reached");
+        FOUND
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(target, tag.clone());
+        tag
+    })
 }
 
 /// The part of a key name that marks redbloom's own keys: the companions kept beside a filter

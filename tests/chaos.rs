@@ -9,7 +9,7 @@ mod common;
 
 use common::server::RedisServer;
 use redbloom::kind::Kind;
-use redbloom::{Bloom, Builder, CountingBloom, GrowingBloom, RedisBloom, Retry, WindowBloom};
+use redbloom::{Bloom, Builder, CountingBloom, GrowingBloom, RedisBloom, WindowBloom};
 use redis::aio::ConnectionManager;
 use std::future::Future;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -34,10 +34,7 @@ fn durable() -> RedisServer {
 
 async fn filter<K: Kind>(builder: Builder<K>, url: &str) -> Bloom<ConnectionManager, K> {
     builder
-        .retry(
-            Retry::for_duration(Duration::from_secs(20))
-                .with_delays(Duration::from_millis(20), Duration::from_millis(300)),
-        )
+        .retry(common::fault_retry())
         .build(common::impatient(url, Duration::from_millis(300)).await)
         .unwrap()
 }

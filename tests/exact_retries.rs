@@ -37,10 +37,7 @@ impl Shape {
 }
 
 fn retrying<K: Kind>(builder: Builder<K>) -> Builder<K> {
-    builder.retry(
-        Retry::for_duration(Duration::from_secs(20))
-            .with_delays(Duration::from_millis(20), Duration::from_millis(200)),
-    )
+    builder.retry(common::fault_retry())
 }
 
 fn items(shape: Shape, task: usize, call: usize) -> Vec<String> {

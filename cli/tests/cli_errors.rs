@@ -271,6 +271,10 @@ fn the_help_groups_options_shows_ranges_and_examples() {
         let connection = section(text, "Connection options:").join("\n");
         assert!(connection.contains("--url"), "{connection}");
         assert!(connection.contains("--retry-for"), "{connection}");
+        // SPEC.md §3: the three safety switches are named in --help.
+        for switch in ["--accept-eviction", "--shared-with-go", "--inexact-retries"] {
+            assert!(text.contains(switch), "{switch} in {text}");
+        }
         let filter = section(text, "Filter options:").join("\n");
         assert!(filter.contains("--key"), "{filter}");
         assert!(filter.contains("1..=1024"), "shards' range: {filter}");

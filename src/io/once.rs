@@ -26,6 +26,7 @@
 
 use crate::error::{Error, Result};
 use crate::io::exec::Exec;
+use crate::io::guard::Guard;
 use crate::keys;
 use crate::retry::Retry;
 use redis::aio::ConnectionLike;
@@ -174,15 +175,41 @@ pub(crate) fn flags(reply: &Value, items: usize) -> Result<Vec<bool>> {
     }
 }
 
-/// The parameters stored instead of the client's, when a recorded step refused to write
-/// (`{"params", STORED}`).
-pub(crate) fn refused(reply: &Value) -> Option<Value> {
-    match reply {
-        Value::Array(refusal) => match refusal.as_slice() {
-            [Value::BulkString(what), stored] if what == b"params" => Some(stored.clone()),
-            _ => None,
-        },
-        _ => None,
+/// Answers as a record holds them: `1` for each true, `0` for each false (read back by
+/// [`flags`]).
+pub(crate) fn answers_text(answers: &[bool]) -> String {
+    answers.iter().map(|&a| if a { '1' } else { '0' }).collect()
+}
+
+/// The guard's step carried inside a recorded write script (`SET params FINGERPRINT NX GET`,
+/// a native filter of one key: lua/once_bitfield.lua, once_merge.lua), so that the write, its
+/// guard and its record are one round trip.
+#[derive(Clone, Copy)]
+pub(crate) struct GuardStep<'a>(Option<&'a Guard>);
+
+impl<'a> GuardStep<'a> {
+    /// The step of `guard` (a filter of one key), when its writes carry one.
+    pub(crate) fn of(guard: Option<&'a Guard>) -> Self {
+        GuardStep(guard.filter(|g| g.step_needed()))
+    }
+
+    /// The parameters' key, the script's key after its own.
+    pub(crate) fn key(self) -> Option<&'a str> {
+        self.0.map(Guard::key)
+    }
+
+    /// The client's parameters for the script's arguments ("" without a step).
+    pub(crate) fn fingerprint(self) -> &'a str {
+        self.0.map_or("", Guard::fingerprint)
+    }
+
+    /// The script's reply checked: `{"params", STORED}` (other parameters stored, nothing
+    /// written) is the guard's mismatch ([`Guard::refused`]).
+    pub(crate) fn check(self, reply: &Value) -> Result<()> {
+        match self.0.and_then(|guard| guard.refused(reply)) {
+            Some(mismatch) => Err(mismatch),
+            None => Ok(()),
+        }
     }
 }
 

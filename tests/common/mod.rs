@@ -178,6 +178,15 @@ pub async fn set_bytes(conn: &mut MultiplexedConnection, key: &str, bytes: &[u8]
         .unwrap();
 }
 
+/// The retry policy of the fault tests: 20 s from a step's first attempt, waiting 20 ms, then
+/// twice as long each time, at most 200 ms, so that a resumed or restarted server is met soon.
+pub fn fault_retry() -> redbloom::Retry {
+    redbloom::Retry::for_duration(std::time::Duration::from_secs(20)).with_delays(
+        std::time::Duration::from_millis(20),
+        std::time::Duration::from_millis(200),
+    )
+}
+
 /// A reconnecting connection whose commands time out after `timeout` (and connecting too),
 /// so that a stopped or restarting server makes the commands in flight time out and be
 /// retried: for fault tests.

@@ -257,16 +257,14 @@ async fn command_once<C: Conn>(
     let [id, epoch, retry, keep, answer] = step.args(index);
     if op == Op::Add {
         // The guard's step in the same script: one round trip, the write recorded with it.
-        let guard = guard.filter(|g| g.step_needed());
+        let guard = once::GuardStep::of(guard);
         let mut keys = vec![part.key.as_str()];
-        keys.extend(guard.map(Guard::key));
+        keys.extend(guard.key());
         keys.push(&ring);
-        let fingerprint = guard.map_or("", Guard::fingerprint);
+        let fingerprint = guard.fingerprint();
         let args: [&dyn Arg; 9] = [&"incr", &k, &fingerprint, &bit_offsets, &id, &epoch, &retry, &keep, &answer];
         let reply = exec.script(&part.key, &once::BITFIELD, &keys, &args).await?;
-        if let (Some(stored), Some(g)) = (once::refused(&reply), guard) {
-            g.check_step(stored)?;
-        }
+        guard.check(&reply)?;
         return once::flags(&reply, count);
     }
     let mut keys = vec![part.key.as_str()];

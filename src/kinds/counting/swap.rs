@@ -91,8 +91,9 @@ pub(super) async fn run<C: Conn>(
                 let mut new = old.clone();
                 let answers = apply(op, &mut new, cells, k);
                 let changed = if new == old { "0" } else { "1" };
-                let flags: String = answers.iter().map(|&a| if a { '1' } else { '0' }).collect();
-                let once = step.as_ref().map(|step| step.args_answering(index, flags));
+                let once = step
+                    .as_ref()
+                    .map(|step| step.args_answering(index, once::answers_text(&answers)));
                 let mut tx = Tx::atomic();
                 for (scratch, bytes) in [(old_key, &old), (new_key, &new)] {
                     let mut set = redis::cmd("SET");

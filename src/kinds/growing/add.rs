@@ -130,8 +130,10 @@ pub(super) async fn step<C: Conn>(
     // Each command's reply recorded across retries (a command that names too few levels
     // writes nothing, and the next, naming more, is another command of the step).
     let once = ctx.exec().step();
-    for index in 0.. {
+    let mut index = 0;
+    loop {
         let once = once.as_ref().map(|step| (step, index));
+        index += 1;
         let (named, take) = kind.plan(part, items.len(), true);
         let levels = &kind.levels[..named];
         let mut offsets = Vec::new();
@@ -156,7 +158,6 @@ pub(super) async fn step<C: Conn>(
         }
         // The part has more levels than named: name them.
     }
-    unreachable!("a step ends with answers or an error")
 }
 
 /// Runs the add script once (again by `BITFIELD` when the server turns out to lack

@@ -10,7 +10,7 @@ use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::hash::ItemHash;
 use crate::io::exec::Cap;
-use crate::io::once::Step;
+use crate::io::once::{self, Step};
 use crate::io::tx::{Slot, Tx};
 use redis::Value;
 use std::sync::atomic::Ordering;
@@ -179,7 +179,7 @@ async fn attempt<C: Conn>(
     );
     let recorded = once.map(|(step, index)| {
         keys.push(step.ring(&part.counts));
-        let mut answers: String = applied.answers.iter().map(|&a| if a { '1' } else { '0' }).collect();
+        let mut answers = once::answers_text(&applied.answers);
         answers.push(if applied.full { 'F' } else { '-' });
         step.args_answering(index, answers)
     });

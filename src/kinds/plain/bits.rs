@@ -359,18 +359,16 @@ impl Bits {
         let exec = ctx.exec;
         if ctx.engine == Engine::Fast {
             // The guard's step in the same script: one round trip, the write recorded with it.
-            let guard = ctx.guard.filter(|g| g.step_needed());
+            let guard = once::GuardStep::of(ctx.guard);
             let mut keys = vec![self.key.as_str()];
-            keys.extend(guard.map(Guard::key));
+            keys.extend(guard.key());
             keys.push(&ring);
-            let fingerprint = guard.map_or("", Guard::fingerprint);
+            let fingerprint = guard.fingerprint();
             let [id, epoch, retry, keep, answer] = step.args(index);
             let args: [&dyn scripts::Arg; 9] =
                 [&"set", &k, &fingerprint, &offsets, &id, &epoch, &retry, &keep, &answer];
             let reply = exec.script(&self.key, &once::BITFIELD, &keys, &args).await?;
-            if let (Some(stored), Some(g)) = (once::refused(&reply), guard) {
-                g.check_step(stored)?;
-            }
+            guard.check(&reply)?;
             return once::flags(&reply, items);
         }
         if let Some(g) = ctx.guard {
@@ -572,19 +570,17 @@ impl Bits {
         offsets: &[u64],
     ) -> Result<Vec<bool>> {
         // The guard's step in the same script, as for the per-item writes.
-        let guard = ctx.guard.filter(|g| g.step_needed());
+        let guard = once::GuardStep::of(ctx.guard);
         let ring = step.ring(&self.key);
         let mut keys = vec![self.key.as_str(), scratch];
-        keys.extend(guard.map(Guard::key));
+        keys.extend(guard.key());
         keys.push(&ring);
-        let fingerprint = guard.map_or("", Guard::fingerprint);
+        let fingerprint = guard.fingerprint();
         let [id, epoch, retry, keep, answer] = step.args(0);
         let bitmap = dense::bitmap(offsets);
         let args: [&dyn scripts::Arg; 7] = [&bitmap, &fingerprint, &id, &epoch, &retry, &keep, &answer];
         let reply = ctx.exec.script(&self.key, &once::MERGE, &keys, &args).await?;
-        if let (Some(stored), Some(g)) = (once::refused(&reply), guard) {
-            g.check_step(stored)?;
-        }
+        guard.check(&reply)?;
         let Value::BulkString(old) = reply else {
             return Err(Error::UnexpectedReply(format!("{reply:?} from a dense add")));
         };
