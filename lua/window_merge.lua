@@ -2,8 +2,23 @@
 -- generation. The transaction that runs it reads every declared generation first (for "new")
 -- and deletes the scratch key after it.
 -- Reply: {"at", EPOCH}, the current generation's epoch.
+-- Recorded across retries (lua/once_head.lua): ARGV[7] is the batch's bitmap, written to the
+-- scratch key and deleted here; the reply, recorded, is "EPOCH:MASK:BYTES": the epoch, per
+-- older live generation (newest first) "1" when it existed, and the current generation's bytes
+-- from before. Older generations are never written again, so a retry that reads them (and
+-- finds those that existed) tells "new" as the first attempt would have.
 local current = live[1]
 local scratch = KEYS[#KEYS]
+local recorded = ARGV[7] ~= nil
+local before, mask = "", ""
+if recorded then
+    -- (Gone in a minute should a refusal below stop the script before it deletes it.)
+    redis.call("set", scratch, ARGV[7], "PX", 60000)
+    before = redis.call("get", current) or ""
+    for i = 2, g do
+        mask = mask .. redis.call("exists", live[i])
+    end
+end
 -- The generation's absolute expiry, as the add sets it (BITOP replaces the key, and its TTL
 -- with it).
 local at = math.ceil((epoch + g) * window / (g - 1)) - 1
@@ -22,4 +37,8 @@ end
 redis.call("pexpireat", scratch, at)
 redis.call("bitop", "or", current, current, scratch)
 redis.call("pexpireat", current, at)
+if recorded then
+    redis.call("del", scratch)
+    return string.format("%d:%s:", epoch, mask) .. before
+end
 return {"at", epoch}

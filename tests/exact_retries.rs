@@ -350,6 +350,145 @@ async fn dense_writes_answer_exactly_across_retries() {
     }
 }
 
+/// A window of 12 s in 7 generations (a generation every 2 s), small enough that a call of
+/// [`DENSE`] goes by its dense add; sized for twice the items one generation gets, so that a
+/// false positive (which depends on the order items arrive in) is unlikely.
+fn small_window(key: &str) -> Builder<redbloom::kind::Window> {
+    WindowBloom::builder(key, Duration::from_secs(12))
+        .generations(7)
+        .expected_items(40_000)
+        .false_positive_rate(1e-6)
+}
+
+/// The server's current window generation for [`small_window`] (one every 2 s).
+async fn generation(conn: &mut redis::aio::MultiplexedConnection) -> u64 {
+    let (secs, micros): (u64, u64) = redis::cmd("TIME").query_async(conn).await.unwrap();
+    (secs * 1_000 + micros / 1_000) / 2_000
+}
+
+/// Waits (by the server's clock) for the next window generation of [`small_window`].
+async fn next_generation(conn: &mut redis::aio::MultiplexedConnection) {
+    let now = generation(conn).await;
+    while generation(conn).await == now {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// The window generations of `key` (beside them, under their prefix: the records' ring).
+async fn generations(conn: &mut redis::aio::MultiplexedConnection, key: &str) -> Vec<String> {
+    let pattern = format!("{{{key}}}:redbloom:gen:*");
+    let keys = common::keys_like(conn, &pattern).await;
+    keys.into_iter().filter(|k| !k.contains(":once:")).collect()
+}
+
+/// Half of every call's items of `shape`, added before the calls (into an older generation).
+fn earlier(shape: Shape) -> Vec<String> {
+    let calls = (0..shape.tasks).flat_map(|task| (0..shape.calls).map(move |call| (task, call)));
+    calls
+        .flat_map(|(task, call)| items(shape, task, call).into_iter().step_by(2))
+        .collect()
+}
+
+/// A window filter's dense add under stalls answers as a clean one's, with half of every
+/// call's items added a generation earlier: "new" counts what the older generations hold, on
+/// the first attempt and from a retry's record alike.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_window_filters_dense_add_answers_exactly_across_retries() {
+    let server = RedisServer::start().unwrap();
+    let url = server.url();
+    let mut admin = common::connect(&url).await;
+    let build = |key: &str| {
+        let (builder, url) = (retrying(small_window(key)), url.clone());
+        async move {
+            builder
+                .build(common::impatient(&url, Duration::from_millis(150)).await)
+                .unwrap()
+        }
+    };
+    let (reference, bloom) = (build("reference").await, build("stalled").await);
+    for filter in [&reference, &bloom] {
+        let added = filter.add_many(&earlier(DENSE)).await.unwrap();
+        assert_eq!(added.len(), DENSE.items() / 2);
+    }
+    next_generation(&mut admin).await;
+    let want = clean(DENSE, |batch| {
+        let reference = reference.clone();
+        async move { reference.add_many(&batch).await.unwrap() }
+    })
+    .await;
+    assert_eq!(want, DENSE.items() / 2, "the earlier half is not new");
+    let got = under_stalls(&server, DENSE, move |batch| {
+        let bloom = bloom.clone();
+        async move { bloom.add_many(&batch).await.expect("add_many under stalls") }
+    })
+    .await;
+    assert_eq!(got, want, "new under stalls, against a clean load");
+    assert!(
+        calls(&url, "bitop").await > 0,
+        "the dense path was not taken"
+    );
+    let generations = generations(&mut admin, "stalled").await;
+    assert!(generations.len() >= 2, "one generation: {generations:?}");
+}
+
+/// A retried dense add of a window filter whose first attempt was applied, and an older
+/// generation that held some of its items gone before the retry: the record cannot tell which
+/// items were new, so the retry fails with `OutcomeUnknown`, and adds nothing again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_window_retry_that_misses_an_older_generation_is_outcome_unknown() {
+    let server = RedisServer::start().unwrap();
+    let url = server.url();
+    let mut admin = common::connect(&url).await;
+    let bloom = small_window("vanish")
+        .retry(
+            Retry::for_duration(Duration::from_secs(10))
+                .with_delays(Duration::from_millis(1500), Duration::from_millis(1500)),
+        )
+        .build(common::impatient(&url, Duration::from_millis(150)).await)
+        .unwrap();
+    let older = earlier(DENSE);
+    bloom.add_many(&older).await.unwrap();
+    // (One, or two if the clock crossed a generation meanwhile.)
+    let older_generations = generations(&mut admin, "vanish").await;
+    next_generation(&mut admin).await;
+    // The add's first attempt waits in the stopped server past its reply timeout; once the
+    // server resumes it is applied (its record made: its BITOP counted), and the older
+    // generation goes before the retry comes.
+    let merges = calls(&url, "bitop").await;
+    server.pause();
+    let add = tokio::spawn({
+        let (bloom, batch) = (bloom.clone(), items(DENSE, 0, 0));
+        async move { bloom.add_many(&batch).await }
+    });
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    server.resume();
+    let pause_ends = std::time::Instant::now();
+    while calls(&url, "bitop").await == merges {
+        assert!(
+            pause_ends.elapsed() < Duration::from_secs(1),
+            "the first attempt never ran"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let _: () = redis::cmd("DEL")
+        .arg(&older_generations)
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    let outcome = add.await.unwrap();
+    assert!(
+        matches!(outcome, Err(redbloom::Error::OutcomeUnknown { ref key }) if key == "vanish"),
+        "{outcome:?}"
+    );
+    let generations = generations(&mut admin, "vanish").await;
+    assert_eq!(generations.len(), 1, "{generations:?}");
+    let present = bloom.exists_many(&items(DENSE, 0, 0)).await.unwrap();
+    assert!(
+        present.iter().all(|&p| p),
+        "the first attempt's items are there"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dense_counting_writes_count_once_across_retries() {
     let (present, same, swaps) = counts_under_stalls(small_counting, DENSE, true).await;

@@ -10,12 +10,14 @@
 //! - **Check**: one pipeline of the head's checks (a read-only script replying the epoch), then
 //!   `GETRANGE` of every declared generation in chunks; the live ones are tested here.
 
-use super::scripts::{clock_moved, index, TRIES, WINDOW_AT, WINDOW_MERGE};
+use super::scripts::{classify, clock_moved, index, Reply, TRIES, WINDOW_AT, WINDOW_MERGE};
+use super::scripts::WINDOW_MERGE_ONCE;
 use super::Window;
 use crate::core::{Conn, Ctx};
 use crate::dense;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::io::exec::Cap;
+use crate::io::once::Step;
 use crate::io::tx::{Slot, Tx};
 use redis::Value;
 
@@ -49,11 +51,12 @@ pub(super) fn batch_size(bytes: u64, generations: u32, hashes: u32) -> usize {
 }
 
 /// The part's batch by the dense path when it pays, else `None`; retried unless the caller
-/// retries the whole (`whole`).
+/// retries the whole (`whole`). An add under a `step` is recorded across retries
+/// ([`once`](crate::io::once)).
 pub(super) async fn batch<C: Conn>(
     ctx: Ctx<'_, C, Window>,
     items: &[&[u8]],
-    write: bool,
+    (write, step): (bool, Option<&Step>),
     whole: bool,
 ) -> Result<Option<Vec<bool>>> {
     let (exec, generations) = (ctx.exec(), ctx.kind().generations);
@@ -70,14 +73,21 @@ pub(super) async fn batch<C: Conn>(
     }
     let offsets = geometry.offsets(items)?;
     let offsets = offsets.as_slice();
-    let answers = match write {
-        true => match ctx.retried_unless(whole, || add(ctx, offsets)).await {
+    let step = step.filter(|_| exec.has(Cap::Exact));
+    let answers = match (write, step) {
+        (true, Some(step)) => match ctx.retried_unless(whole, || add_once(ctx, offsets, step)).await {
+            // The ACL refuses the scratch key, BITOP or the ring: the per-item script (which
+            // records its answers where the ring is granted), as the plain filter does.
+            Err(err) if exec.lacks(MERGE, ctx.key(), &err) => return Ok(None),
+            done => done?,
+        },
+        (true, None) => match ctx.retried_unless(whole, || add(ctx, offsets)).await {
             // A user granted the generations but not the scratch key or BITOP: the same add
             // by the per-item script.
             Err(err) if exec.lacks(MERGE, ctx.key(), &err) => return Ok(None),
             done => done?,
         },
-        false => ctx.retried_unless(whole, || read(ctx, offsets)).await?,
+        (false, _) => ctx.retried_unless(whole, || read(ctx, offsets)).await?,
     };
     Ok(Some(answers))
 }
@@ -124,6 +134,108 @@ async fn add<C: Conn>(ctx: Ctx<'_, C, Window>, offsets: &[u64]) -> Result<Vec<bo
         return Ok(new);
     }
     Err(clock_moved())
+}
+
+/// One attempt of the dense add recorded under `step` (its command 0): one transaction reads
+/// every declared generation and runs the recording script, which replies (and records) the
+/// epoch, which older generations existed, and the current generation's bytes from before.
+/// Older generations are never written again, so the answers are the same whether the reply
+/// is the first attempt's or a retry's record; a retry that no longer finds an older
+/// generation that existed (it left the window meanwhile) cannot tell them:
+/// [`Error::OutcomeUnknown`], nothing applied again.
+async fn add_once<C: Conn>(ctx: Ctx<'_, C, Window>, offsets: &[u64], step: &Step) -> Result<Vec<bool>> {
+    let (exec, window, part) = (ctx.exec(), ctx.kind(), ctx.part());
+    let (g, k) = (window.generations as usize, part.geometry.hashes as usize);
+    let ring = step.ring(&format!("{}:", part.prefix));
+    let bitmap = dense::bitmap(offsets);
+    for _ in 0..TRIES {
+        let guess = window.guess();
+        let mut keys = part.keys(guess, window.generations, ctx.guard());
+        keys.push(part.scratch.clone());
+        let mut tx = Tx::atomic();
+        let olds: Vec<Slot<Option<Vec<u8>>>> = keys[..g + 2]
+            .iter()
+            .map(|key| tx.add(redis::cmd("GET").arg(key).to_owned()))
+            .collect();
+        keys.push(ring.clone());
+        let ro = exec.has(Cap::BitfieldRo);
+        // EVAL, not EVALSHA: NOSCRIPT cannot be retried inside a transaction.
+        let mut merge = window.eval("EVAL", &WINDOW_MERGE_ONCE, &keys, guess, true, ro);
+        let [id, epoch, retry, _, answer] = step.args(0);
+        // The first key is a generation, whose TTL is not the filter's: "0".
+        merge.arg(&bitmap).arg(id).arg(epoch).arg(retry).arg("0").arg(answer);
+        let merged: Slot<Value> = tx.add(merge);
+        let mut replies = exec.run(&keys[1], &tx).await?;
+        let record = match classify(replies.take(merged)?)? {
+            Reply::Done(Value::BulkString(record)) => record,
+            Reply::Done(other) => {
+                return Err(Error::UnexpectedReply(format!("{other:?} from a dense add")))
+            }
+            Reply::Epoch(now) => {
+                window.server.learn(now);
+                continue;
+            }
+            Reply::Params(stored) => return Err(window.mismatch(ctx.key(), stored)),
+        };
+        let olds = olds
+            .into_iter()
+            .map(|slot| replies.take(slot))
+            .collect::<Result<Vec<_>>>()?;
+        let (epoch, existed, before) = parse_record(&record, g)?;
+        let mut new = dense::new_flags(before.to_vec(), offsets, k);
+        let mut unread = Vec::new();
+        for (back, existed) in (1..g).zip(existed) {
+            let older = usize::try_from(guess + 1 - (epoch - back as i64))
+                .ok()
+                .and_then(|i| olds.get(i));
+            match (existed, older) {
+                (false, _) => {}
+                (true, Some(Some(bytes))) => mark_present(&mut new, bytes, offsets, k),
+                // Gone since, or not among the keys this attempt declared: read by name.
+                (true, _) => unread.push(part.generation(epoch - back as i64)),
+            }
+        }
+        for key in unread {
+            let get = redis::cmd("GET").arg(&key).to_owned();
+            let bytes: Option<Vec<u8>> = exec.query(&key, &get).await?;
+            let Some(bytes) = bytes else {
+                return Err(Error::OutcomeUnknown { key: ctx.key().to_owned() });
+            };
+            mark_present(&mut new, &bytes, offsets, k);
+        }
+        step.acknowledge(exec, &format!("{}:", part.prefix), 0).await;
+        return Ok(new);
+    }
+    Err(clock_moved())
+}
+
+/// Items found in an older generation's `bytes` are not new.
+fn mark_present(new: &mut [bool], bytes: &[u8], offsets: &[u64], k: usize) {
+    for (new, present) in new.iter_mut().zip(dense::present(bytes, offsets, k)) {
+        *new &= !present;
+    }
+}
+
+/// A recorded dense add's reply, `EPOCH:MASK:BYTES` (lua/window_merge.lua): the current
+/// generation's epoch, whether each older live generation existed (newest first), and the
+/// current generation's bytes from before.
+fn parse_record(record: &[u8], generations: usize) -> Result<(i64, Vec<bool>, &[u8])> {
+    let unexpected = || {
+        let head = String::from_utf8_lossy(&record[..record.len().min(40)]).into_owned();
+        Error::UnexpectedReply(format!("{head:?}… from a dense add"))
+    };
+    let mut parts = record.splitn(3, |&b| b == b':');
+    let (Some(epoch), Some(mask), Some(before)) = (parts.next(), parts.next(), parts.next()) else {
+        return Err(unexpected());
+    };
+    let epoch = std::str::from_utf8(epoch)
+        .ok()
+        .and_then(|e| e.parse().ok())
+        .ok_or_else(unexpected)?;
+    if mask.len() + 1 != generations || mask.iter().any(|b| !matches!(b, b'0' | b'1')) {
+        return Err(unexpected());
+    }
+    Ok((epoch, mask.iter().map(|&b| b == b'1').collect(), before))
 }
 
 /// One attempt of the dense check.

@@ -50,6 +50,19 @@ window_script!(
     /// The dense add's merge of a batch's bitmap into the current generation.
     WINDOW_MERGE = ["window_check", "window_epoch", "window_merge"]
 );
+script!(
+    /// [`WINDOW_MERGE`] with the batch's bitmap as an argument, its reply (the epoch, which
+    /// older generations existed, the current one's bytes from before) recorded across
+    /// retries ([`once`](crate::io::once)).
+    WINDOW_MERGE_ONCE = concat!(
+        include_str!("../../../lua/once_head.lua"),
+        include_str!("../../../lua/window_args.lua"),
+        include_str!("../../../lua/window_check.lua"),
+        include_str!("../../../lua/window_epoch.lua"),
+        include_str!("../../../lua/window_merge.lua"),
+        include_str!("../../../lua/once_tail.lua"),
+    )
+);
 window_script!(
     /// The dense check's head: the checks and the current epoch (read-only).
     WINDOW_AT = ["window_check", "window_epoch", "window_at"]

@@ -43,12 +43,8 @@ async fn attempt<C: Conn>(
     (write, step): (bool, Option<&Step>),
     whole: bool,
 ) -> Result<Vec<bool>> {
-    // A recorded write goes by the per-item script: the dense add answers from the bytes
-    // before, which a retry no longer sees.
-    if step.is_none() {
-        if let Some(answers) = dense::batch(ctx, items, write, whole).await? {
-            return Ok(answers);
-        }
+    if let Some(answers) = dense::batch(ctx, items, (write, step), whole).await? {
+        return Ok(answers);
     }
     let k = ctx.part().geometry.hashes as usize;
     // Each item may test every generation: a command's work is bounded as a plain filter's
