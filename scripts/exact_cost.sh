@@ -8,6 +8,7 @@
 # hold: 600,000 single-item adds at full speed with --retry-for 5 (a ring of 1-s slots: at most
 # 8 s of records), MEMORY USAGE of the ring keys at the end, and the rate they were written at.
 # Usage: scripts/exact_cost.sh BASE_BIN NEW_BIN [ROUNDS]
+# ONLY=REGEX runs only the workloads whose names match it (and skips the records' memory).
 set -euo pipefail
 base=$1 new=$2 rounds=${3:-3}
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
@@ -39,6 +40,7 @@ EOF
 workload() { # NAME ITEMS ARGS...
     local name=$1 items=$2
     shift 2
+    [[ -z ${ONLY:-} || $name =~ $ONLY ]] || return 0
     for _ in $(seq "$rounds"); do
         run "$name base" "$base" "$items" "$@"
         run "$name exact" "$new" "$items" "$@"
@@ -79,6 +81,7 @@ EOF
 
 # Record memory at a rate: single-item adds for longer than the ring holds (records kept 7-8 s
 # with --retry-for 5).
+[[ -z ${ONLY:-} ]] || exit 0
 cli flushall > /dev/null
 out=$("$new" --url "redis://127.0.0.1:$port" --json --key m --layout native --capacity 100000000 \
     --fpr 0.01 --retry-for 5 bench --op add --items 600000 --concurrency 64)

@@ -222,9 +222,8 @@ impl<K: Kind> Builder<K> {
     /// as a script that records its reply beside the filter, kept at least the retry budget
     /// and two seconds (`{KEY}:redbloom:once:*`, a few keys per part, no TTL, removed by
     /// [`clear`](Bloom::clear)); a retry after its record could be gone fails with
-    /// [`Error::OutcomeUnknown`](crate::Error::OutcomeUnknown) and applies nothing. A window
-    /// filter's large batches then go by its per-item script (the other kinds keep their dense
-    /// paths, recorded).
+    /// [`Error::OutcomeUnknown`](crate::Error::OutcomeUnknown) and applies nothing. Every
+    /// kind keeps its dense path for large batches, recorded.
     ///
     /// With `false`, retried writes go as before: cheaper, but after a lost reply an add may
     /// answer "not new" for an item it added, and a counting filter may count an add or a
