@@ -8,8 +8,7 @@
 //! concurrent `SCRIPT FLUSH` can beat.) Keys always travel in `KEYS[]`, so the scripts are
 //! cluster-safe.
 
-use redis::aio::ConnectionLike;
-use redis::{Cmd, FromRedisValue, RedisResult, ToRedisArgs};
+use redis::{Cmd, ToRedisArgs};
 use std::sync::LazyLock;
 
 /// A Lua script and its SHA1.
@@ -31,37 +30,22 @@ impl LuaScript {
         self.source
     }
 
-    /// Runs the script on `keys` with `args` (each a separate `ARGV` entry, or several for a
-    /// slice); `read_only` as a read-only one (`EVALSHA_RO`, Redis 7: a replica may serve it,
-    /// and the server refuses any write it attempts).
-    pub(crate) async fn invoke<T, C>(
+    /// The script on `keys` with `args` (each a separate `ARGV` entry, or several for a
+    /// slice) as `EVALSHA` (`by_source`: `EVAL` with its source, which cannot fail with
+    /// `NOSCRIPT`); `read_only` as a read-only one (`EVALSHA_RO`, Redis 7: a replica may serve
+    /// it, and the server refuses any write it attempts).
+    pub(crate) fn call(
         &self,
-        conn: &mut C,
         read_only: bool,
+        by_source: bool,
         keys: &[&str],
         args: &[&dyn Arg],
-    ) -> RedisResult<T>
-    where
-        T: FromRedisValue,
-        C: ConnectionLike,
-    {
-        let (by_sha, by_source) = match read_only {
-            true => ("EVALSHA_RO", "EVAL_RO"),
-            false => ("EVALSHA", "EVAL"),
-        };
-        match self
-            .command(by_sha, &self.sha, keys, args)
-            .query_async(conn)
-            .await
-        {
-            Err(err)
-                if err.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) =>
-            {
-                self.command(by_source, self.source, keys, args)
-                    .query_async(conn)
-                    .await
-            }
-            reply => reply,
+    ) -> Cmd {
+        match (read_only, by_source) {
+            (false, false) => self.command("EVALSHA", &self.sha, keys, args),
+            (false, true) => self.command("EVAL", self.source, keys, args),
+            (true, false) => self.command("EVALSHA_RO", &self.sha, keys, args),
+            (true, true) => self.command("EVAL_RO", self.source, keys, args),
         }
     }
 
@@ -75,7 +59,7 @@ impl LuaScript {
     }
 }
 
-/// One argument, or a slice of them, for [`LuaScript::invoke`].
+/// One argument, or a slice of them, for [`LuaScript::call`].
 pub(crate) trait Arg: Sync {
     fn write(&self, cmd: &mut Cmd);
 }

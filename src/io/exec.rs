@@ -38,6 +38,8 @@ pub(crate) struct Exec<C> {
     wait_turn: tokio::sync::Mutex<()>,
     /// Whether the servers may evict the filter's keys (asked before the first write).
     eviction: Eviction,
+    /// The bytes of commands in flight at once on the connection.
+    gate: Gate,
 }
 
 /// What a server (or its ACL) may lack, each with what a filter does instead.
@@ -118,6 +120,7 @@ impl<C> Exec<C> {
             caps: Caps::default(),
             wait_turn: tokio::sync::Mutex::new(()),
             eviction: Eviction::new(options.accept_eviction),
+            gate: Gate::default(),
         }
     }
 
@@ -243,7 +246,13 @@ where
         if let Some(cmd) = tx.single() {
             return Ok(Replies::new(vec![self.query(key, cmd).await?]));
         }
-        match tx.pipeline().query_async(&mut self.conn.clone()).await {
+        let turn = self
+            .gate
+            .enter(&tx.pipeline().cmd_iter().collect::<Vec<_>>())
+            .await;
+        let replies = tx.pipeline().query_async(&mut self.conn.clone()).await;
+        drop(turn);
+        match replies {
             Ok(replies) => Ok(Replies::new(replies)),
             Err(err) => {
                 let err = Error::from_redis(err, key);
@@ -260,6 +269,7 @@ where
 
     /// Runs `cmd` on `key`'s slot; a server error reply is an `Err`.
     pub(crate) async fn query<T: FromRedisValue>(&self, key: &str, cmd: &Cmd) -> Result<T> {
+        let _turn = self.gate.enter(&[cmd]).await;
         cmd.query_async(&mut self.conn.clone())
             .await
             .map_err(|e| Error::from_redis(e, key))
@@ -289,6 +299,9 @@ where
         self.script(key, lua, keys, args).await
     }
 
+    /// `EVALSHA`, and `EVAL` with the source after `NOSCRIPT` (after a restart, a failover or
+    /// a `SCRIPT FLUSH`; redis-rs's `Script` loads and retries `EVALSHA`, which a concurrent
+    /// `SCRIPT FLUSH` can beat).
     async fn invoke(
         &self,
         key: &str,
@@ -296,7 +309,18 @@ where
         (lua, keys, args): Eval<'_>,
     ) -> Result<Value> {
         let conn = &mut self.conn.clone();
-        let reply = lua.invoke(conn, read_only, keys, args).await;
+        let by_sha = lua.call(read_only, false, keys, args);
+        let _turn = self.gate.enter(&[&by_sha]).await;
+        let reply = match by_sha.query_async(conn).await {
+            Err(err)
+                if err.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) =>
+            {
+                lua.call(read_only, true, keys, args)
+                    .query_async(conn)
+                    .await
+            }
+            reply => reply,
+        };
         reply.map_err(|e| Error::from_redis(e, key))
     }
 
@@ -345,6 +369,53 @@ impl<C> Exec<C> {
         route.arg(key);
         route
     }
+}
+
+/// The most bytes of commands a filter has in flight at once on its connection: a handful of
+/// the largest commands (a batch's commands of [`MAX_OFFSETS_PER_COMMAND`] offsets are about
+/// 700 KB each). A response timeout counts the time a command waits on the connection behind
+/// the commands sent before it; with this bound, that is the server's time for at most these
+/// bytes, not for everything the filter's concurrent batches have queued (the CLI's `load`
+/// keeps 8 batches of 4 commands in flight: 22 MB).
+///
+/// [`MAX_OFFSETS_PER_COMMAND`]: crate::bitfield::MAX_OFFSETS_PER_COMMAND
+pub(crate) const IN_FLIGHT_BYTES: usize = 4 << 20;
+
+/// Commands under 1 KiB (single items, reads of a few keys) pass without a turn.
+const SMALL: usize = 1 << 10;
+
+/// The bound of [`IN_FLIGHT_BYTES`]: a command (or pipeline) of more waits for its turn
+/// before it goes to the connection, where no response timeout runs yet.
+#[derive(Debug)]
+struct Gate(tokio::sync::Semaphore);
+
+impl Default for Gate {
+    fn default() -> Self {
+        Gate(tokio::sync::Semaphore::new(IN_FLIGHT_BYTES / SMALL))
+    }
+}
+
+impl Gate {
+    /// Waits until `cmds` may go; their turn ends when the returned permit drops.
+    async fn enter(&self, cmds: &[&Cmd]) -> Option<tokio::sync::SemaphorePermit<'_>> {
+        let bytes: usize = cmds.iter().map(|cmd| bytes_of(cmd)).sum();
+        if bytes < SMALL {
+            return None;
+        }
+        let units = (bytes / SMALL).min(IN_FLIGHT_BYTES / SMALL);
+        // Never closed: an error cannot come, and would only let the command go at once.
+        self.0.acquire_many(units as u32).await.ok()
+    }
+}
+
+/// A command's size on the wire, near enough (its arguments' bytes).
+fn bytes_of(cmd: &Cmd) -> usize {
+    cmd.args_iter()
+        .map(|arg| match arg {
+            redis::Arg::Simple(bytes) => bytes.len() + 16,
+            _ => 16,
+        })
+        .sum()
 }
 
 /// A script call: the script, its keys, its arguments.
