@@ -8,7 +8,7 @@
 mod common;
 
 use redbloom::kind::Kind;
-use redbloom::{Bloom, CountingBloom, Error, Layout, RedisBloom};
+use redbloom::{Bloom, CountingBloom, Error, GrowingBloom, Layout, RedisBloom};
 use redis::aio::MultiplexedConnection;
 
 async fn del(conn: &mut MultiplexedConnection, key: &str) {
@@ -81,6 +81,32 @@ fn counting(
         .unwrap()
 }
 
+fn growing(
+    conn: &MultiplexedConnection,
+    name: &str,
+    shards: u32,
+) -> GrowingBloom<MultiplexedConnection> {
+    GrowingBloom::builder(common::unique_key(name))
+        .expected_items(100)
+        .false_positive_rate(0.01)
+        .shards(shards)
+        .build(conn.clone())
+        .unwrap()
+}
+
+/// A growing filter's level keys, per part: its counts (a hash) and its segments.
+async fn growing_keys(
+    conn: &mut MultiplexedConnection,
+    bloom: &GrowingBloom<MultiplexedConnection>,
+) -> (Vec<String>, Vec<String>) {
+    let keys = common::keys_like(conn, &format!("*{}*:redbloom:grow:*", bloom.key())).await;
+    let segment = |key: &String| {
+        key.rsplit_once(":grow:")
+            .is_some_and(|(_, rest)| rest.contains(':'))
+    };
+    keys.into_iter().partition(|key| !segment(key))
+}
+
 fn items(n: usize) -> Vec<String> {
     (0..n).map(|i| format!("item:{i}")).collect()
 }
@@ -138,6 +164,71 @@ async fn a_counting_filter_whose_counters_are_gone_fails_checks_and_removals() {
     }
 }
 
+/// A growing filter: a segment gone under the counts that name its levels fails checks (one at
+/// a time, and as a batch read whole), as do counts gone under a filter of one key's stored
+/// parameters.
+#[tokio::test]
+async fn a_growing_filter_whose_levels_are_gone_fails_its_checks() {
+    let redis = common::redis().await;
+    let mut conn = redis.connection().await;
+    for shards in [1, 3] {
+        let what = format!("{shards} shard(s)");
+        let bloom = growing(&conn, "lost-growing", shards);
+        let all = items(1_000);
+        bloom.add_many(&all).await.unwrap();
+        let (counts, segments) = growing_keys(&mut conn, &bloom).await;
+        assert_eq!(counts.len(), shards as usize, "{what}: {counts:?}");
+        let levels: usize = redis::cmd("HLEN")
+            .arg(&counts[0])
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        assert!(levels > 1, "{what}: levels made");
+        assert!(segments.len() >= shards as usize, "{what}: {segments:?}");
+        let gone = &segments[0];
+        del(&mut conn, gone).await;
+        assert_lost(&what, bloom.exists_many(&all).await, gone);
+        let mut lost = 0;
+        for item in &all[..200] {
+            match bloom.exists(item).await {
+                Ok(present) => assert!(present, "{what}: {item} answered absent"),
+                Err(err) => {
+                    assert_lost(&what, Err::<(), _>(err), gone);
+                    lost += 1;
+                }
+            }
+        }
+        assert!(lost > 0, "{what}: items lived in the deleted segment");
+        bloom.clear().await.unwrap();
+        assert!(!bloom.exists(&all[0]).await.unwrap(), "{what}: cleared");
+    }
+    // Counts and segments gone, the parameters left: a filter of one key lost them all.
+    let bloom = growing(&conn, "lost-growing-counts", 1);
+    bloom.add_many(&items(300)).await.unwrap();
+    let (counts, segments) = growing_keys(&mut conn, &bloom).await;
+    for key in segments.iter().chain(&counts) {
+        del(&mut conn, key).await;
+    }
+    assert_lost("counts gone", bloom.exists("item:1").await, &counts[0]);
+    assert_lost(
+        "counts gone",
+        bloom.exists_many(&items(300)).await,
+        &counts[0],
+    );
+    // The near cache's copy is read with the same witness: a new copy of a filter whose
+    // segment is gone is not taken for an empty one.
+    let bloom = GrowingBloom::builder(common::unique_key("lost-growing-near"))
+        .expected_items(100)
+        .false_positive_rate(0.01)
+        .near_cache(redbloom::NearCache::new(std::time::Duration::from_secs(60)))
+        .build(conn.clone())
+        .unwrap();
+    bloom.add_many(&items(300)).await.unwrap();
+    let (_, segments) = growing_keys(&mut conn, &bloom).await;
+    del(&mut conn, &segments[0]).await;
+    assert_lost("near cache", bloom.exists("item:1").await, &segments[0]);
+}
+
 /// Filters that are empty, not lost: new, parameters stored without items, items in one shard
 /// only, cleared; and go-zero's layout, whose missing key is an empty filter.
 #[tokio::test]
@@ -174,6 +265,18 @@ async fn an_empty_filter_is_not_a_lost_one() {
         counts.add("one").await.unwrap();
         assert!(counts.remove("one").await.unwrap(), "{what}");
         assert!(!counts.exists_many(&items(200)).await.unwrap()[0], "{what}");
+
+        let grows = growing(&conn, "empty-growing", shards);
+        assert!(!grows.exists("x").await.unwrap(), "{what}: new");
+        assert!(
+            !grows.exists_many(&items(500)).await.unwrap()[0],
+            "{what}: new"
+        );
+        grows.add("one").await.unwrap();
+        let absent = grows.exists_many(&items(500)).await.unwrap();
+        assert!(absent.iter().filter(|&&p| p).count() < 20, "{what}");
+        assert!(grows.clear().await.unwrap());
+        assert!(!grows.exists("one").await.unwrap(), "{what}: cleared");
     }
     // go-zero's layout: a Go service may delete its key; it is then empty.
     let mut conn = conn;

@@ -56,3 +56,41 @@ async fn checks_of_a_filter_whose_bits_are_gone_exit_2_naming_the_key() {
     let (code, out, err) = run(with(&["check", file]));
     assert_eq!((code, out["present"].as_u64()), (0, Some(0)), "{err}");
 }
+
+/// A growing filter whose level segment was deleted under its counts: `check` exits 2 naming
+/// the segment.
+#[tokio::test]
+async fn checks_of_a_growing_filter_whose_levels_are_gone_exit_2() {
+    let redis = common::redis().await;
+    let url = redis.url().to_owned();
+    let mut conn = redis.connection().await;
+    let key = common::unique_key("cli-lost-growing");
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("items.txt");
+    let items: String = (0..1000).map(|i| format!("item:{i}\n")).collect();
+    std::fs::write(&file, items).unwrap();
+    let file = file.to_str().unwrap();
+    let growing = [
+        "--growth",
+        "2",
+        "--capacity",
+        "100",
+        "--fpr",
+        "0.01",
+        "--json",
+    ];
+    let with = |args: &[&str]| {
+        let all: Vec<&str> = growing.iter().chain(args).copied().collect();
+        redbloom(&url, &key, &all)
+    };
+    let (code, _, err) = run(with(&["load", file]));
+    assert_eq!(code, 0, "{err}");
+    let segments = common::keys_like(&mut conn, &format!("*{key}*:redbloom:grow:*:0")).await;
+    assert_eq!(segments.len(), 1, "{segments:?}");
+    let _: () = redis::cmd("DEL")
+        .arg(&segments[0])
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_fails(with(&["check", file]), &[&segments[0], "gone"], None);
+}
