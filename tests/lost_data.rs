@@ -317,5 +317,18 @@ async fn a_check_that_sees_a_bit_set_asks_nothing_more() {
         }
         let asked = common::calls(&mut conn, "exists").await - before;
         assert!(asked <= 5, "{shards} shard(s): {asked} of 100 checks asked");
+
+        // A growing filter: a word read that is not zero proves its segment is there.
+        let grows = growing(&conn, "lost-cost-growing", shards);
+        grows.add_many(&many).await.unwrap();
+        let before = common::calls(&mut conn, "exists").await;
+        for i in 0..100 {
+            grows.exists(format!("absent:{i}")).await.unwrap();
+        }
+        let asked = common::calls(&mut conn, "exists").await - before;
+        assert!(
+            asked <= 5,
+            "growing, {shards} shard(s): {asked} of 100 checks asked"
+        );
     }
 }

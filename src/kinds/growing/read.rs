@@ -116,7 +116,6 @@ pub(super) async fn levels<C: Conn>(ctx: Ctx<'_, C, Growing>) -> Result<(usize, 
         let check = ParamsCheck::add(&ctx, &mut tx, false);
         let count: Slot<usize> = tx.add(redis::cmd("HLEN").arg(&part.counts).to_owned());
         let chunks = kind.read_segments(part, &mut tx, known);
-        let witness = Witness::add(&ctx, &mut tx, known);
         let mut replies = ctx.exec().run(&part.counts, &tx).await?;
         ParamsCheck::take(check, &ctx, &mut replies)?;
         let levels = replies.take(count)?;
@@ -124,11 +123,12 @@ pub(super) async fn levels<C: Conn>(ctx: Ctx<'_, C, Growing>) -> Result<(usize, 
             part.known.store(levels as u32, Ordering::Relaxed);
             continue;
         }
-        witness.take(&ctx, &mut replies, levels).await?;
         let mut segments = Vec::with_capacity(chunks.len());
         for segment in chunks {
             segments.push(segment.take(&mut replies)?);
         }
+        // A segment that holds a level is never empty.
+        confirm(&ctx, levels, |s| segments.get(s).is_some_and(|b| !b.is_empty())).await?;
         return Ok((levels, segments));
     }
 }
@@ -185,7 +185,6 @@ async fn words<C: Conn>(
         let widths: Vec<usize> = levels().map(|l| l.per_item as usize).collect();
         reads.push((tx.add(cmd), masks, widths));
     }
-    let witness = Witness::add(&ctx, &mut tx, named);
     let mut replies = match exec.run(&part.counts, &tx).await {
         Err(err) if read_only && exec.lacks(Cap::BitfieldRo, ctx.key(), &err) => return Ok(None),
         replies => replies?,
@@ -193,6 +192,8 @@ async fn words<C: Conn>(
     ParamsCheck::take(check, &ctx, &mut replies)?;
     let count = replies.take(count)?;
     let mut present = vec![false; items.len()];
+    // Per segment read: whether a word read was not zero, which proves it exists.
+    let mut seen = Vec::with_capacity(reads.len());
     for (read, masks, widths) in reads {
         let reply: Value = replies.take(read)?;
         let words = match &reply {
@@ -204,6 +205,7 @@ async fn words<C: Conn>(
                 )))
             }
         };
+        seen.push(words.iter().any(|w| !matches!(w, Value::Int(0))));
         let mut at = 0;
         for found in present.iter_mut() {
             for &width in &widths {
@@ -222,63 +224,56 @@ async fn words<C: Conn>(
         return Ok(None);
     }
     if present.contains(&false) {
-        witness.take(&ctx, &mut replies, count as usize).await?;
+        confirm(&ctx, count as usize, |s| seen.get(s).copied().unwrap_or(false)).await?;
     }
     Ok(Some(present))
 }
 
 /// Lost levels are an error, not "absent" (SPEC.md §3): a level is made with its first item,
 /// in its segment, in the step that counts it (lua/grow_add.lua, grow_merge.lua), so every
-/// segment of the levels the counts name exists, and the parameters of a filter of one key are
-/// stored with its first level. Read beside a check: whether each segment named exists.
-struct Witness(Vec<Slot<bool>>);
-
-impl Witness {
-    /// `EXISTS` of the segments of the first `named` levels, added to `tx`.
-    fn add<C>(ctx: &Ctx<'_, C, Growing>, tx: &mut Tx, named: usize) -> Self {
-        let (kind, part) = (ctx.kind(), ctx.part());
-        let segments = &part.segment_keys[..kind.segments_of(named)];
-        Witness(
-            segments
-                .iter()
-                .map(|key| tx.add(redis::cmd("EXISTS").arg(key).to_owned()))
-                .collect(),
-        )
-    }
-
-    /// [`Error::Lost`] when a segment of the `levels` levels the counts name is gone, or when
-    /// a filter of one key has no levels while its parameters are stored (its counts are gone:
-    /// asked only then, one more round trip for a filter that looks empty).
-    async fn take<C: Conn>(
-        self,
-        ctx: &Ctx<'_, C, Growing>,
-        replies: &mut Replies,
-        levels: usize,
-    ) -> Result<()> {
-        let (kind, part) = (ctx.kind(), ctx.part());
-        let lost = |key: &str| Error::Lost {
-            filter: ctx.key().to_owned(),
-            key: key.to_owned(),
-        };
-        let needed = match levels {
-            0 => 0,
-            levels => kind.segments_of(levels),
-        };
-        for (s, exists) in self.0.into_iter().enumerate() {
-            if !replies.take(exists)? && s < needed {
-                return Err(lost(&part.segment_keys[s]));
+/// segment of the `levels` levels the counts name exists, and the parameters of a filter of one
+/// key are stored with its first level. After a read that answered "absent": the segments that
+/// read as nothing but zeros (`seen` says which did not: a word or byte not zero proves its
+/// segment is there, so a filter in use seldom asks) are asked whether they exist, and a filter
+/// of one key without levels whether its parameters are stored (its counts are gone).
+/// [`Error::Lost`] names the key that is gone.
+async fn confirm<C: Conn>(
+    ctx: &Ctx<'_, C, Growing>,
+    levels: usize,
+    seen: impl Fn(usize) -> bool,
+) -> Result<()> {
+    let (kind, part, exec) = (ctx.kind(), ctx.part(), ctx.exec());
+    let lost = |key: &str| Error::Lost {
+        filter: ctx.key().to_owned(),
+        key: key.to_owned(),
+    };
+    let needed = match levels {
+        0 => 0,
+        levels => kind.segments_of(levels),
+    };
+    let unseen: Vec<&String> = (0..needed)
+        .filter(|&s| !seen(s))
+        .map(|s| &part.segment_keys[s])
+        .collect();
+    if !unseen.is_empty() {
+        let mut tx = Tx::plain();
+        let asked: Vec<Slot<bool>> = unseen
+            .iter()
+            .map(|key| tx.add(redis::cmd("EXISTS").arg(key.as_str()).to_owned()))
+            .collect();
+        let mut replies = exec.run(&part.counts, &tx).await?;
+        for (key, exists) in unseen.into_iter().zip(asked) {
+            if !replies.take(exists)? {
+                return Err(lost(key));
             }
         }
-        if let (0, Some(guard)) = (levels, ctx.guard()) {
-            let params = guard.key();
-            let stored: bool = ctx
-                .exec()
-                .query(params, redis::cmd("EXISTS").arg(params))
-                .await?;
-            if stored {
-                return Err(lost(&part.counts));
-            }
-        }
-        Ok(())
     }
+    if let (0, Some(guard)) = (levels, ctx.guard()) {
+        let params = guard.key();
+        let stored: bool = exec.query(params, redis::cmd("EXISTS").arg(params)).await?;
+        if stored {
+            return Err(lost(&part.counts));
+        }
+    }
+    Ok(())
 }
