@@ -365,6 +365,7 @@ struct Args {
 const USAGE: &str = "usage: blacklist [--serve ADDR] [--near-cache DURATION] [--key KEY]";
 
 fn parse_args() -> Result<Args, support::Fatal> {
+    support::answer_help(USAGE);
     let mut args = Args {
         serve: None,
         near_cache: None,

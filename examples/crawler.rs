@@ -33,6 +33,7 @@ const KEY: &str = "redbloom:example:crawler";
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    support::answer_help(USAGE);
     let (capacity, path) = parse_args(std::env::args().skip(1))?;
     let frontier = match path {
         Some(path) => read_urls(&path)?,
@@ -136,10 +137,13 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 }
 
 /// `[--capacity N] [FILE]`: the first level's URLs, and the file of URLs.
+const USAGE: &str = "usage: crawler [--capacity N] [urls.txt]: crawl each URL once (a synthetic \
+                     frontier without a file; --capacity: the first level's URLs, 10,000)";
+
 fn parse_args(
     mut args: impl Iterator<Item = String>,
 ) -> Result<(u64, Option<String>), support::Fatal> {
-    let usage = "usage: crawler [--capacity N] [urls.txt]";
+    let usage = USAGE;
     let (mut capacity, mut path) = (FIRST_LEVEL, None);
     while let Some(arg) = args.next() {
         let value = if arg == "--capacity" {

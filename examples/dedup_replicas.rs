@@ -51,6 +51,9 @@ type Filter = WindowBloom<MultiplexedConnection>;
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    support::no_arguments(
+        "usage: dedup_replicas (no arguments): replicas drop redelivered events with one window filter",
+    )?;
     // A Redis: $REDIS_URL, or a throwaway redis-server that stops when `_server` is dropped.
     let (url, _server) = support::redis_url()?;
 

@@ -13,6 +13,9 @@ use std::time::Duration;
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    support::no_arguments(
+        "usage: quickstart (no arguments): a filter's add, exists, info and TTL",
+    )?;
     // A Redis: $REDIS_URL, or a throwaway redis-server that stops when `_server` is dropped.
     let (url, _server) = support::redis_url()?;
     let mut conn = support::connect(&url).await?;

@@ -38,6 +38,28 @@ fn run_with(name: &str, url: &str, args: &[&str]) -> String {
     stdout
 }
 
+/// Every example answers `--help` with its usage (status 0), without touching Redis.
+#[test]
+fn every_example_answers_help() {
+    for name in ["quickstart", "dedup_replicas", "crawler", "blacklist"] {
+        let out = Command::new(example(name)).arg("--help").output().unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{name} --help: {stdout}");
+        assert!(
+            stdout.starts_with(&format!("usage: {name}")),
+            "{name}: {stdout}"
+        );
+        assert!(stdout.contains("REDIS_URL"), "{name}: {stdout}");
+    }
+    let out = Command::new(example("quickstart"))
+        .arg("extra")
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "quickstart takes no arguments");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("unexpected argument \"extra\""), "{stderr}");
+}
+
 #[tokio::test]
 async fn dedup_replicas_processes_each_event_once_within_the_window() {
     let redis = common::redis().await;

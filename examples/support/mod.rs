@@ -13,6 +13,33 @@ use std::fmt;
 
 pub use server::RedisServer;
 
+/// Answers `--help` (or `-h`) anywhere among the arguments: prints `usage` and where the
+/// example finds its Redis, and exits with status 0.
+pub fn answer_help(usage: &str) {
+    if std::env::args()
+        .skip(1)
+        .any(|arg| arg == "--help" || arg == "-h")
+    {
+        println!("{usage}");
+        println!(
+            "Redis: $REDIS_URL (redis://HOST:PORT), or else a throwaway redis-server from PATH."
+        );
+        std::process::exit(0);
+    }
+}
+
+/// An example that takes no arguments: its usage line when it was given some.
+///
+/// # Errors
+/// A [`Fatal`] naming the first argument and the usage.
+pub fn no_arguments(usage: &str) -> Result<(), Fatal> {
+    answer_help(usage);
+    match std::env::args().nth(1) {
+        Some(arg) => Err(Fatal(format!("unexpected argument {arg:?}; {usage}"))),
+        None => Ok(()),
+    }
+}
+
 /// Returns a connection URL and, when a throwaway server was started, its guard (the server
 /// stops when the guard is dropped): `$REDIS_URL` when set, else a private `redis-server` from
 /// `PATH` on a free loopback port.
