@@ -135,7 +135,13 @@ async fn assert_consistent(conn: &mut Conn, counts: &str, first: u64, growth: u6
             );
         }
     }
-    let strings = keys_like(conn, &format!("{counts}:*")).await;
+    // A dense add's transient keys (its scratch keys and its lease, each with a TTL, deleted
+    // when it is done) are left by a writer killed mid-merge: not segments.
+    let strings: Vec<String> = keys_like(conn, &format!("{counts}:*"))
+        .await
+        .into_iter()
+        .filter(|key| !key.ends_with(":lease") && !key.contains(":scratch:"))
+        .collect();
     let shapes = growing(conn.clone(), "shapes", first, 0.01, growth as u32).levels();
     let mut want: Vec<String> = shapes[..levels]
         .iter()
