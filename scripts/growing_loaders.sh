@@ -5,7 +5,7 @@
 # redis-server (FLUSHALL before each run). Prints each load's seconds and exit status, the
 # run's wall time, and the server's EVALSHA calls (the per-item add script) and their time.
 # Each load gives up after 200 s.
-# Usage: scripts/growing_loaders.sh BASE_BIN NEW_BIN
+# Usage: scripts/growing_loaders.sh BASE_BIN NEW_BIN     (LOADERS="2 4": the counts of loaders)
 set -euo pipefail
 base=$1 new=$2
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
@@ -14,7 +14,7 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"; redis-cli -p "$port" shutdown nosave >/dev/null 2>&1 || true' EXIT
 for _ in $(seq 50); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.1; done
 for i in 1 2 3 4; do seq 1000000 | sed "s/^/l$i:/" > "$tmp/items$i"; done
-for n in 2 4; do
+for n in ${LOADERS:-2 4}; do
     for label in base new; do
         bin=$base
         [ "$label" = new ] && bin=$new
