@@ -5,6 +5,7 @@
 pub(crate) mod eviction;
 pub(crate) mod exec;
 pub(crate) mod guard;
+pub(crate) mod lease;
 pub(crate) mod once;
 pub(crate) mod removal;
 pub(crate) mod strings;

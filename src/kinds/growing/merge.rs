@@ -11,6 +11,7 @@ use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::hash::ItemHash;
 use crate::io::exec::Cap;
+use crate::io::lease::Lease;
 use crate::io::once::{self, Step};
 use crate::io::tx::{Slot, Tx};
 use redis::Value;
@@ -29,15 +30,6 @@ const GROW_MERGE_ONCE: &str = concat!(
 /// Merges tried before a batch goes the per-item way: each fails only when another client
 /// added a new item between the read and the merge.
 const MERGE_ATTEMPTS: usize = 3;
-
-/// How long a merge's lease lasts at most (it is released once the merge is done): long
-/// enough for a merge's read and compare-and-set (about 0.1 s for a batch of 100,000 items),
-/// short enough that a writer that died holding it delays the others little.
-const LEASE_MS: u64 = 5_000;
-
-/// How long a merge waits for the lease before it goes without (a queue of live writers
-/// takes turns; a dead one's lease is gone after [`LEASE_MS`]).
-const LEASE_WAIT_MS: u64 = 30_000;
 
 /// The scratch keys' TTL: the merge deletes them; they expire if a transaction fails between
 /// the `SET`s and the script.
@@ -122,8 +114,9 @@ async fn merge<C: Conn>(
 ) -> Result<Option<(Vec<bool>, bool)>> {
     let part = ctx.part();
     let _turn = part.turn.lock().await;
-    let mut lease = Lease::new(ctx);
-    lease.take().await;
+    // Concurrent writers' merges take turns ([`Lease`]).
+    let lease_key = format!("{}:lease", part.counts);
+    let lease = Lease::take(ctx.exec(), &lease_key).await;
     // With a record across retries, each merge (its compare and set) is a command of one step:
     // a retry after a lost reply reads back the answers of a merge that went through instead
     // of reading the levels again and answering from them.
@@ -142,7 +135,7 @@ async fn merge<C: Conn>(
             }
             // Another writer's add (or a merge that went without the lease) came between
             // this one's read and its merge.
-            Ok(None) => lease.take().await,
+            Ok(None) => {}
             Err(err) => {
                 lease.release().await;
                 return Err(err);
@@ -151,68 +144,6 @@ async fn merge<C: Conn>(
     }
     lease.release().await;
     Ok(merged)
-}
-
-/// A part's lease for dense merges (`{counts}:lease`, `SET NX PX`, deleted after the merge):
-/// concurrent writers' merges take turns, so that they stop failing each other's
-/// compare-and-set (each failure read the levels whole for nothing; three sent the batch by the
-/// per-item script, which held the server for milliseconds per command and made the others'
-/// merges fail in turn: two concurrent loads of 1M items took 22 s and 43 s, four 82-95 s with
-/// one timing out, where one alone takes 0.4 s). Two small commands per merge. It only saves
-/// work: the compare-and-set keeps merges correct without it, so a lease that cannot be had in
-/// [`LEASE_WAIT_MS`] (or that the ACL refuses) is done without.
-struct Lease<'a, C: Conn> {
-    ctx: Ctx<'a, C, Growing>,
-    key: String,
-    held: bool,
-}
-
-impl<'a, C: Conn> Lease<'a, C> {
-    fn new(ctx: Ctx<'a, C, Growing>) -> Self {
-        let key = format!("{}:lease", ctx.part().counts);
-        Lease {
-            ctx,
-            key,
-            held: false,
-        }
-    }
-
-    /// Waits for the lease (at most [`LEASE_WAIT_MS`]), polling every few milliseconds.
-    async fn take(&mut self) {
-        if self.held {
-            return;
-        }
-        let set = redis::cmd("SET")
-            .arg(&self.key)
-            .arg(1)
-            .arg("NX")
-            .arg("PX")
-            .arg(LEASE_MS)
-            .to_owned();
-        let start = std::time::Instant::now();
-        while start.elapsed() < std::time::Duration::from_millis(LEASE_WAIT_MS) {
-            match self.ctx.exec().query::<Option<String>>(&self.key, &set).await {
-                Ok(Some(_)) => {
-                    self.held = true;
-                    return;
-                }
-                Ok(None) => {
-                    // 1 to 4 ms, so that waiting writers do not poll in step.
-                    let jitter = start.elapsed().subsec_nanos() % 4;
-                    let wait = std::time::Duration::from_millis(1 + u64::from(jitter));
-                    tokio::time::sleep(wait).await;
-                }
-                Err(_) => return,
-            }
-        }
-    }
-
-    async fn release(&mut self) {
-        if std::mem::take(&mut self.held) {
-            let del = redis::cmd("DEL").arg(&self.key).to_owned();
-            let _: Result<i64> = self.ctx.exec().query(&self.key, &del).await;
-        }
-    }
 }
 
 /// One read, apply and merge; `None` when the counts changed since the read.
