@@ -15,8 +15,7 @@ use crate::dense;
 use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::io::exec::Exec;
-use crate::io::lease::Lease;
-use crate::io::once::{self, Step};
+use crate::io::once;
 use crate::io::tx::{Slot, Tx};
 use redis::Value;
 
@@ -70,8 +69,9 @@ pub(super) async fn run<C: Conn>(
     cells: &[u64],
     op: Op,
 ) -> Result<Option<Vec<bool>>> {
-    let (part, exec) = (ctx.part(), ctx.exec());
+    let (part, exec, params) = (ctx.part(), ctx.exec(), ctx.params());
     let (old_key, new_key) = &part.scratch;
+    let k = part.geometry.hashes as usize;
     let _turn = part.turn.lock().await;
     let mut keys = vec![part.key.as_str(), old_key, new_key];
     keys.extend(ctx.guard().map(|guard| guard.key()));
@@ -84,23 +84,6 @@ pub(super) async fn run<C: Conn>(
     if let Some(ring) = &ring {
         keys.push(ring);
     }
-    // Concurrent writers' swaps take turns, instead of failing each other's.
-    let lease = Lease::take(exec, &part.lease).await;
-    let swapped = swap(ctx, (cells, op), (&keys, adds), step.as_ref()).await;
-    lease.release().await;
-    swapped
-}
-
-/// The swap's attempts (see [`run`]).
-async fn swap<C: Conn>(
-    ctx: Ctx<'_, C, Counting>,
-    (cells, op): (&[u64], Op),
-    (keys, adds): (&[&str], &str),
-    step: Option<&Step>,
-) -> Result<Option<Vec<bool>>> {
-    let (part, exec, params) = (ctx.part(), ctx.exec(), ctx.params());
-    let (old_key, new_key) = &part.scratch;
-    let k = part.geometry.hashes as usize;
     for index in 0..SWAP_ATTEMPTS {
         let swapped = ctx
             .retried(|| async {
@@ -123,7 +106,7 @@ async fn swap<C: Conn>(
                     None => COUNTING_SWAP,
                 })
                 .arg(keys.len())
-                .arg(keys)
+                .arg(&keys)
                 .arg(params.fingerprint())
                 .arg(adds)
                 .arg(changed);
