@@ -98,13 +98,7 @@ async fn add<C: Conn>(ctx: Ctx<'_, C, Window>, offsets: &[u64]) -> Result<Vec<bo
     let (g, k) = (window.generations as usize, part.geometry.hashes as usize);
     for _ in 0..TRIES {
         let guess = window.guess();
-        let mut keys = part.keys(guess, window.generations, ctx.guard());
-        keys.push(part.scratch.clone());
-        let mut tx = Tx::atomic();
-        let olds: Vec<Slot<Option<Vec<u8>>>> = keys[..g + 2]
-            .iter()
-            .map(|key| tx.add(redis::cmd("GET").arg(key).to_owned()))
-            .collect();
+        let (keys, mut tx, olds) = generations_read(ctx, guess);
         tx.add_unread(
             redis::cmd("SET")
                 .arg(&part.scratch)
@@ -127,9 +121,7 @@ async fn add<C: Conn>(ctx: Ctx<'_, C, Window>, offsets: &[u64]) -> Result<Vec<bo
         let current = index(guess, epoch)?;
         let mut new = dense::new_flags(olds[current].take().unwrap_or_default(), offsets, k);
         for old in olds[current + 1..current + g].iter().flatten() {
-            for (new, present) in new.iter_mut().zip(dense::present(old, offsets, k)) {
-                *new &= !present;
-            }
+            mark_present(&mut new, old, offsets, k);
         }
         return Ok(new);
     }
@@ -150,13 +142,7 @@ async fn add_once<C: Conn>(ctx: Ctx<'_, C, Window>, offsets: &[u64], step: &Step
     let bitmap = dense::bitmap(offsets);
     for _ in 0..TRIES {
         let guess = window.guess();
-        let mut keys = part.keys(guess, window.generations, ctx.guard());
-        keys.push(part.scratch.clone());
-        let mut tx = Tx::atomic();
-        let olds: Vec<Slot<Option<Vec<u8>>>> = keys[..g + 2]
-            .iter()
-            .map(|key| tx.add(redis::cmd("GET").arg(key).to_owned()))
-            .collect();
+        let (mut keys, mut tx, olds) = generations_read(ctx, guess);
         keys.push(ring.clone());
         let ro = exec.has(Cap::BitfieldRo);
         // EVAL, not EVALSHA: NOSCRIPT cannot be retried inside a transaction.
@@ -207,6 +193,26 @@ async fn add_once<C: Conn>(ctx: Ctx<'_, C, Window>, offsets: &[u64], step: &Step
         return Ok(new);
     }
     Err(clock_moved())
+}
+
+/// Each declared generation's bytes, as a transaction reads them (`None`: no such key).
+type Olds = Vec<Slot<Option<Vec<u8>>>>;
+
+/// The keys a dense add declares for `guess` (the generations, the checked keys, the scratch
+/// key), and a transaction that first reads every declared generation (`GET`).
+fn generations_read<C>(
+    ctx: Ctx<'_, C, Window>,
+    guess: i64,
+) -> (Vec<String>, Tx, Olds) {
+    let (window, part) = (ctx.kind(), ctx.part());
+    let mut keys = part.keys(guess, window.generations, ctx.guard());
+    keys.push(part.scratch.clone());
+    let mut tx = Tx::atomic();
+    let olds = keys[..window.generations as usize + 2]
+        .iter()
+        .map(|key| tx.add(redis::cmd("GET").arg(key).to_owned()))
+        .collect();
+    (keys, tx, olds)
 }
 
 /// Items found in an older generation's `bytes` are not new.
