@@ -148,3 +148,20 @@ async fn crawler_grows_its_filter_and_crawls_no_url_twice() {
     // 100 + 200 + 400 < 1,000 ≤ 1,500.
     assert_eq!(number_after(&out, "filter info: "), 4, "levels: {out}");
 }
+
+/// The throwaway server (tests and examples share it): a port another server already listens
+/// on is refused, not mistaken for its own. Two tests handed the same free port once both
+/// "started" one server, and the first to finish killed the other's (a CI run lost its server
+/// mid-test that way).
+#[test]
+fn a_throwaway_server_never_claims_another_servers_port() {
+    let first = common::server::RedisServer::start().expect("redis-server starts");
+    let second = common::server::RedisServer::start_on(first.port(), &["--save", ""]);
+    assert!(
+        second.is_err(),
+        "a second server on port {} was taken for started",
+        first.port()
+    );
+    let third = common::server::RedisServer::start().expect("redis-server starts");
+    assert_ne!(third.port(), first.port());
+}

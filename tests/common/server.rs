@@ -157,6 +157,10 @@ impl RedisServer {
 
     fn spawn(&mut self) -> std::io::Result<()> {
         let log: PathBuf = self.dir.path().join("redis.log");
+        // Written once the server listens: a server that lost its port to another one (two
+        // tests handed the same free port) writes none, while that other one answers PING.
+        let pidfile: PathBuf = self.dir.path().join("redis.pid");
+        let _ = std::fs::remove_file(&pidfile);
         let port = self.port.to_string();
         let ports: &[&str] = match self.tls {
             false => &["--port", &port],
@@ -167,6 +171,7 @@ impl RedisServer {
             .args(["--bind", "127.0.0.1"])
             .args(["--dir", &self.dir.path().to_string_lossy()])
             .args(["--logfile", &log.to_string_lossy()])
+            .args(["--pidfile", &pidfile.to_string_lossy()])
             .args(&self.extra)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -178,7 +183,7 @@ impl RedisServer {
                 false => ping(self.port),
                 true => TcpStream::connect(("127.0.0.1", self.port)).is_ok(),
             };
-            if ready {
+            if ready && writes_pid(&pidfile, child.id()) {
                 self.child = Some(child);
                 return Ok(());
             }
@@ -203,6 +208,11 @@ impl Drop for RedisServer {
     fn drop(&mut self) {
         self.kill();
     }
+}
+
+/// Whether `pidfile` names `pid`: that process, not another server, listens on the port.
+fn writes_pid(pidfile: &Path, pid: u32) -> bool {
+    std::fs::read_to_string(pidfile).is_ok_and(|text| text.trim() == pid.to_string())
 }
 
 fn free_port() -> std::io::Result<u16> {
