@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # What exact answers across retries cost (BENCHMARKS.md "What exact answers cost"): server CPU
 # per item (INFO cpu around the run) and wall-clock items/s of single-item adds (`bench --op add`,
-# 64 tasks, batch 1) and of bulk loads (native dense load, counting load, window load, growing
-# load, 1,000,000 items), for BASE (a build before exact answers), NEW (exact answers, the
-# default) and NEW --inexact-retries, alternately, ROUNDS times, against one private
+# 64 tasks, batch 1) and of bulk loads (native dense load, native and go-zero loads by ranges
+# past 4 MiB, counting load, window load, growing load, 1,000,000 items), for BASE (a build
+# before exact answers), NEW (exact answers, the default) and NEW --inexact-retries, alternately, ROUNDS times, against one private
 # redis-server, FLUSHALL before each run; the median of the rounds. Then the memory the records
 # hold: 600,000 single-item adds at full speed with --retry-for 5 (a ring of 1-s slots: at most
 # 8 s of records), MEMORY USAGE of the ring keys at the end, and the rate they were written at.
@@ -56,6 +56,10 @@ workload() { # NAME ITEMS ARGS...
     workload "window single add" 100000 --key s --window 1h --capacity 1000000 --fpr 0.01 \
         bench --op add --items 100000 --concurrency 64
     workload "native load 1M" 1000000 --key l --layout native --capacity 1000000 --fpr 0.01 \
+        load "$tmp/items"
+    workload "native 4.8 MB load 1M" 1000000 --key l --layout native --capacity 4000000 \
+        --fpr 0.01 load "$tmp/items"
+    workload "go-zero 4.8 MB load 1M" 1000000 --key l --capacity 4000000 --fpr 0.01 \
         load "$tmp/items"
     workload "counting load 1M" 1000000 --key l --counting --capacity 1000000 --fpr 0.01 \
         load "$tmp/items"

@@ -112,12 +112,13 @@ where
 }
 
 /// Every task's items added under stalls to a filter of `kind`, and the same added cleanly to
-/// another: the items answered new by each.
+/// another: the items answered new by each, and the server's `BITOP`s (the dense paths') for
+/// each load (clean, stalled).
 async fn new_under_stalls<K: Kind>(
     kind: fn(&str) -> Builder<K>,
     shape: Shape,
     exact: bool,
-) -> (usize, usize, u64) {
+) -> (usize, usize, (u64, u64)) {
     let server = RedisServer::start().unwrap();
     let url = server.url();
     let build = |key: &str| {
@@ -134,13 +135,15 @@ async fn new_under_stalls<K: Kind>(
         async move { reference.add_many(&batch).await.unwrap() }
     })
     .await;
+    let clean_bitops = calls(&url, "bitop").await;
     let bloom = build("stalled").await;
     let got = under_stalls(&server, shape, move |batch| {
         let bloom = bloom.clone();
         async move { bloom.add_many(&batch).await.expect("add_many under stalls") }
     })
     .await;
-    (got, want, calls(&url, "bitop").await)
+    let bitops = calls(&url, "bitop").await - clean_bitops;
+    (got, want, (clean_bitops, bitops))
 }
 
 fn native(key: &str) -> Builder<redbloom::kind::Plain> {
@@ -345,9 +348,39 @@ async fn dense_writes_answer_exactly_across_retries() {
         ),
         ("native", new_under_stalls(small_native, DENSE, true).await),
     ] {
-        assert!(bitops > 0, "{kind}: the dense path was not taken");
+        assert!(bitops.1 > 0, "{kind}: the dense path was not taken");
         assert_eq!(got, want, "{kind}: new under stalls, against a clean load");
     }
+}
+
+/// Calls large enough for a merge by ranges of a key over 4 MiB, each alone.
+const BY_RANGES: Shape = Shape {
+    tasks: 4,
+    calls: 4,
+    per_call: 12_000,
+};
+
+/// 4.8 MB (13 bits per item): over the 4 MiB of a whole-key merge, in ranges of 4 KiB (small
+/// enough that a stall finds hundreds in the server's socket, applied when it resumes); a
+/// call's 12,000 items pay for a pass over it by themselves.
+fn large_native(key: &str) -> Builder<redbloom::kind::Plain> {
+    native(key)
+        .expected_items(2_000_000)
+        .false_positive_rate(1e-4)
+        .merge_chunk_bytes(4 << 10)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn merges_by_ranges_answer_exactly_across_retries() {
+    let (got, want, (clean, stalled)) = new_under_stalls(large_native, BY_RANGES, true).await;
+    assert!(clean > 0, "the merge by ranges was not taken");
+    assert_eq!(got, want, "new under stalls, against a clean load");
+    // Each range of each call applied once: a retry sends only the ranges whose replies it
+    // has not seen, and those the server applied answer from their records.
+    assert_eq!(
+        stalled, clean,
+        "ranges merged under stalls, against a clean load"
+    );
 }
 
 /// A window of 12 s in 7 generations (a generation every 2 s), small enough that a call of

@@ -462,27 +462,38 @@ async fn an_acl_that_refuses_the_merge_falls_back_to_bitfield_with_the_same_byte
             &["~bf:*", "~{bf:*}:redbloom:*", "+@all", "-bitop"][..],
         ),
     ] {
-        let (_server, mut admin, user) = acl_user(rules).await;
-        let reference = filter(&admin, "bf:reference", Layout::GoZero, RANGE);
-        let limited = filter(&user, "bf:limited", Layout::GoZero, RANGE);
-        let items = batch_items(BATCH, "acl");
-        let want = add_per_item(&reference, &items).await;
-        reset_stats(&mut admin).await;
-        let got = limited.add_many(&items).await.unwrap();
-        assert_eq!(got, want, "{what}: new answers");
-        let calls = command_calls(&mut admin).await;
-        assert!(calls["bitfield"] > 0, "{what}: fell back ({calls:?})");
-        assert_eq!(calls["setrange"], 0, "{what}: nothing merged ({calls:?})");
-        let bytes = bytes_of(&mut admin, reference.key()).await;
-        assert!(
-            bytes == bytes_of(&mut admin, limited.key()).await,
-            "{what}: bytes"
-        );
-        // Learned once: the next batch goes by BITFIELD at once.
-        reset_stats(&mut admin).await;
-        limited.add_many(&items).await.unwrap();
-        assert_eq!(command_calls(&mut admin).await["eval"], 0, "{what}");
-        assert_eq!(keys_like(&mut admin, ":redbloom:scratch").await.len(), 0);
+        // Without and with exact answers (a retry budget): the recorded merge by ranges falls
+        // back the same way, to recorded BITFIELDs.
+        for exact in [false, true] {
+            let (_server, mut admin, user) = acl_user(rules).await;
+            let reference = filter(&admin, "bf:reference", Layout::GoZero, RANGE);
+            let limited = RedisBloom::builder("bf:limited")
+                .bits(BITS)
+                .merge_chunk_bytes(RANGE)
+                .retry(redbloom::Retry::for_duration(Duration::from_secs(5)))
+                .exact_retries(exact)
+                .build(user.clone())
+                .unwrap();
+            let what = format!("{what}, exact answers {exact}");
+            let items = batch_items(BATCH, "acl");
+            let want = add_per_item(&reference, &items).await;
+            reset_stats(&mut admin).await;
+            let got = limited.add_many(&items).await.unwrap();
+            assert_eq!(got, want, "{what}: new answers");
+            let calls = command_calls(&mut admin).await;
+            assert!(calls["bitfield"] > 0, "{what}: fell back ({calls:?})");
+            assert_eq!(calls["setrange"], 0, "{what}: nothing merged ({calls:?})");
+            let bytes = bytes_of(&mut admin, reference.key()).await;
+            assert!(
+                bytes == bytes_of(&mut admin, limited.key()).await,
+                "{what}: bytes"
+            );
+            // Learned once: the next batch goes by BITFIELD at once.
+            reset_stats(&mut admin).await;
+            limited.add_many(&items).await.unwrap();
+            assert_eq!(command_calls(&mut admin).await["eval"], 0, "{what}");
+            assert_eq!(keys_like(&mut admin, ":redbloom:scratch").await.len(), 0);
+        }
     }
 }
 

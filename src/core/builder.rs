@@ -223,9 +223,9 @@ impl<K: Kind> Builder<K> {
     /// and two seconds (`{KEY}:redbloom:once:*`, a few keys per part, no TTL, removed by
     /// [`clear`](Bloom::clear)); a retry after its record could be gone fails with
     /// [`Error::OutcomeUnknown`](crate::Error::OutcomeUnknown) and applies nothing. Every
-    /// kind keeps its dense path for large batches, recorded, except a plain filter over 4 MiB
-    /// per key: its merge by ranges is not recorded yet, and its large batches go by recorded
-    /// `BITFIELD` scripts (about 20x slower loads; `false` restores the merge).
+    /// kind keeps its dense path for large batches, recorded (a plain filter over 4 MiB per
+    /// key: range by range, each batch passing over the key alone, where `false` lets
+    /// concurrent batches share a pass: about half the load throughput of `false`).
     ///
     /// With `false`, retried writes go as before: cheaper, but after a lost reply an add may
     /// answer "not new" for an item it added, and a counting filter may count an add or a

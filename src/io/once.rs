@@ -254,6 +254,11 @@ once_script! {
     MERGE = "once_merge.lua"
 }
 once_script! {
+    /// One range of a plain filter's merge by ranges (its bytes from before), recorded until
+    /// acknowledged.
+    MERGE_RANGE = "once_merge_range.lua"
+}
+once_script! {
     /// go-zero's set script, recorded.
     ADD = "add.lua"
 }

@@ -19,7 +19,8 @@ use crate::keys;
 use crate::scripts;
 use crate::sizing::{current_fpr, estimate_items};
 use redis::Value;
-use std::sync::{Arc, OnceLock};
+use super::merge::RangesDone;
+use std::sync::{Arc, Mutex, OnceLock};
 
 /// What a refused dense merge falls back to.
 pub(super) const MERGE: Cap = Cap::Merge {
@@ -80,6 +81,8 @@ pub(crate) struct Batch<'a> {
     parts: Vec<OnceLock<Vec<u64>>>,
     /// The offsets grouped by ranges of the key, for a merge or read by ranges.
     grouped: OnceLock<Option<Arc<Grouped>>>,
+    /// A recorded merge by ranges: the ranges whose answers are in hand, kept across attempts.
+    pub(super) ranges_done: Mutex<Option<RangesDone>>,
 }
 
 impl<'a> Batch<'a> {
@@ -94,7 +97,14 @@ impl<'a> Batch<'a> {
                 .map(|_| OnceLock::new())
                 .collect(),
             grouped: OnceLock::new(),
+            ranges_done: Mutex::new(None),
         }
+    }
+
+    /// The step index of range `r` of a recorded merge by ranges: after those of the batch's
+    /// commands, so that a record is never read as another path's.
+    pub(super) fn range_index(&self, r: usize) -> usize {
+        self.parts.len() + r
     }
 
     pub(crate) fn len(&self) -> usize {
@@ -116,7 +126,7 @@ impl<'a> Batch<'a> {
 
     /// The offsets grouped by ranges of `range_bytes` (computed once: a range of the filter's
     /// options never changes); `None` for a batch of 2^32 offsets or more.
-    fn grouped(&self, range_bytes: u64) -> Result<Option<Arc<Grouped>>> {
+    pub(super) fn grouped(&self, range_bytes: u64) -> Result<Option<Arc<Grouped>>> {
         if let Some(done) = self.grouped.get() {
             return Ok(done.clone());
         }
@@ -174,8 +184,9 @@ impl Bits {
         batch: &Batch<'_>,
     ) -> Result<Vec<bool>> {
         // A write whose answers are recorded: the dense add as one script that records the
-        // bytes from before, or commands that each record their flags (the merge by ranges
-        // would answer from bytes that a retry no longer sees).
+        // bytes from before, the merge by ranges as one such script per range (ranges not
+        // gathered with other batches: each range's record is this batch's), or commands that
+        // each record their flags.
         if let Some(step) = ctx.step.filter(|_| ctx.exec.has(Cap::Exact)) {
             if let Some(scratch) = self.dense_scratch(ctx, batch.len()) {
                 match self.merge_once(ctx, step, scratch, batch.whole()?).await {
@@ -184,6 +195,9 @@ impl Bits {
                             || ctx.exec.lacks(Cap::Exact, &self.key, &err) => {}
                     done => return done,
                 }
+            }
+            if let Some(new) = self.merge_ranges_once(ctx, step, batch).await? {
+                return Ok(new);
             }
             if ctx.exec.has(Cap::Exact) {
                 return self.in_commands(ctx, batch, Direction::Write).await;

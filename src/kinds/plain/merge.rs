@@ -11,20 +11,33 @@
 //! **Checks** read the ranges the batch touches (`GETRANGE`, from the first to the last byte
 //! holding one of its bits), as many in flight, and test the bits here.
 //!
+//! **Recorded** (exact answers across retries, SPEC.md §3): a batch goes alone, not gathered
+//! with others, and each range is one script (`lua/once_merge_range.lua` in the once wrapper)
+//! that merges it and records the range's bytes from before under the batch's step; the record
+//! is deleted as soon as its reply is in hand, and the answers of the ranges done are kept with
+//! the batch ([`RangesDone`]), so that a retry of the batch sends only the ranges whose replies
+//! it has not seen: applied, their records answer; not applied, they apply. The records in
+//! Redis at any moment are those of the ranges in flight (at most
+//! [`RANGES_IN_FLIGHT_BYTES`](dense::RANGES_IN_FLIGHT_BYTES) per batch) and of replies lost.
+//!
 //! **Atomicity.** Each range is atomic, a batch is not: an item whose bits fall in two ranges is
 //! set in two steps. Another client adding the same item at the same moment may then see one
 //! of its bits set and one not, and both report it new. No bit is ever lost: every step ORs
 //! into the bytes as they are at that moment.
 
-use super::bits::{Bits, Run};
+use super::bits::{Batch, Bits, Run};
 use super::ranges::{Answer, Direction, Pass};
 use crate::dense::{self, Grouped, RangeMerge};
+use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::io::exec::Cap;
 use crate::io::exec::Conn;
+use crate::io::once::{self, Step};
 use crate::io::tx::{Slot, Tx};
 use crate::scripts;
 use futures_util::StreamExt;
+use redis::Value;
+use std::sync::PoisonError;
 
 /// The TTL of the scratch keys, should a merge step fail between their `SET` and their `DEL`.
 const SCRATCH_TTL_MS: u64 = 60_000;
@@ -53,7 +66,126 @@ impl<C: Conn> Pass for (&Bits, Run<'_, C>) {
     }
 }
 
+/// The answers of a recorded merge by ranges so far, kept with its batch across attempts.
+#[derive(Debug)]
+pub(crate) struct RangesDone {
+    /// For each item, whether one of its bits in a range done was new.
+    new: Vec<bool>,
+    /// For each range, whether its answers are in `new` (its record acknowledged).
+    done: Vec<bool>,
+}
+
 impl Bits {
+    /// A batch's recorded merge by ranges under `step`, for a key over
+    /// [`dense::MAX_BYTES`] and a batch that pays for it alone; `None` when the batch goes by
+    /// recorded commands instead (nothing written).
+    pub(super) async fn merge_ranges_once<C: Conn>(
+        &self,
+        ctx: Run<'_, C>,
+        step: &Step,
+        batch: &Batch<'_>,
+    ) -> Result<Option<Vec<bool>>> {
+        let offsets = batch.len() * self.geometry.hashes as usize;
+        if ctx.engine != Engine::Fast
+            || !ctx.exec.has(MERGE_BY_RANGES)
+            || self.geometry.max_bytes() <= dense::MAX_BYTES
+            || !self.merge_pays(ctx, offsets)
+        {
+            return Ok(None);
+        }
+        let range = ctx.exec.options().merge_chunk();
+        let Some(grouped) = batch.grouped(range)? else {
+            return Ok(None);
+        };
+        if let Some(guard) = ctx.guard {
+            let mut tx = Tx::plain();
+            if let Some(slot) = guard.step(&mut tx) {
+                let stored = ctx.exec.run(&self.key, &tx).await?.take(slot)?;
+                guard.check_step(stored)?;
+            }
+        }
+        let ranges = grouped.ranges();
+        let progress = &batch.ranges_done;
+        let lock = || progress.lock().unwrap_or_else(PoisonError::into_inner);
+        let started = {
+            let mut done = lock();
+            let started = done.is_some();
+            done.get_or_insert_with(|| RangesDone {
+                new: vec![false; batch.len()],
+                done: vec![false; ranges],
+            });
+            started
+        };
+        let batches = [grouped.as_ref()];
+        let mut buffer = vec![0u8; range.min(self.geometry.max_bytes()) as usize];
+        let to_do: Vec<usize> = {
+            let done = lock();
+            let done = &done.as_ref().expect("made above").done;
+            (0..ranges).filter(|&r| !done[r]).collect()
+        };
+        let ring = step.ring(&self.key);
+        let merge = |(merge, bitmap): (RangeMerge, Vec<u8>)| {
+            let ring = &ring;
+            async move {
+                let index = batch.range_index(merge.r());
+                let keys = [
+                    self.key.as_str(),
+                    self.scratch.as_str(),
+                    self.scratch_or.as_str(),
+                    ring.as_str(),
+                ];
+                let [id, epoch, retry, keep, answer] = step.args(index);
+                let args: [&dyn scripts::Arg; 7] =
+                    [&merge.first_byte, &bitmap, &id, &epoch, &retry, &keep, &answer];
+                let reply = ctx
+                    .exec
+                    .script(&self.key, &once::MERGE_RANGE, &keys, &args)
+                    .await?;
+                let Value::BulkString(old) = reply else {
+                    return Err(Error::UnexpectedReply(format!(
+                        "{reply:?} from a merge by ranges"
+                    )));
+                };
+                // The answers kept before the record goes: a retry never sends this range again.
+                if let Some(done) = lock().as_mut() {
+                    merge.mark_new(&batches, old, std::slice::from_mut(&mut done.new));
+                    done.done[merge.r()] = true;
+                }
+                step.acknowledge(ctx.exec, &self.key, index).await;
+                Ok::<_, Error>(())
+            }
+        };
+        let mut pending = to_do.into_iter().filter_map(|r| {
+            RangeMerge::new(&batches, r, &mut buffer, <[u8]>::to_vec)
+        });
+        // The first range alone, as the unrecorded pass does: a refusal (ACL) writes nothing
+        // anywhere, and the batch goes by recorded commands instead.
+        if let Some(first) = pending.next() {
+            match merge(first).await {
+                Ok(()) => {}
+                Err(err)
+                    if !started
+                        && (ctx.exec.lacks(MERGE_BY_RANGES, &self.key, &err)
+                            || ctx.exec.lacks(Cap::Exact, &self.key, &err)) =>
+                {
+                    *lock() = None;
+                    return Ok(None);
+                }
+                Err(err) => return Err(err),
+            }
+        }
+        self.grow(ctx, &batches).await?;
+        let mut steps = futures_util::stream::iter(pending)
+            .map(merge)
+            .buffered(in_flight(range));
+        while let Some(step) = steps.next().await {
+            step?;
+        }
+        drop(steps);
+        let new = lock().take().expect("made above").new;
+        Ok(Some(new))
+    }
+
     /// Whether a merge of `offsets` offsets by ranges pays for its pass over the key.
     fn merge_pays<C: Conn>(&self, ctx: Run<'_, C>, offsets: usize) -> bool {
         let range = ctx.exec.options().merge_chunk();
