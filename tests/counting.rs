@@ -579,3 +579,51 @@ async fn concurrent_dense_batches_lose_no_increment() {
     );
     build(conn.clone()).clear().await.unwrap();
 }
+
+/// Concurrent loaders of one counting filter (each its own handle and connection, as separate
+/// processes would be) take turns for their dense swaps: none falls back to `BITFIELD`, where
+/// each one's failed swaps used to make the others' fail in turn (four loads of 1M items: one
+/// 0.4 s, the others 8-13 s, where all four take about 1.4 s).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_loaders_take_turns_and_never_fall_back() {
+    // A server of its own: the test reads its command statistics.
+    let server = common::server::RedisServer::start().expect("redis-server on PATH");
+    let url = server.url();
+    let key = &common::unique_key("counting-loaders");
+    let url = &url;
+    let loaders = (0..4).map(|loader| async move {
+        let filter = CountingBloom::builder(key)
+            .expected_items(20_000)
+            .false_positive_rate(0.01)
+            .build(common::connect(url).await)
+            .unwrap();
+        for round in 0..4 {
+            let batch: Vec<String> = (0..10_000)
+                .map(|i| format!("l{loader}-{round}-{i}"))
+                .collect();
+            filter.add_many(&batch).await.unwrap();
+        }
+        filter
+    });
+    let filters = futures_util::future::join_all(loaders).await;
+    let mut conn = common::connect(url).await;
+    // One `BITFIELD` without operations per handle routes its eviction check (`INFO`); a batch
+    // by `BITFIELD` would send several more.
+    let bitfields = common::calls(&mut conn, "bitfield").await;
+    assert!(
+        bitfields <= 4,
+        "a batch went by BITFIELD: {bitfields} calls"
+    );
+    assert!(
+        common::calls(&mut conn, "rename").await > 0,
+        "swapped dense"
+    );
+    for (loader, filter) in filters.iter().enumerate() {
+        let batch: Vec<String> = (0..10_000).map(|i| format!("l{loader}-3-{i}")).collect();
+        let found = filter.exists_many(&batch).await.unwrap();
+        assert!(
+            found.iter().all(|&f| f),
+            "loader {loader}: an item is missing"
+        );
+    }
+}

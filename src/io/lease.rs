@@ -1,5 +1,5 @@
-//! A part's lease for dense compare-and-set writes (a growing filter's merge; a counting
-//! filter's swap could take it too, see BENCHMARKS.md): concurrent writers take it in turn (`SET NX PX`, deleted when the write is
+//! A part's lease for dense compare-and-set writes (a growing filter's merge, a counting
+//! filter's swap): concurrent writers take it in turn (`SET NX PX`, deleted when the write is
 //! done), so that their writes stop failing each other's compare-and-set. Each failure had read
 //! the part whole for nothing, and after three a batch went by the per-item script, which held
 //! the server for milliseconds per command and made the others' writes fail in turn (two

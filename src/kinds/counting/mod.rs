@@ -88,6 +88,9 @@ pub struct Counters {
     /// Held through a dense batch's read and swap, so that this handle's own batches in flight
     /// do not make each other's swaps fail.
     turn: tokio::sync::Mutex<()>,
+    /// The dense swap's lease in its slot, which concurrent writers take in turn
+    /// ([`Lease`](crate::io::lease::Lease)).
+    lease: String,
 }
 
 impl Counters {
@@ -96,11 +99,13 @@ impl Counters {
             keys::sidecar(&key, "redbloom:swap:old"),
             keys::sidecar(&key, "redbloom:swap:new"),
         );
+        let lease = keys::sidecar(&key, "redbloom:swap:lease");
         Counters {
             key,
             scratch,
             geometry,
             turn: tokio::sync::Mutex::new(()),
+            lease,
         }
     }
 

@@ -15,7 +15,8 @@ use crate::dense;
 use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::io::exec::Exec;
-use crate::io::once;
+use crate::io::lease::Lease;
+use crate::io::once::{self, Step};
 use crate::io::tx::{Slot, Tx};
 use redis::Value;
 
@@ -69,9 +70,8 @@ pub(super) async fn run<C: Conn>(
     cells: &[u64],
     op: Op,
 ) -> Result<Option<Vec<bool>>> {
-    let (part, exec, params) = (ctx.part(), ctx.exec(), ctx.params());
+    let (part, exec) = (ctx.part(), ctx.exec());
     let (old_key, new_key) = &part.scratch;
-    let k = part.geometry.hashes as usize;
     let _turn = part.turn.lock().await;
     let mut keys = vec![part.key.as_str(), old_key, new_key];
     keys.extend(ctx.guard().map(|guard| guard.key()));
@@ -84,6 +84,31 @@ pub(super) async fn run<C: Conn>(
     if let Some(ring) = &ring {
         keys.push(ring);
     }
+    // Concurrent writers' swaps take turns, instead of failing each other's. Not those of a
+    // filter that waits for replicas: the lease's round trip before each shard's swap lets a
+    // first shard's `WAIT`, which holds the shared connection for its timeout, go out before
+    // the other shards' swaps, which its error then drops unsent (cli/tests/counting_wait.rs).
+    let lease = match exec.options().replicas {
+        None => Some(Lease::take(exec, &part.lease).await),
+        Some(_) => None,
+    };
+    let swapped = swap(ctx, (cells, op), (&keys, adds), step.as_ref()).await;
+    if let Some(lease) = lease {
+        lease.release().await;
+    }
+    swapped
+}
+
+/// The swap's attempts (see [`run`]).
+async fn swap<C: Conn>(
+    ctx: Ctx<'_, C, Counting>,
+    (cells, op): (&[u64], Op),
+    (keys, adds): (&[&str], &str),
+    step: Option<&Step>,
+) -> Result<Option<Vec<bool>>> {
+    let (part, exec, params) = (ctx.part(), ctx.exec(), ctx.params());
+    let (old_key, new_key) = &part.scratch;
+    let k = part.geometry.hashes as usize;
     for index in 0..SWAP_ATTEMPTS {
         let swapped = ctx
             .retried(|| async {
@@ -106,7 +131,7 @@ pub(super) async fn run<C: Conn>(
                     None => COUNTING_SWAP,
                 })
                 .arg(keys.len())
-                .arg(&keys)
+                .arg(keys)
                 .arg(params.fingerprint())
                 .arg(adds)
                 .arg(changed);
