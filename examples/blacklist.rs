@@ -8,9 +8,9 @@
 //! GET    /stats         ->  {"key":"...","near_cache":null|{"hits":..,"misses":..,...}}
 //! GET    /metrics       ->  redbloom_calls_total{kind="counting",op="add_if_absent",...} ...
 //!
-//! cargo run --example blacklist                          # calls itself in-process, checks, exits
-//! cargo run --example blacklist -- --serve 127.0.0.1:3000
-//! cargo run --example blacklist -- --serve 127.0.0.1:3001 --near-cache 1s   # another instance
+//! cargo run --features http --example blacklist           # calls itself in-process, checks, exits
+//! cargo run --features http --example blacklist -- --serve 127.0.0.1:3000
+//! cargo run --features http --example blacklist -- --serve 127.0.0.1:3001 --near-cache 1s
 //! curl -X POST   127.0.0.1:3000/block/mallory   # {"item":"mallory","blocked":true,"new":true}
 //! curl -X POST   127.0.0.1:3000/block/mallory   # ...,"new":false}: blocking is idempotent
 //! curl           127.0.0.1:3000/check/mallory   # {"item":"mallory","blocked":true}
@@ -77,8 +77,8 @@
 //!
 //! # Metrics (`--features metrics`)
 //!
-//! Built with the crate's `metrics` feature (`cargo run --features metrics --example blacklist
-//! -- --serve ...`), the service installs a Prometheus recorder
+//! Built with the examples' `metrics` feature, which turns on the library's (`cargo run
+//! --features metrics --example blacklist -- --serve ...`), the service installs a Prometheus recorder
 //! (`metrics-exporter-prometheus`) and serves every `redbloom_…` metric (README "Metrics") at
 //! `GET /metrics` in Prometheus's text format: calls by kind, op and outcome with their
 //! latencies, retries, fallbacks, and the near cache's hits and misses. Without the feature,

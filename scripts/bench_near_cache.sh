@@ -22,7 +22,7 @@ mkdir -p "$out"
 results="$out/near_cache.jsonl"
 : > "$results"
 cargo build --release --quiet -p redbloom-cli --bin redbloom
-cargo build --release --quiet --example blacklist
+cargo build --release --quiet --features http --example blacklist
 redbloom=target/release/redbloom
 blacklist=target/release/examples/blacklist
 

@@ -18,7 +18,7 @@ fn example(name: &str) -> PathBuf {
     assert!(
         path.exists(),
         "{} was not built: run the tests with `cargo test`, which builds the examples \
-         (or `cargo build --example {name}` first)",
+         (or `cargo build --features http --example {name}` first)",
         path.display()
     );
     path
