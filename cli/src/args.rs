@@ -592,6 +592,30 @@ fn positive_seconds(text: &str) -> Result<f64, String> {
 
 /// A duration: seconds, or a number with a unit (`90s`, `15m`, `1h`, `7d`), more than 0 and at
 /// most ten years.
+/// A duration as [`duration`] reads it and people write it: `1h`, `1h30m`, `7d`, `90s` as
+/// `1m30s`, `1.5s`, `250ms`.
+pub(crate) fn duration_text(duration: Duration) -> String {
+    let millis = duration.as_millis();
+    if !millis.is_multiple_of(1000) {
+        return match millis < 1000 {
+            true => format!("{millis}ms"),
+            false => format!("{}s", millis as f64 / 1000.0),
+        };
+    }
+    let mut secs = millis / 1000;
+    let mut text = String::new();
+    for (unit, size) in [("d", 86_400), ("h", 3_600), ("m", 60), ("s", 1)] {
+        if secs >= size {
+            text.push_str(&format!("{}{unit}", secs / size));
+            secs %= size;
+        }
+    }
+    if text.is_empty() {
+        text.push_str("0s");
+    }
+    text
+}
+
 pub(crate) fn duration(text: &str) -> Result<Duration, String> {
     let expected = || {
         "expected a duration: seconds, or numbers with units (90s, 15m, 1h, 7d, 1h30m), more \
@@ -632,6 +656,22 @@ pub(crate) fn duration(text: &str) -> Result<Duration, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn durations_print_as_they_are_read() {
+        for (millis, text) in [
+            (3_600_000, "1h"),
+            (5_400_000, "1h30m"),
+            (90_000, "1m30s"),
+            (7 * 86_400_000, "7d"),
+            (1_500, "1.5s"),
+            (250, "250ms"),
+        ] {
+            let d = Duration::from_millis(millis);
+            assert_eq!(duration_text(d), text);
+            assert_eq!(duration(text), Ok(d), "{text}");
+        }
+    }
 
     #[test]
     fn durations_take_units() {

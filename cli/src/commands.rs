@@ -73,7 +73,18 @@ impl<'a> WithKind for FromFlags<'a> {
                 return build(cli, builder, items, out).await;
             }
             let conn = open(cli).await?;
-            execute(cli, tracked(cli, builder)?, conn).await
+            let done = execute(cli, tracked(cli, builder)?, conn.clone()).await;
+            match done {
+                Err(err) if kinds::is_mismatch(&err) => {
+                    let key = config::key(cli)?;
+                    let stored = StoredParams::read(&mut conn.clone(), &key).await;
+                    Err(match stored {
+                        Ok(Some(stored)) => kinds::mismatch::<K>(cli, &stored, err),
+                        _ => err,
+                    })
+                }
+                done => done,
+            }
         }))
     }
 }

@@ -95,6 +95,9 @@ pub(crate) struct Timeouts {
     /// How long connecting keeps retrying a server that is down or starting: `--retry-for`
     /// (the filter's calls retry for as long, each).
     pub(crate) retry_for: Duration,
+    /// Whether connecting says at once, on stderr, that it waits for a server that is down:
+    /// stderr is a terminal and the output is not `--json`.
+    pub(crate) tell_waiting: bool,
 }
 
 /// The connection's time limits for these flags.
@@ -108,6 +111,7 @@ pub(crate) fn timeout(cli: &Cli) -> Timeouts {
         connect: timeout,
         response,
         retry_for: Duration::from_secs_f64(cli.retry_for),
+        tell_waiting: !cli.json && std::io::IsTerminal::is_terminal(&std::io::stderr()),
     }
 }
 

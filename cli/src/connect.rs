@@ -118,10 +118,7 @@ pub(crate) async fn connect_cluster(
     let client = builder
         .build()
         .map_err(|err| anyhow!("invalid --cluster: {err}"))?;
-    let mut conn = retry_first(timeouts.retry_for, &target, || {
-        client.get_async_connection()
-    })
-    .await?;
+    let mut conn = retry_first(timeouts, &target, || client.get_async_connection()).await?;
     if read_from_replicas && !lists_replicas(&mut conn).await {
         eprintln!(
             "warning: --read-from-replicas: the cluster lists no replica (CLUSTER SLOTS), so reads \
@@ -170,7 +167,7 @@ pub(crate) async fn connect(
         let ConnectionAddr::TcpTls { host, port, .. } = info.addr() else {
             bail!("--tls-ca needs a rediss:// URL (TLS); --url is not one");
         };
-        let conn = retry_first(timeouts.retry_for, &target, || {
+        let conn = retry_first(timeouts, &target, || {
             TlsConnection::connect(
                 host,
                 *port,
@@ -187,7 +184,7 @@ pub(crate) async fn connect(
     let once = AsyncConnectionConfig::new()
         .set_connection_timeout(Some(timeouts.connect))
         .set_response_timeout(Some(timeouts.connect));
-    retry_first(timeouts.retry_for, &target, || {
+    retry_first(timeouts, &target, || {
         client.get_multiplexed_async_connection_with_config(&once)
     })
     .await?;
@@ -240,11 +237,17 @@ impl Target {
 /// Runs `attempt` (one try at connecting) until it succeeds, fails in a way that waiting cannot
 /// mend (see [`diagnose`]), or `budget` is spent: a server that is down or starting is waited
 /// for, with the library's backoff (`Retry::for_duration`: 50 ms, doubling, at most 1 s).
-async fn retry_first<T, F, Fut>(budget: Duration, target: &Target, mut attempt: F) -> Result<T>
+///
+/// On a terminal (`timeouts.tell_waiting`), the first wait says at once, on stderr, what it
+/// waits for (the address and the cause) and for how long at most; the error at the end, if
+/// any, is the one line as ever.
+async fn retry_first<T, F, Fut>(timeouts: Timeouts, target: &Target, mut attempt: F) -> Result<T>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = RedisResult<T>>,
 {
+    let budget = timeouts.retry_for;
+    let mut told = !timeouts.tell_waiting;
     let policy = Retry::for_duration(budget);
     let started = Instant::now();
     let mut delay = policy.first_delay;
@@ -267,9 +270,22 @@ where
                 ),
             });
         }
+        if !told {
+            told = true;
+            eprintln!(
+                "redbloom: {}; waiting for it, at most {} (--retry-for; Ctrl-C stops)",
+                connect_error(&err, target),
+                seconds(budget)
+            );
+        }
         tokio::time::sleep_until(retry_at).await;
         delay = (delay * 2).min(policy.max_delay);
     }
+}
+
+/// `30 s`, `1.5 s`: a duration as `--retry-for` takes it.
+fn seconds(duration: Duration) -> String {
+    format!("{} s", duration.as_secs_f64())
 }
 
 /// The error to stop at, when waiting cannot mend `err`: a refused password, a certificate, a

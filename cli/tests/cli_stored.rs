@@ -240,3 +240,92 @@ async fn a_key_without_a_hash_tag_keeps_its_parameters() {
         None,
     );
 }
+
+/// A filter opened with its full flags (sizes too) that disagree with the stored one: the line
+/// names the flags, in the user's words (durations as written, the size flags given), says
+/// what the filter was created with, and that leaving the flags out opens it as stored;
+/// nothing is written.
+#[tokio::test]
+async fn sized_flags_that_disagree_name_the_flags() {
+    let redis = common::redis().await;
+    let url = redis.url();
+    let sized = |more: &[&'static str]| {
+        let mut all = more.to_vec();
+        all.extend(["add", "x"]);
+        all
+    };
+    let window = common::unique_key("sized-window");
+    let made = ["--window", "1h30m", "--capacity", "3000", "--fpr", "0.01"];
+    let (code, _, err) = run(redbloom(url, &window, &sized(&made)));
+    assert_eq!(code, 0, "{err}");
+    assert_fails(
+        redbloom(
+            url,
+            &window,
+            &sized(&["--window", "2h", "--capacity", "3000", "--fpr", "0.01"]),
+        ),
+        &[
+            "created with --window 1h30m, not --window 2h",
+            "leave --window out",
+        ],
+        None,
+    );
+    assert_fails(
+        redbloom(
+            url,
+            &window,
+            &sized(&["--window", "1h30m", "--capacity", "6000", "--fpr", "0.01"]),
+        ),
+        &[
+            "another size",
+            "--capacity 6000 --fpr 0.01 make",
+            "leave the size flags out",
+        ],
+        None,
+    );
+    let native = common::unique_key("sized-native");
+    let made = ["--layout", "native", "--capacity", "1000", "--fpr", "0.01"];
+    let (code, _, err) = run(redbloom(url, &native, &sized(&made)));
+    assert_eq!(code, 0, "{err}");
+    let bigger = ["--layout", "native", "--capacity", "2000", "--fpr", "0.01"];
+    assert_fails(
+        redbloom(url, &native, &sized(&bigger)),
+        &[
+            "9586 bits and 7 hashes",
+            "--capacity 2000 --fpr 0.01 make 19171 bits",
+        ],
+        None,
+    );
+    assert_fails(
+        redbloom(
+            url,
+            &native,
+            &sized(&["--counting", "--capacity", "1000", "--fpr", "0.01"]),
+        ),
+        &["holds a plain filter", "drop --counting"],
+        None,
+    );
+    let growing = common::unique_key("sized-growing");
+    let made = ["--growth", "4", "--capacity", "100", "--fpr", "0.01"];
+    let (code, _, err) = run(redbloom(url, &growing, &sized(&made)));
+    assert_eq!(code, 0, "{err}");
+    assert_fails(
+        redbloom(
+            url,
+            &growing,
+            &sized(&["--growth", "4", "--capacity", "200", "--fpr", "0.01"]),
+        ),
+        &["created with --capacity 100, not --capacity 200"],
+        None,
+    );
+    // Nothing was written by the refused commands: each filter holds its one item.
+    for key in [&window, &native, &growing] {
+        let (code, out, err) = run(redbloom(url, key, &["--json", "info"]));
+        assert_eq!(code, 0, "{err}");
+        assert_eq!(
+            out["estimated_items"].as_f64().map(f64::round),
+            Some(1.0),
+            "{key}: {out}"
+        );
+    }
+}

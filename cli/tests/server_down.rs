@@ -274,3 +274,64 @@ async fn the_cli_waits_out_a_busy_server() {
     );
     script.await.unwrap();
 }
+
+/// On a terminal the CLI says at once that it waits for a server that is down (its address,
+/// the cause, how long it will wait), then gives the one-line error at the end; `--json` and
+/// pipes stay quiet until that error. The terminal is `script`'s (util-linux).
+#[test]
+fn on_a_terminal_the_cli_says_at_once_that_it_waits() {
+    let port = free_port();
+    let bin = assert_cmd::cargo::cargo_bin("redbloom");
+    let args =
+        format!("--url redis://127.0.0.1:{port} --key waiting --bits 1000 --retry-for 2 add x");
+    // `script -qfec CMD /dev/null`: CMD on a new terminal, its output on script's stdout as it
+    // comes, script's exit status CMD's.
+    let on_terminal = |extra: &str| {
+        let mut child = Command::new("script")
+            .args([
+                "-qfec",
+                &format!("{} {extra} {args}", bin.display()),
+                "/dev/null",
+            ])
+            .env_remove("REDIS_URL")
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("script (util-linux) runs");
+        let started = Instant::now();
+        let mut lines =
+            std::io::BufRead::lines(std::io::BufReader::new(child.stdout.take().unwrap()));
+        let first = lines.next().map(Result::unwrap).unwrap_or_default();
+        let first_at = started.elapsed();
+        let rest: Vec<String> = lines.map(Result::unwrap).collect();
+        (child.wait().unwrap().code(), first, first_at, rest)
+    };
+
+    let (code, first, first_at, rest) = on_terminal("");
+    assert_eq!(code, Some(2));
+    assert!(
+        first.contains(&format!("cannot connect to Redis at 127.0.0.1:{port}"))
+            && first.contains("Connection refused")
+            && first.contains("waiting for it, at most 2 s (--retry-for"),
+        "{first}"
+    );
+    assert!(first_at < Duration::from_secs(1), "told after {first_at:?}");
+    assert_eq!(rest.len(), 1, "{rest:?}");
+    assert!(rest[0].contains("still failing after"), "{rest:?}");
+
+    let (code, first, _, rest) = on_terminal("--json");
+    assert_eq!(code, Some(2));
+    assert!(
+        first.contains("still failing after") && rest.is_empty(),
+        "{first} {rest:?}"
+    );
+
+    let out = Command::new(&bin)
+        .args(args.split(' '))
+        .env_remove("REDIS_URL")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("still failing after"), "{stderr}");
+}

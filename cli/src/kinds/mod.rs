@@ -140,6 +140,85 @@ pub(crate) fn other_kind(cli: &Cli, stored: &StoredParams) -> anyhow::Error {
     }
 }
 
+/// Whether `err` is the library's refusal of a filter stored with other parameters.
+pub(crate) fn is_mismatch(err: &anyhow::Error) -> bool {
+    err.chain().any(|cause| {
+        matches!(
+            cause.downcast_ref::<redbloom::Error>(),
+            Some(redbloom::Error::ParamsMismatch { .. })
+        )
+    })
+}
+
+/// `err` (a [`is_mismatch`] refusal of the filter the flags describe) in the flags' words: the
+/// kind's flag, the kind's own flags (`--window`, `--generations`, `--growth`, `--shards`) or
+/// the size that differ, what the filter was created with, and that leaving them out opens it
+/// as Redis stores it.
+pub(crate) fn mismatch<K: CliKind>(
+    cli: &Cli,
+    stored: &StoredParams,
+    err: anyhow::Error,
+) -> anyhow::Error {
+    if stored.kind() != <K as Kind>::NAME {
+        return other_kind(cli, stored);
+    }
+    if let Err(named) = K::agrees(cli, stored) {
+        return named;
+    }
+    let key = cli.key.as_deref().unwrap_or_default();
+    // The size: a growing filter stores its --capacity and --fpr; the others their bits and
+    // hashes, which the flags given made otherwise.
+    for (field, flag, given) in [
+        (
+            "capacity",
+            "--capacity",
+            cli.size.capacity.map(|n| n.to_string()),
+        ),
+        ("fpr", "--fpr", cli.size.fpr.map(|p| p.to_string())),
+    ] {
+        if let (Some(kept), Some(given)) = (stored.field(field), given) {
+            if kept.parse::<f64>().ok() != given.parse::<f64>().ok() {
+                return anyhow::anyhow!(
+                    "{key:?} was created with {flag} {kept}, not {flag} {given}: leave                      --capacity and --fpr out to open it as Redis stores it (stored: {})",
+                    stored.fingerprint()
+                );
+            }
+        }
+    }
+    let requested = err.chain().find_map(|cause| match cause.downcast_ref() {
+        Some(redbloom::Error::ParamsMismatch { requested, .. }) => Some(requested.clone()),
+        _ => None,
+    });
+    let size = |fields: &str| {
+        let pick = |name: &str| {
+            fields
+                .split_whitespace()
+                .find_map(|pair| pair.strip_prefix(name)?.strip_prefix('='))
+                .map(str::to_owned)
+        };
+        (pick("bits"), pick("hashes"))
+    };
+    let kept = size(stored.fingerprint());
+    let (Some(requested), (Some(bits), Some(hashes))) = (requested, kept.clone()) else {
+        return err;
+    };
+    if size(&requested) == kept {
+        return err;
+    }
+    let flags = match (cli.size.bits, cli.size.capacity, cli.size.fpr) {
+        (Some(bits), ..) => format!("--bits {bits}"),
+        (None, Some(items), Some(fpr)) => format!("--capacity {items} --fpr {fpr}"),
+        _ => return err,
+    };
+    let (given_bits, given_hashes) = size(&requested);
+    anyhow::anyhow!(
+        "{key:?} was created with another size: {bits} bits and {hashes} hashes, where          {flags} make {} bits and {} hashes: leave the size flags out to open it as Redis          stores it (stored: {})",
+        given_bits.unwrap_or_default(),
+        given_hashes.unwrap_or_default(),
+        stored.fingerprint()
+    )
+}
+
 /// `Ok` when a flag given agrees with the value stored; else the line naming it.
 pub(crate) fn same<T: PartialEq + std::fmt::Display>(
     stored: &StoredParams,

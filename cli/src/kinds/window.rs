@@ -2,7 +2,7 @@
 //! `--capacity N --fpr P` (the most items added in any one window).
 
 use super::{native_only, same, shards_agree, CliKind};
-use crate::args::{duration, ranged, Cli, FILTER};
+use crate::args::{duration, duration_text, ranged, Cli, FILTER};
 use crate::output;
 use anyhow::{bail, Result};
 use clap::Args;
@@ -69,8 +69,8 @@ impl CliKind for Window {
 
     fn agrees(cli: &Cli, stored: &StoredParams) -> Result<()> {
         native_only(cli, Self::FLAG)?;
-        let millis = |ms: u64| format!("{}s", ms as f64 / 1000.0);
-        let given = cli.kinds.window.window.map(|w| millis(w.as_millis() as u64));
+        let millis = |ms: u64| duration_text(Duration::from_millis(ms));
+        let given = cli.kinds.window.window.map(duration_text);
         let kept = stored.field("window_ms").and_then(|ms| ms.parse().ok());
         same(stored, "--window", given, kept.map(millis))?;
         let kept = stored.field("generations").and_then(|g| g.parse().ok());
