@@ -1,4 +1,7 @@
-#![doc = include_str!("../README.md")]
+// The crate's page (docs.rs): docs/crate.md, whose links are intra-doc links; the README, whose
+// links are relative to the repository, is doc-tested but not rendered (tests/readme.rs).
+#![doc = include_str!("../docs/crate.md")]
+#![cfg_attr(doctest, doc = include_str!("../README.md"))]
 // docs/cluster.md's Rust examples are doc tests too, though not part of the rendered docs.
 #![cfg_attr(doctest, doc = include_str!("../docs/cluster.md"))]
 #![forbid(unsafe_code)]

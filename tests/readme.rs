@@ -367,7 +367,8 @@ fn every_relative_link_points_to_something_that_exists() {
     let mut files = vec![repo().join("README.md")];
     for entry in std::fs::read_dir(repo().join("docs")).expect("docs/ exists") {
         let path = entry.unwrap().path();
-        if path.extension().is_some_and(|ext| ext == "md") {
+        // docs/crate.md is rustdoc's (intra-doc links): the next test checks it.
+        if path.extension().is_some_and(|ext| ext == "md") && !path.ends_with("crate.md") {
             files.push(path);
         }
     }
@@ -412,4 +413,74 @@ fn every_relative_link_points_to_something_that_exists() {
         }
     }
     assert!(checked >= 20, "only {checked} relative links found");
+}
+
+/// Whether a link's target names a file by a path relative to the repository (`BENCHMARKS.md`,
+/// `docs/SPEC.md#3`, `../x.rs`): such a link works on GitHub and breaks on docs.rs.
+fn is_relative_file(target: &str) -> bool {
+    let path = target.split('#').next().unwrap_or_default();
+    !target.starts_with("http://")
+        && !target.starts_with("https://")
+        && !path.is_empty()
+        && (path.contains('/')
+            || [".md", ".rs", ".sh", ".toml", ".yml"]
+                .iter()
+                .any(|ext| path.ends_with(ext)))
+}
+
+/// The rendered docs (the crate's page, docs/crate.md, and every doc comment under src/) link no
+/// file by a relative path: on docs.rs only web addresses and intra-doc links (`Bloom::add`)
+/// work. Files are named as text instead.
+#[test]
+fn the_rendered_docs_link_no_file_by_a_relative_path() {
+    let lib = read(&repo().join("src/lib.rs"));
+    let page = lib
+        .lines()
+        .find(|line| line.starts_with("#![doc = include_str!("))
+        .expect("src/lib.rs takes its page from a file");
+    assert_eq!(
+        page, "#![doc = include_str!(\"../docs/crate.md\")]",
+        "the crate's page is docs/crate.md (the README's links are relative)"
+    );
+    assert!(is_relative_file("BENCHMARKS.md#a") && is_relative_file("docs/SPEC.md"));
+    assert!(!is_relative_file("Bloom::add") && !is_relative_file("crate::Error"));
+    assert!(!is_relative_file("https://docs.rs/redbloom") && !is_relative_file("#features"));
+    let mut sources = vec![(
+        "docs/crate.md".to_owned(),
+        read(&repo().join("docs/crate.md")),
+    )];
+    let mut dirs = vec![repo().join("src")];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else if path.extension().is_some_and(|ext| ext == "rs") {
+                // The doc comments' text, one line each.
+                let docs: String = read(&path)
+                    .lines()
+                    .filter_map(|line| {
+                        let line = line.trim_start();
+                        line.strip_prefix("///")
+                            .or_else(|| line.strip_prefix("//!"))
+                            .map(|doc| format!("{doc}\n"))
+                    })
+                    .collect();
+                let name = path.strip_prefix(repo()).unwrap().display().to_string();
+                sources.push((name, docs));
+            }
+        }
+    }
+    let mut links = 0;
+    for (name, text) in &sources {
+        for target in link_targets(text) {
+            links += 1;
+            assert!(
+                !is_relative_file(&target),
+                "{name}: the link ({target}) names a file by a relative path, which breaks on \
+                 docs.rs: name the file as text, or link an item"
+            );
+        }
+    }
+    assert!(links >= 50, "only {links} links found in the rendered docs");
 }
