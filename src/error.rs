@@ -230,6 +230,78 @@ pub enum Error {
 }
 
 impl Error {
+    /// The same error for another caller of a step that failed (group commit: every caller of
+    /// the step gets it). A snapshot error, which no grouped step meets, becomes its message.
+    pub(crate) fn duplicate(&self) -> Error {
+        use Error::*;
+        match self {
+            InvalidConfig(text) => InvalidConfig(text.clone()),
+            OffsetOutOfRange { offset, bits } => OffsetOutOfRange {
+                offset: *offset,
+                bits: *bits,
+            },
+            ParamsMismatch {
+                key,
+                stored,
+                requested,
+            } => ParamsMismatch {
+                key: key.clone(),
+                stored: stored.clone(),
+                requested: requested.clone(),
+            },
+            Lost { filter, key } => Lost {
+                filter: filter.clone(),
+                key: key.clone(),
+            },
+            OutcomeUnknown { key } => OutcomeUnknown { key: key.clone() },
+            FileMismatch { key, file, filter } => FileMismatch {
+                key: key.clone(),
+                file: file.clone(),
+                filter: filter.clone(),
+            },
+            ForeignString { key, bytes } => ForeignString {
+                key: key.clone(),
+                bytes: *bytes,
+            },
+            Evictable { key, policy, ttl } => Evictable {
+                key: key.clone(),
+                policy: policy.clone(),
+                ttl: *ttl,
+            },
+            Full {
+                key,
+                levels,
+                capacity,
+            } => Full {
+                key: key.clone(),
+                levels: *levels,
+                capacity: *capacity,
+            },
+            WrongType { key, found, source } => WrongType {
+                key: key.clone(),
+                found: found.clone(),
+                source: source.clone(),
+            },
+            Timeout(err) => Timeout(err.clone()),
+            Deadline(after) => Deadline(*after),
+            NoPermission(err) => NoPermission(err.clone()),
+            OutOfMemory(err) => OutOfMemory(err.clone()),
+            NotReplicated { acked, wanted } => NotReplicated {
+                acked: *acked,
+                wanted: *wanted,
+            },
+            Connection(err) => Connection(err.clone()),
+            UnexpectedReply(text) => UnexpectedReply(text.clone()),
+            Snapshot(err) => UnexpectedReply(err.to_string()),
+            NearCacheBudget { key, bytes, budget } => NearCacheBudget {
+                key: key.clone(),
+                bytes: *bytes,
+                budget: *budget,
+            },
+            Redis(err) => Redis(err.clone()),
+        }
+    }
+
     /// Classifies an error from an operation on `key`.
     pub(crate) fn from_redis(err: RedisError, key: &str) -> Self {
         if has_server_code(&err, "WRONGTYPE") {

@@ -25,12 +25,19 @@ pub(crate) struct Options {
     /// How long an import waits for its input's next byte (`None`: the default,
     /// [`IDLE_INPUT`](crate::snapshot::IDLE_INPUT)).
     pub(crate) input_idle: Option<Duration>,
+    /// Single-item calls go each as its own step, not grouped ([`group`](crate::core)).
+    pub(crate) no_group_commit: bool,
 }
 
 impl Options {
     /// How long an import waits for its input's next byte.
     pub(crate) fn input_idle(&self) -> Duration {
         self.input_idle.unwrap_or(crate::snapshot::IDLE_INPUT)
+    }
+
+    /// Whether single-item calls go by group commit.
+    pub(crate) fn group_commit(&self) -> bool {
+        !self.no_group_commit
     }
 
     /// Bytes per step of a range merge or range read.

@@ -105,7 +105,13 @@ impl Clock {
         }
     }
 
-    fn deadline(&self) -> Option<Instant> {
+    /// The call's timeout, if it has one.
+    pub(crate) fn timeout(&self) -> Option<Duration> {
+        self.timeout
+    }
+
+    /// When the call's timeout passes, if it has one.
+    pub(crate) fn deadline(&self) -> Option<Instant> {
         self.timeout.map(|timeout| self.started + timeout)
     }
 

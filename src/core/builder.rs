@@ -241,6 +241,30 @@ impl<K: Kind> Builder<K> {
         self
     }
 
+    /// Group commit of single-item writes ([`add`](Bloom::add), a counting filter's `remove`
+    /// and `add_if_absent`; a window filter's [`exists`](Bloom::exists) too). Defaults to
+    /// `true`: while 8 steps of single items are in flight to a slot group, the calls arriving
+    /// for it wait and go together as the next step (one command or script call over all of
+    /// them), as one batch would; a lone call goes at once, with no timer. Each caller gets its own answer, as
+    /// sequential calls would give it, and its own deadline: a caller whose deadline passes
+    /// while it waits is withdrawn ([`Error::Deadline`], nothing sent), one whose item was
+    /// sent in a step that has not answered gets [`Error::OutcomeUnknown`] while the step
+    /// goes on (the item may or may not be applied: a counting `remove` sent again may then
+    /// remove twice). A step that fails gives every caller in it the error. `false` sends
+    /// each call as its own step.
+    ///
+    /// ```
+    /// let config = redbloom::RedisBloom::builder("seen")
+    ///     .expected_items(1_000)
+    ///     .false_positive_rate(0.01)
+    ///     .group_commit(false);
+    /// # let _ = config;
+    /// ```
+    pub fn group_commit(mut self, group: bool) -> Self {
+        self.options.no_group_commit = !group;
+        self
+    }
+
     /// How long [`import`](Bloom::import) waits for its input's next byte before it gives up
     /// (`Error::Snapshot` of a timed-out read; nothing is written, no staging key is left).
     /// Defaults to 60 s. A stalled pipe would otherwise hold the import for ever. Time spent

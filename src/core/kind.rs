@@ -230,6 +230,13 @@ pub trait Seam: Sized + Send + Sync + Debug + 'static {
     /// that a `volatile-*` eviction policy may evict them.
     const EXPIRING: bool = false;
 
+    /// Whether single-item checks go by group commit too (writes always do): for a kind whose
+    /// check is a script that costs the server per call (a window filter's, over its
+    /// generations). A check by `BITFIELD_RO` costs the server little per call, and 64 tasks'
+    /// single checks pipelined on the connection ran faster alone (go-zero 260,000 items/s
+    /// alone against 155,000 grouped; BENCHMARKS.md "Group commit").
+    const GROUPS_CHECKS: bool = false;
+
     /// The command that routes a question to a part's master on a cluster
     /// ([`Exec::route`](crate::io::exec::Exec::route)): `BITFIELD` without operations
     /// ([`Engine::Fast`]) where the part's key from [`part_keys`](Seam::part_keys) is a string

@@ -8,6 +8,7 @@
 
 pub(crate) mod builder;
 pub(crate) mod call;
+pub(crate) mod group;
 pub(crate) mod kind;
 pub(crate) mod lost;
 pub(crate) mod sharded;
@@ -81,6 +82,8 @@ pub(crate) struct Core<C, K: Kind> {
     /// A key in each slot group of the filter (its own, or each shard's), for asking each
     /// master whether it may evict them.
     pub(crate) groups: Vec<String>,
+    /// Single-item calls waiting for a step of their op and part ([`group`]).
+    pub(crate) lanes: group::Lanes,
 }
 
 impl<C, K: Kind> Core<C, K> {
@@ -110,6 +113,7 @@ impl<C, K: Kind> Core<C, K> {
         Ok(Core {
             exec: Exec::new(conn, options, K::NAME),
             groups: made.kind.part_keys(&parts),
+            lanes: lanes(parts.count()),
             key,
             // A kind that keeps its parts makes a filter of one key's bits with its
             // parameters (SPEC.md §3: lost data is an error).
@@ -135,6 +139,7 @@ impl<C, K: Kind> Core<C, K> {
             kind: self.kind.clone(),
             near: None,
             groups: self.groups.clone(),
+            lanes: lanes(self.parts.count()),
         }
     }
 
@@ -167,6 +172,29 @@ impl<C: Conn, K: Kind> Core<C, K> {
         if items.is_empty() {
             return Ok(Vec::new());
         }
+        if let [item] = items {
+            if self.exec.options().group_commit() && (op.writes() || K::GROUPS_CHECKS) {
+                return Ok(vec![self.grouped(clock, op, item).await?]);
+            }
+        }
+        self.batch_now(clock, op, items).await
+    }
+
+    /// A single item's `op` by group commit ([`group`]): in the next step of its op and part,
+    /// with every other single item waiting for it.
+    async fn grouped(&self, clock: &Clock, op: Op, item: &[u8]) -> Result<bool> {
+        let part = self.parts.part_of(item);
+        let lane = op_index(op) * self.parts.count() as usize + part;
+        let deadline = (clock.deadline(), clock.timeout().unwrap_or_default());
+        let step = |items: Vec<Vec<u8>>| async move {
+            let items: Vec<&[u8]> = items.iter().map(Vec::as_slice).collect();
+            self.batch_now(clock, op, &items).await
+        };
+        self.lanes.call(lane, item, deadline, &self.key, step).await
+    }
+
+    /// [`batch`](Core::batch), sent at once.
+    async fn batch_now(&self, clock: &Clock, op: Op, items: &[&[u8]]) -> Result<Vec<bool>> {
         if self.inline() {
             return self.part_batch(clock, 0, op, items).await;
         }
@@ -562,5 +590,23 @@ impl<C: ConnectionLike + Clone + Send + Sync, K: Kind> Bloom<C, K> {
             core.drop_keys(Removal::expire(ttl)?).await
         })
         .await
+    }
+}
+
+/// The lanes of a filter of `parts` parts: one per op and part, steps of at most
+/// [`MAX_OFFSETS_PER_COMMAND`](crate::MAX_OFFSETS_PER_COMMAND) / 16 items (one command's worth
+/// for 16 bits an item).
+fn lanes(parts: u32) -> group::Lanes {
+    let max_items = crate::MAX_OFFSETS_PER_COMMAND / 16;
+    group::Lanes::new(4, parts as usize, max_items, group::STEPS_IN_FLIGHT)
+}
+
+/// The lane of `op` among a part's four.
+fn op_index(op: Op) -> usize {
+    match op {
+        Op::Add => 0,
+        Op::Exists => 1,
+        Op::AddIfAbsent => 2,
+        Op::Remove => 3,
     }
 }

@@ -267,6 +267,7 @@ impl Seam for Window {
     }
 
     const EXPIRING: bool = true;
+    const GROUPS_CHECKS: bool = true;
 
     fn route_engine(&self) -> Engine {
         Engine::Fast

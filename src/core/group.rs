@@ -1,0 +1,386 @@
+//! Group commit: single-item calls that arrive for a slot group while a step of theirs is in
+//! flight there wait, and go together as the next step (one batch: one command or one script
+//! call over all of them), so that many tasks calling one item at a time cost Redis what
+//! batches cost.
+//!
+//! No timer: a lone call goes at once. A lane (one op on one part) has at most
+//! [`STEPS_IN_FLIGHT`] steps in flight; the caller that sends one is the step's *leader*. When
+//! the step returns, the leader answers each item's caller, then hands its place to the first
+//! caller waiting, which leads the next step with everything waiting (at most
+//! [`Lanes::max_items`] items): no task runs steps for others after its own answer but the one
+//! step it leads. A caller whose deadline
+//! passes while it waits is withdrawn (nothing of it was sent: [`Error::Deadline`]); one whose
+//! item went in a step that has not answered gets [`Error::OutcomeUnknown`] while the step
+//! goes on for the others. A leader whose call is dropped mid-step hands the lane on as it
+//! goes: the callers of its step get `OutcomeUnknown`, and the next waiting caller leads.
+
+use crate::error::{Error, Result};
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use tokio::sync::oneshot;
+use tokio::time::Instant;
+
+/// Steps a lane keeps in flight at once: one step alone leaves the server idle while its reply
+/// travels and the next step is made; a few keep it busy, as a few concurrent batches do. 64
+/// tasks' single go-zero adds (`bench --concurrency 64 --batch 1`, one server, 2 cores):
+/// 80,000-90,000 items/s with 1 or 2, 92,000-96,000 with 4, 101,000-105,000 with 8,
+/// 90,000-94,000 with 16 (smaller steps: more server CPU per item), 69,000 with 64.
+pub(crate) const STEPS_IN_FLIGHT: usize = 8;
+
+/// A waiting caller's item not yet taken into a step.
+const WAITING: u8 = 0;
+/// Taken into a step: its outcome is the step's.
+const TAKEN: u8 = 1;
+/// Its caller gave up (deadline) before it was taken.
+const WITHDRAWN: u8 = 2;
+
+/// The lanes of one filter: one per op and part.
+#[derive(Debug)]
+pub(crate) struct Lanes {
+    lanes: Vec<Mutex<Lane>>,
+    /// The most items one step carries.
+    max_items: usize,
+    /// The most steps a lane has in flight.
+    depth: usize,
+}
+
+#[derive(Debug, Default)]
+struct Lane {
+    /// Steps in flight (or about to be) for this lane, at most its lanes' depth.
+    in_flight: usize,
+    waiting: VecDeque<Waiter>,
+}
+
+/// A caller waiting in a lane.
+#[derive(Debug)]
+pub(crate) struct Waiter {
+    item: Vec<u8>,
+    state: Arc<AtomicU8>,
+    turn: oneshot::Sender<Turn>,
+}
+
+/// What a waiting caller is told.
+#[derive(Debug)]
+enum Turn {
+    /// Its answer, from a step another caller led.
+    Answer(Result<bool>),
+    /// It leads the next step, with these callers' items after its own.
+    Lead(Vec<Waiter>),
+}
+
+impl Lanes {
+    /// `ops` ops on each of `parts` parts, at most `max_items` items per step and `depth` steps
+    /// in flight per lane ([`STEPS_IN_FLIGHT`] for a filter).
+    pub(crate) fn new(ops: usize, parts: usize, max_items: usize, depth: usize) -> Self {
+        Lanes {
+            lanes: (0..ops * parts).map(|_| Mutex::default()).collect(),
+            max_items: max_items.max(1),
+            depth: depth.max(1),
+        }
+    }
+
+    /// `item`'s answer from a step of lane `lane` (`lane` < ops × parts), which `step` sends
+    /// (with the items of every caller of the lane waiting when it goes); `deadline` is when
+    /// this caller gives up, and `timeout` what its [`Error::Deadline`] names; `key` names the
+    /// filter in an [`Error::OutcomeUnknown`].
+    pub(crate) async fn call<F, Fut>(
+        &self,
+        lane: usize,
+        item: &[u8],
+        (deadline, timeout): (Option<Instant>, std::time::Duration),
+        key: &str,
+        step: F,
+    ) -> Result<bool>
+    where
+        F: Fn(Vec<Vec<u8>>) -> Fut,
+        Fut: std::future::Future<Output = Result<Vec<bool>>>,
+    {
+        let lane = &self.lanes[lane];
+        let others = {
+            if let Some((rx, taken)) = enter(lane, item, self.depth) {
+                let mut waiting = Waiting {
+                    lanes: self,
+                    lane,
+                    rx,
+                    done: false,
+                };
+                let turn = match deadline {
+                    None => Some((&mut waiting.rx).await),
+                    Some(at) => tokio::time::timeout_at(at, &mut waiting.rx).await.ok(),
+                };
+                waiting.done = true;
+                match turn {
+                    Some(Ok(Turn::Answer(answer))) => return answer,
+                    Some(Ok(Turn::Lead(others))) => others,
+                    // The leader's call was dropped with this item in its step.
+                    Some(Err(_)) => return Err(unknown(key)),
+                    None => {
+                        // The deadline: no turn may come any more; one that came meanwhile
+                        // is taken as it is.
+                        waiting.rx.close();
+                        match waiting.rx.try_recv() {
+                            Ok(Turn::Answer(answer)) => return answer,
+                            Ok(Turn::Lead(others)) => {
+                                self.give_back(lane, others);
+                                return Err(Error::Deadline(timeout));
+                            }
+                            Err(_) => {}
+                        }
+                        let withdrawn = taken.compare_exchange(
+                            WAITING,
+                            WITHDRAWN,
+                            Ordering::AcqRel,
+                            Ordering::Acquire,
+                        );
+                        return match withdrawn {
+                            Ok(_) => Err(Error::Deadline(timeout)),
+                            Err(_) => Err(unknown(key)),
+                        };
+                    }
+                }
+            } else {
+                Vec::new()
+            }
+        };
+        let mut lead = Lead {
+            lanes: self,
+            lane,
+            others,
+        };
+        let mut items = Vec::with_capacity(lead.others.len() + 1);
+        items.push(item.to_vec());
+        items.extend(lead.others.iter().map(|w| w.item.clone()));
+        let answers = step(items).await;
+        let others = std::mem::take(&mut lead.others);
+        let mine = match answers {
+            Ok(answers) => {
+                for (waiter, answer) in others.into_iter().zip(answers.iter().skip(1)) {
+                    let _ = waiter.turn.send(Turn::Answer(Ok(*answer)));
+                }
+                answers.first().copied().ok_or_else(|| {
+                    Error::UnexpectedReply("no answer for a grouped step".to_owned())
+                })
+            }
+            Err(err) => {
+                for waiter in others {
+                    let _ = waiter.turn.send(Turn::Answer(Err(err.duplicate())));
+                }
+                Err(err)
+            }
+        };
+        // The callers just answered run first, and those that call again join the next step.
+        tokio::task::yield_now().await;
+        drop(lead);
+        mine
+    }
+
+    /// The lane goes to the first caller waiting in it (with the others waiting, up to
+    /// [`max_items`](Lanes::max_items) in all), or becomes free.
+    fn hand_on(&self, lane: &Mutex<Lane>) {
+        self.hand_on_locked(&mut lock(lane));
+    }
+
+    fn hand_on_locked(&self, state: &mut Lane) {
+        loop {
+            let mut taken = Vec::new();
+            while taken.len() < self.max_items {
+                let Some(waiter) = state.waiting.pop_front() else {
+                    break;
+                };
+                let took = waiter.state.compare_exchange(
+                    WAITING,
+                    TAKEN,
+                    Ordering::AcqRel,
+                    Ordering::Acquire,
+                );
+                if took.is_ok() {
+                    taken.push(waiter);
+                }
+            }
+            if taken.is_empty() {
+                state.in_flight -= 1;
+                return;
+            }
+            let leader = taken.remove(0);
+            match leader.turn.send(Turn::Lead(taken)) {
+                Ok(()) => return,
+                // Its caller is gone: the others go back to the front of the queue, for the
+                // next one.
+                Err(Turn::Lead(back)) => requeue(state, back),
+                Err(Turn::Answer(_)) => unreachable!("a Lead was sent"),
+            }
+        }
+    }
+
+    /// A lead that came to a caller that gave up (or was dropped) before taking it: its
+    /// callers go back to the front of the queue and the lane goes on.
+    fn give_back(&self, lane: &Mutex<Lane>, others: Vec<Waiter>) {
+        let mut state = lock(lane);
+        requeue(&mut state, others);
+        self.hand_on_locked(&mut state);
+    }
+}
+
+/// `back` (taken, in queue order) to the front of the queue, waiting again.
+fn requeue(state: &mut Lane, back: Vec<Waiter>) {
+    for waiter in back.into_iter().rev() {
+        waiter.state.store(WAITING, Ordering::Release);
+        state.waiting.push_front(waiter);
+    }
+}
+
+/// A caller waiting for its turn: when its call is dropped before the turn is taken, a lead
+/// sent to it meanwhile is given back, so that the lane goes on.
+struct Waiting<'a> {
+    lanes: &'a Lanes,
+    lane: &'a Mutex<Lane>,
+    rx: oneshot::Receiver<Turn>,
+    done: bool,
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        if self.done {
+            return;
+        }
+        self.rx.close();
+        if let Ok(Turn::Lead(others)) = self.rx.try_recv() {
+            self.lanes.give_back(self.lane, others);
+        }
+    }
+}
+
+/// The lane while its leader's step runs: handed on when dropped, whether the step returned
+/// or the leader's call was dropped (then the callers of its step, told nothing, get
+/// [`Error::OutcomeUnknown`]).
+struct Lead<'a> {
+    lanes: &'a Lanes,
+    lane: &'a Mutex<Lane>,
+    others: Vec<Waiter>,
+}
+
+impl Drop for Lead<'_> {
+    fn drop(&mut self) {
+        self.others.clear();
+        self.lanes.hand_on(self.lane);
+    }
+}
+
+/// Takes the lane when it is free (`None`); else queues `item` and returns what its caller
+/// waits on.
+fn enter(
+    lane: &Mutex<Lane>,
+    item: &[u8],
+    depth: usize,
+) -> Option<(oneshot::Receiver<Turn>, Arc<AtomicU8>)> {
+    let mut state = lock(lane);
+    if state.in_flight < depth {
+        state.in_flight += 1;
+        return None;
+    }
+    let (tx, rx) = oneshot::channel();
+    let taken = Arc::new(AtomicU8::new(WAITING));
+    state.waiting.push_back(Waiter {
+        item: item.to_vec(),
+        state: taken.clone(),
+        turn: tx,
+    });
+    Some((rx, taken))
+}
+
+fn unknown(key: &str) -> Error {
+    Error::OutcomeUnknown {
+        key: key.to_owned(),
+    }
+}
+
+fn lock(lane: &Mutex<Lane>) -> std::sync::MutexGuard<'_, Lane> {
+    lane.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    /// The queue alone, with a step that records what it is sent: Redis's part is tested in
+    /// tests/group_commit.rs.
+    #[tokio::test]
+    async fn a_caller_past_its_deadline_is_withdrawn_and_never_sent() {
+        let lanes = Lanes::new(1, 1, 100, 1);
+        let sent = Mutex::new(Vec::<Vec<Vec<u8>>>::new());
+        let gate = tokio::sync::Notify::new();
+        let step = |items: Vec<Vec<u8>>| {
+            let (sent, gate) = (&sent, &gate);
+            async move {
+                let first = {
+                    let mut sent = sent.lock().unwrap();
+                    sent.push(items.clone());
+                    sent.len() == 1
+                };
+                if first {
+                    gate.notified().await;
+                }
+                Ok(vec![true; items.len()])
+            }
+        };
+        let forever = (None, Duration::ZERO);
+        let leader = lanes.call(0, b"a", forever, "k", step);
+        // c waits first, then b, whose deadline passes while a's step runs.
+        let later = async {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+            lanes.call(0, b"c", forever, "k", step).await
+        };
+        let withdrawn = async {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            let soon = Instant::now() + Duration::from_millis(20);
+            let timeout = Duration::from_millis(20);
+            let withdrawn = lanes.call(0, b"b", (Some(soon), timeout), "k", step).await;
+            assert!(
+                matches!(withdrawn, Err(Error::Deadline(_))),
+                "{withdrawn:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            gate.notify_one();
+        };
+        let others = async { tokio::join!(later, withdrawn).0 };
+        let (led, later) = tokio::join!(leader, others);
+        assert!(led.unwrap() && later.unwrap());
+        let sent = sent.into_inner().unwrap();
+        assert_eq!(
+            sent,
+            [vec![b"a".to_vec()], vec![b"c".to_vec()]],
+            "b was never sent"
+        );
+    }
+
+    /// Callers waiting behind a step go together as the next one, each with its own answer.
+    #[tokio::test]
+    async fn waiting_callers_go_as_one_step() {
+        let lanes = Lanes::new(1, 1, 100, 1);
+        let steps = Mutex::new(Vec::<usize>::new());
+        let step = |items: Vec<Vec<u8>>| {
+            let steps = &steps;
+            async move {
+                steps.lock().unwrap().push(items.len());
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                // "new" for even items.
+                Ok(items.iter().map(|item| item[0] % 2 == 0).collect())
+            }
+        };
+        let forever = (None, Duration::ZERO);
+        let calls = (0u8..10).map(|i| {
+            let step = &step;
+            let lanes = &lanes;
+            async move {
+                tokio::time::sleep(Duration::from_millis(u64::from(i.min(1)) * 5)).await;
+                (i, lanes.call(0, &[i], forever, "k", step).await.unwrap())
+            }
+        });
+        for (i, answer) in futures_util::future::join_all(calls).await {
+            assert_eq!(answer, i % 2 == 0, "item {i}");
+        }
+        assert_eq!(steps.into_inner().unwrap(), [1, 9]);
+    }
+}
