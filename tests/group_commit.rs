@@ -253,3 +253,76 @@ async fn a_leader_dropped_mid_step_hands_its_lane_on() {
     // The lane is free again: a lone call goes at once.
     assert!(bloom.add("after").await.unwrap());
 }
+
+/// A step that fails gives its error to every caller in it: 64 tasks' single adds to a key
+/// that holds a list all get `WrongType`, none a success or another error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_step_reaches_every_caller() {
+    let redis = common::redis().await;
+    let key = common::unique_key("group-wrong-type");
+    let mut conn = redis.connection().await;
+    let _: i64 = redis::cmd("RPUSH")
+        .arg(&key)
+        .arg("not a filter")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let bloom = RedisBloom::builder(&key)
+        .expected_items(1_000)
+        .false_positive_rate(0.01)
+        .build(conn.clone())
+        .unwrap();
+    let calls = (0..TASKS).map(|i| {
+        let bloom = bloom.clone();
+        tokio::spawn(async move { bloom.add(format!("item:{i}")).await })
+    });
+    for call in futures_util::future::join_all(calls).await {
+        let answer = call.unwrap();
+        assert!(matches!(answer, Err(Error::WrongType { .. })), "{answer:?}");
+    }
+    let kind: String = redis::cmd("TYPE")
+        .arg(&key)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(kind, "list", "the key is left alone");
+}
+
+/// A lone call goes at once: sequential single adds send one round trip each, grouped or
+/// not, and take about as long.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lone_call_is_not_delayed() {
+    let redis = common::redis().await;
+    let mut took = Vec::new();
+    for grouped in [false, true] {
+        let sent = Arc::new(AtomicU64::new(0));
+        let conn = Counted {
+            conn: redis.connection().await,
+            sent: sent.clone(),
+        };
+        let bloom = RedisBloom::builder(common::unique_key("lone"))
+            .expected_items(10_000)
+            .false_positive_rate(0.01)
+            .group_commit(grouped)
+            .build(conn)
+            .unwrap();
+        bloom.add("warm-up").await.unwrap();
+        let before = sent.load(Ordering::Relaxed);
+        let started = std::time::Instant::now();
+        for i in 0..200 {
+            assert!(bloom.add(format!("lone:{i}")).await.unwrap());
+        }
+        took.push(started.elapsed());
+        assert_eq!(
+            sent.load(Ordering::Relaxed) - before,
+            200,
+            "grouped {grouped}: one round trip per call"
+        );
+    }
+    assert!(
+        took[1] < took[0] * 2 + Duration::from_millis(50),
+        "200 lone adds: {:?} alone, {:?} grouped",
+        took[0],
+        took[1]
+    );
+}

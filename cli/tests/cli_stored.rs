@@ -329,3 +329,55 @@ async fn sized_flags_that_disagree_name_the_flags() {
         );
     }
 }
+
+/// Numbers and durations as people write them (SPEC.md §3, §4): `--capacity 1e6` is
+/// 1,000,000 and `--window 1h30m` 5,400 s, the same filter as the plain numbers make.
+#[tokio::test]
+async fn numbers_and_durations_as_people_write_them() {
+    let redis = common::redis().await;
+    let url = redis.url();
+    let written = common::unique_key("written-numbers");
+    let plain = common::unique_key("plain-numbers");
+    let flags = |capacity: &'static str, window: &'static str| {
+        vec![
+            "--window",
+            window,
+            "--capacity",
+            capacity,
+            "--fpr",
+            "1e-3",
+            "--json",
+            "add",
+            "x",
+        ]
+    };
+    let (code, _, err) = run(redbloom(url, &written, &flags("1e6", "1h30m")));
+    assert_eq!(code, 0, "{err}");
+    let (code, _, err) = run(redbloom(url, &plain, &flags("1000000", "5400")));
+    assert_eq!(code, 0, "{err}");
+    let info = |key: &str| {
+        let (code, out, err) = run(redbloom(url, key, &["--json", "info"]));
+        assert_eq!(code, 0, "{err}");
+        out
+    };
+    let (a, b) = (info(&written), info(&plain));
+    assert_eq!(a["window_seconds"].as_f64(), Some(5400.0), "{a}");
+    assert_eq!(
+        (&a["bits"], &a["hashes"]),
+        (&b["bits"], &b["hashes"]),
+        "{a} {b}"
+    );
+    assert!(
+        a["bits"].as_u64().is_some_and(|bits| bits > 1_000_000),
+        "{a}"
+    );
+    assert_fails(
+        redbloom(
+            url,
+            &written,
+            &["--capacity", "1e", "--fpr", "0.01", "info"],
+        ),
+        &["--capacity"],
+        None,
+    );
+}
