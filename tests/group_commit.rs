@@ -254,38 +254,35 @@ async fn a_leader_dropped_mid_step_hands_its_lane_on() {
     assert!(bloom.add("after").await.unwrap());
 }
 
-/// A step that fails gives its error to every caller in it: 64 tasks' single adds to a key
-/// that holds a list all get `WrongType`, none a success or another error.
+/// A step that fails gives its error to every caller in it: 64 tasks' single adds while the
+/// server is stopped, on a connection that waits 100 ms for a reply and no retries, all get
+/// the step's `Timeout`, none a success or another error.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_step_reaches_every_caller() {
-    let redis = common::redis().await;
-    let key = common::unique_key("group-wrong-type");
-    let mut conn = redis.connection().await;
-    let _: i64 = redis::cmd("RPUSH")
-        .arg(&key)
-        .arg("not a filter")
-        .query_async(&mut conn)
-        .await
-        .unwrap();
-    let bloom = RedisBloom::builder(&key)
+    // A server of its own: the test stops it.
+    let server = RedisServer::start().expect("redis-server on PATH");
+    let conn = common::impatient(&server.url(), Duration::from_millis(100)).await;
+    let bloom = RedisBloom::builder("group-failed")
         .expected_items(1_000)
         .false_positive_rate(0.01)
-        .build(conn.clone())
+        .build(conn)
         .unwrap();
-    let calls = (0..TASKS).map(|i| {
-        let bloom = bloom.clone();
-        tokio::spawn(async move { bloom.add(format!("item:{i}")).await })
-    });
-    for call in futures_util::future::join_all(calls).await {
-        let answer = call.unwrap();
-        assert!(matches!(answer, Err(Error::WrongType { .. })), "{answer:?}");
+    // The handle's first call learns the server (its eviction policy, the parameters): the
+    // calls below go straight to their lane.
+    assert!(bloom.add("first").await.unwrap());
+    server.pause();
+    let calls: Vec<_> = (0..TASKS)
+        .map(|i| {
+            let bloom = bloom.clone();
+            tokio::spawn(async move { bloom.add(format!("item:{i}")).await })
+        })
+        .collect();
+    let answers = futures_util::future::join_all(calls).await;
+    server.resume();
+    for answer in answers {
+        let answer = answer.unwrap();
+        assert!(matches!(answer, Err(Error::Timeout(_))), "{answer:?}");
     }
-    let kind: String = redis::cmd("TYPE")
-        .arg(&key)
-        .query_async(&mut conn)
-        .await
-        .unwrap();
-    assert_eq!(kind, "list", "the key is left alone");
 }
 
 /// A lone call goes at once: sequential single adds send one round trip each, grouped or
