@@ -5,7 +5,8 @@
 # redis-server (FLUSHALL before each run). Prints each load's seconds and exit status, the
 # run's wall time, and the server's EVALSHA calls (the per-item add script) and their time.
 # Each load gives up after 200 s.
-# Usage: scripts/growing_loaders.sh BASE_BIN NEW_BIN     (LOADERS="2 4": the counts of loaders)
+# Usage: scripts/growing_loaders.sh BASE_BIN NEW_BIN     (LOADERS="2 4": the counts of loaders;
+# FLAGS="--counting --capacity 1000000 --fpr 0.01": another filter than the growing one)
 set -euo pipefail
 base=$1 new=$2
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
@@ -23,8 +24,10 @@ for n in ${LOADERS:-2 4}; do
         start=$(date +%s.%N)
         for i in $(seq "$n"); do
             (
-                out=$(timeout 200 "$bin" --url "redis://127.0.0.1:$port" --key grow --growth 2 \
-                    --capacity 10000 --fpr 0.01 --json load "$tmp/items$i" 2>&1) && code=0 || code=$?
+                # shellcheck disable=SC2086
+                out=$(timeout 200 "$bin" --url "redis://127.0.0.1:$port" --key grow \
+                    ${FLAGS:---growth 2 --capacity 10000 --fpr 0.01} --json load "$tmp/items$i" \
+                    2>&1) && code=0 || code=$?
                 echo "$out exit=$code" > "$tmp/out$i"
             ) &
         done

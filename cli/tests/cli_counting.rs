@@ -107,7 +107,11 @@ async fn remove_unload_and_info() {
         "add",
         "x",
     ];
-    assert_fails(redbloom(url, &key, &plain), &["created with"], None);
+    assert_fails(
+        redbloom(url, &key, &plain),
+        &["holds a counting filter"],
+        None,
+    );
     assert_fails(
         redbloom(url, &key, &args(&["--window", "1h", "add", "x"])),
         &["--window"],

@@ -579,27 +579,30 @@ async fn other_parameters_are_a_mismatch_and_write_nothing() {
         let others: [(Vec<&str>, &[&str]); 6] = [
             (
                 vec!["--growth", "3", "--capacity", "1000", "--fpr", "0.01"],
-                &["created with", "growth=2", "growth=3"],
+                &[
+                    "created with --growth 2, not --growth 3",
+                    "leave --growth out",
+                ],
             ),
             (
                 vec!["--growth", "2", "--capacity", "2000", "--fpr", "0.01"],
-                &["created with", "capacity=1000", "capacity=2000"],
+                &["created with --capacity 1000, not --capacity 2000"],
             ),
             (
                 vec!["--growth", "2", "--capacity", "1000", "--fpr", "0.02"],
-                &["created with", "fpr=0.01", "fpr=0.02"],
+                &["created with --fpr 0.01, not --fpr 0.02"],
             ),
             (
                 vec!["--growth", "1", "--capacity", "1000", "--fpr", "0.01"],
-                &["created with", "growth=2", "growth=1"],
+                &["created with --growth 2, not --growth 1"],
             ),
             (
                 vec!["--counting", "--capacity", "1000", "--fpr", "0.01"],
-                &["created with", "kind=growing", "kind=counting"],
+                &["holds a growing filter", "drop --counting"],
             ),
             (
                 vec!["--window", "1h", "--capacity", "1000", "--fpr", "0.01"],
-                &["created with", "kind=growing", "kind=window"],
+                &["holds a growing filter", "drop --window"],
             ),
         ];
         for (flags, words) in &others {
@@ -616,7 +619,8 @@ async fn other_parameters_are_a_mismatch_and_write_nothing() {
         };
         for verb in verbs {
             let all = [GROWING, &["--shards", other], verb].concat();
-            assert_fails(redbloom(url, &key, &all), &["created with"], None);
+            let words = format!("created with --shards {shards}, not --shards {other}");
+            assert_fails(redbloom(url, &key, &all), &[words.as_str()], None);
         }
         // A plain filter of the same size (the native layout and the default go-zero one).
         for layout in ["native", "gozero"] {
@@ -625,7 +629,11 @@ async fn other_parameters_are_a_mismatch_and_write_nothing() {
                 &["--shards", shards, "add", "x"],
             ]
             .concat();
-            assert_fails(redbloom(url, &key, &plain), &["created with"], None);
+            assert_fails(
+                redbloom(url, &key, &plain),
+                &["holds a growing filter"],
+                None,
+            );
         }
         assert_eq!(
             snapshot(&mut conn, &key).await,
@@ -654,7 +662,8 @@ async fn other_parameters_are_a_mismatch_and_write_nothing() {
         assert_eq!(code, 0, "{err}");
         let before = snapshot(&mut conn, &key).await;
         for verb in verbs {
-            assert_fails(redbloom(url, &key, &args(verb)), &["created with"], None);
+            let words = ["holds a plain filter", "drop --growth"];
+            assert_fails(redbloom(url, &key, &args(verb)), &words, None);
         }
         assert_eq!(snapshot(&mut conn, &key).await, before, "{layout}: wrote");
         let (code, json, err) = run(redbloom(
@@ -682,14 +691,23 @@ async fn info_with_other_parameters_is_a_mismatch() {
             &[&ours[..], &["add", "a", "b"]].concat(),
         ));
         assert_eq!(code, 0, "{err}");
-        let others: [&[&str]; 3] = [
-            &["--growth", "3", "--capacity", "1000", "--fpr", "0.01"],
-            &["--growth", "2", "--capacity", "2000", "--fpr", "0.01"],
-            &["--layout", "native", "--capacity", "1000", "--fpr", "0.01"],
+        let others: [(&[&str], &str); 3] = [
+            (
+                &["--growth", "3", "--capacity", "1000", "--fpr", "0.01"],
+                "created with --growth 2",
+            ),
+            (
+                &["--growth", "2", "--capacity", "2000", "--fpr", "0.01"],
+                "created with --capacity 1000",
+            ),
+            (
+                &["--layout", "native", "--capacity", "1000", "--fpr", "0.01"],
+                "holds a growing filter",
+            ),
         ];
-        for flags in others {
+        for (flags, words) in others {
             let all = [flags, &["--shards", shards, "--json", "info"]].concat();
-            assert_fails(redbloom(url, &key, &all), &["created with"], None);
+            assert_fails(redbloom(url, &key, &all), &[words], None);
         }
         let (code, _, err) = run(redbloom(url, &key, &[&ours[..], &["clear"]].concat()));
         assert_eq!(code, 0, "{err}");

@@ -117,7 +117,7 @@ async fn verbs_and_info() {
             &key,
             &["--capacity", "100000", "--fpr", "0.01", "add", "x"],
         ),
-        &["created with"],
+        &["holds a window filter", "leave the size flags out"],
         None,
     );
     assert!(common::key_exists(&mut conn, &format!("{{{key}}}:redbloom:params")).await);

@@ -245,10 +245,16 @@ pub(crate) async fn stream_file<K: CliKind>(
                 pending_since = None;
             }
             Some((flags, bytes)) = calls.next(), if !calls.is_empty() => {
-                let flags = flags.map_err(|err| {
-                    // A timed-out batch may still be applied: only acknowledged items count.
-                    let err = crate::describe(&anyhow!(err));
-                    anyhow!("{err} ({items} items {done} before the error)")
+                let flags = flags.map_err(|err| match err {
+                    // Refused before anything was written: kept whole, so that the command
+                    // names the flags that differ (kinds::mismatch).
+                    err @ redbloom::Error::ParamsMismatch { .. } => anyhow!(err),
+                    err => {
+                        // A timed-out batch may still be applied: only acknowledged items
+                        // count.
+                        let err = crate::describe(&anyhow!(err));
+                        anyhow!("{err} ({items} items {done} before the error)")
+                    }
                 })?;
                 items += flags.len() as u64;
                 hits += count(&flags);

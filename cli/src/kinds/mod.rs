@@ -133,7 +133,8 @@ pub(crate) fn other_kind(cli: &Cli, stored: &StoredParams) -> anyhow::Error {
             stored.fingerprint()
         ),
         None => anyhow::anyhow!(
-            "{key:?} holds a {} filter (stored: {})",
+            "{key:?} holds a {} filter, not a plain one: leave the size flags out to open it as \
+             stored, or give its kind's flags (stored: {})",
             stored.kind(),
             stored.fingerprint()
         ),
