@@ -250,7 +250,9 @@ impl<K: Kind> Builder<K> {
     /// while it waits is withdrawn ([`Error::Deadline`], nothing sent), one whose item was
     /// sent in a step that has not answered gets [`Error::OutcomeUnknown`] while the step
     /// goes on (the item may or may not be applied: a counting `remove` sent again may then
-    /// remove twice). A step that fails gives every caller in it the error. `false` sends
+    /// remove twice). A step that fails gives every caller in it the error; it runs under its
+    /// leader's deadline, the earliest of its callers' (they share one timeout), so a caller
+    /// that came later may get [`Error::Deadline`] that much before its own. `false` sends
     /// each call as its own step.
     ///
     /// ```
