@@ -233,12 +233,13 @@ fn unique() -> u64 {
 /// Declares a script that applies a write step's script (`$body`, a path under `lua/`) and
 /// records its reply ([`once_head.lua` and `once_tail.lua`](self)).
 macro_rules! once_script {
-    ($(#[$doc:meta])* $name:ident = $body:literal) => {
+    ($(#[$doc:meta])* $name:ident = $body:literal $(+ $more:literal)*) => {
         $crate::scripts::script! {
             $(#[$doc])*
             $name = concat!(
                 include_str!("../../lua/once_head.lua"),
                 include_str!(concat!("../../lua/", $body)),
+                $(include_str!(concat!("../../lua/", $more)),)*
                 include_str!("../../lua/once_tail.lua"),
             );
         }
@@ -256,7 +257,7 @@ once_script! {
 once_script! {
     /// One range of a plain filter's merge by ranges (its bytes from before), recorded until
     /// acknowledged.
-    MERGE_RANGE = "once_merge_range.lua"
+    MERGE_RANGE = "once_merge_range.lua" + "merge_range.lua"
 }
 once_script! {
     /// go-zero's set script, recorded.

@@ -12,7 +12,8 @@
 //! holding one of its bits), as many in flight, and test the bits here.
 //!
 //! **Recorded** (exact answers across retries, SPEC.md §3): a batch goes alone, not gathered
-//! with others, and each range is one script (`lua/once_merge_range.lua` in the once wrapper)
+//! with others, and each range is one script (`lua/once_merge_range.lua`, which stages the
+//! range's bitmap, then `lua/merge_range.lua`, in the once wrapper)
 //! that merges it and records the range's bytes from before under the batch's step; the record
 //! is deleted as soon as its reply is in hand, and the answers of the ranges done are kept with
 //! the batch ([`RangesDone`]), so that a retry of the batch sends only the ranges whose replies
