@@ -150,7 +150,8 @@ impl Lanes {
         };
         let mut items = Vec::with_capacity(lead.others.len() + 1);
         items.push(item.to_vec());
-        items.extend(lead.others.iter().map(|w| w.item.clone()));
+        // Moved, not copied: a waiter taken into a step never goes back to the queue.
+        items.extend(lead.others.iter_mut().map(|w| std::mem::take(&mut w.item)));
         let answers = step(items).await;
         let others = std::mem::take(&mut lead.others);
         let mine = match answers {

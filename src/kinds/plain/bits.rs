@@ -290,6 +290,21 @@ impl Bits {
         self.in_commands(ctx, batch, Direction::Read).await
     }
 
+    /// The parameters' step on its own round trip, before a write that cannot carry it (a
+    /// script that would not be loaded again on `NOSCRIPT` in a pipeline, a pass by ranges):
+    /// stored when missing, a mismatch reported before anything is written. Nothing when the
+    /// guard does not live here or has checked them.
+    pub(super) async fn guard_alone<C: Conn>(&self, ctx: Run<'_, C>) -> Result<()> {
+        if let Some(guard) = ctx.guard {
+            let mut tx = Tx::plain();
+            if let Some(slot) = guard.step(&mut tx) {
+                let stored = ctx.exec.run(&self.key, &tx).await?.take(slot)?;
+                guard.check_step(stored)?;
+            }
+        }
+        Ok(())
+    }
+
     /// The scratch key when a batch of `items` is cheaper as a whole bitmap.
     fn dense_scratch<C: Conn>(&self, ctx: Run<'_, C>, items: usize) -> Option<&str> {
         let dense = ctx.engine == Engine::Fast
@@ -385,13 +400,7 @@ impl Bits {
             guard.check(&reply)?;
             return once::flags(&reply, items);
         }
-        if let Some(g) = ctx.guard {
-            let mut tx = Tx::plain();
-            if let Some(slot) = g.step(&mut tx) {
-                let stored = ctx.exec.run(&self.key, &tx).await?.take(slot)?;
-                g.check_step(stored)?;
-            }
-        }
+        self.guard_alone(ctx).await?;
         let keys = [self.key.as_str(), ring.as_str()];
         let [id, epoch, retry, keep, answer] = step.args(index);
         // go-zero's scripts (the go-zero layout: no guard step).
@@ -439,13 +448,7 @@ impl Bits {
             }
             Engine::Scripts => {
                 // The guard first: a pipeline would not load a script again on `NOSCRIPT`.
-                if let Some(g) = ctx.guard {
-                    let mut tx = Tx::plain();
-                    if let Some(slot) = g.step(&mut tx) {
-                        let stored = ctx.exec.run(&self.key, &tx).await?.take(slot)?;
-                        g.check_step(stored)?;
-                    }
-                }
+                self.guard_alone(ctx).await?;
                 match items {
                     1 => {
                         // go-zero's set script, replying 1 when a bit flipped.

@@ -98,32 +98,25 @@ impl Bits {
         let Some(grouped) = batch.grouped(range)? else {
             return Ok(None);
         };
-        if let Some(guard) = ctx.guard {
-            let mut tx = Tx::plain();
-            if let Some(slot) = guard.step(&mut tx) {
-                let stored = ctx.exec.run(&self.key, &tx).await?.take(slot)?;
-                guard.check_step(stored)?;
-            }
-        }
+        self.guard_alone(ctx).await?;
         let ranges = grouped.ranges();
         let progress = &batch.ranges_done;
         let lock = || progress.lock().unwrap_or_else(PoisonError::into_inner);
-        let started = {
-            let mut done = lock();
-            let started = done.is_some();
-            done.get_or_insert_with(|| RangesDone {
-                new: vec![false; batch.len()],
-                done: vec![false; ranges],
-            });
-            started
+        // A retry of the batch (`started`) sends only the ranges whose answers it lacks.
+        let (started, to_do) = {
+            let mut kept = lock();
+            let started = kept.is_some();
+            let done = &kept
+                .get_or_insert_with(|| RangesDone {
+                    new: vec![false; batch.len()],
+                    done: vec![false; ranges],
+                })
+                .done;
+            let to_do: Vec<usize> = (0..ranges).filter(|&r| !done[r]).collect();
+            (started, to_do)
         };
         let batches = [grouped.as_ref()];
         let mut buffer = vec![0u8; range.min(self.geometry.max_bytes()) as usize];
-        let to_do: Vec<usize> = {
-            let done = lock();
-            let done = &done.as_ref().expect("made above").done;
-            (0..ranges).filter(|&r| !done[r]).collect()
-        };
         let ring = step.ring(&self.key);
         let merge = |(merge, bitmap): (RangeMerge, Vec<u8>)| {
             let ring = &ring;
@@ -216,13 +209,7 @@ impl Bits {
         let bytes = self.geometry.max_bytes();
         // A native filter's parameters, stored again after a clear, or a mismatch reported
         // before anything is written.
-        if let Some(guard) = ctx.guard {
-            let mut tx = Tx::plain();
-            if let Some(slot) = guard.step(&mut tx) {
-                let stored = ctx.exec.run(&self.key, &tx).await?.take(slot)?;
-                guard.check_step(stored)?;
-            }
-        }
+        self.guard_alone(ctx).await?;
         let mut new: Vec<Vec<bool>> = batches.iter().map(|b| vec![false; b.items()]).collect();
         // Each range's transaction, made as the steps go out: the range's bitmap (built in one
         // buffer, reused) into the scratch key, then the script.
