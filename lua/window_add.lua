@@ -20,6 +20,7 @@ if fresh then
         -- Before Redis 6.2 (no PXAT either): the same moment, relative to the script's clock.
         redis.call("set", current, "", "PX", math.max(1, at - now), "NX")
     end
+    made_at(epoch, at, now)
 end
 local out = {}
 local set = {}

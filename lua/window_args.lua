@@ -6,7 +6,8 @@
 -- must declare every key it touches (Redis Cluster): it guesses the epoch, and the server's
 -- clock decides.
 -- KEYS[1..G+2]: the generations of epochs GUESS+1, GUESS, GUESS-1, ..., GUESS-G.
--- KEYS[G+3], KEYS[G+4] (a filter of one key; a sharded filter checks its parameters apart):
+-- KEYS[G+3]: the part's ledger of the generations it made (below).
+-- KEYS[G+4], KEYS[G+5] (a filter of one key; a sharded filter checks its parameters apart):
 -- the stored parameters and the bare key, which must not hold a filter of another kind.
 -- KEYS[#KEYS] (the dense add only): its scratch key, after them.
 -- ARGV[1]: GUESS. ARGV[2]: the window in ms. ARGV[3]: G. ARGV[4]: the parameters.
@@ -15,11 +16,59 @@
 -- Adds and checks reply their flags, then `verified` (below).
 -- Refusals (instead of the script's own reply): {"epoch", NOW_MS} when the guess is more than
 -- one generation off; {"params", STORED} when the parameters differ ("" when the bare key
--- holds bits without parameters).
+-- holds bits without parameters); {"lost", KEY} when a check finds a live generation the
+-- ledger lists gone.
 local guess, window, g = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local params = nil
-if #KEYS >= g + 4 then
-    params = KEYS[g + 3]
+if #KEYS >= g + 5 then
+    params = KEYS[g + 4]
+end
+-- The ledger: "EPOCH:AT," for each generation the part made that has not left the window, AT
+-- its absolute expiry (ms). Written by the step that makes a generation (a string read and
+-- rewritten whole: a few dozen bytes), it expires with the newest. A generation it lists as
+-- live whose key is missing was deleted by hand or evicted: checks fail naming it (SPEC.md §3,
+-- "lost data is an error") instead of answering "absent". A generation made by an import is
+-- not listed (a replace deletes the ledger with the generations it replaces).
+local made = KEYS[g + 3]
+local function ledger()
+    local list = {}
+    for e, at in string.gmatch(redis.call("get", made) or "", "(%-?%d+):(%d+),") do
+        list[#list + 1] = {tonumber(e), tonumber(at)}
+    end
+    return list
+end
+-- Lists generation `e` (expiring at `at`) as made at `now`, dropping those gone.
+local function made_at(e, at, now)
+    local text, last = string.format("%d:%d,", e, at), at
+    for _, entry in ipairs(ledger()) do
+        if entry[1] ~= e and entry[2] > now then
+            text = text .. string.format("%d:%d,", entry[1], entry[2])
+            last = math.max(last, entry[2])
+        end
+    end
+    redis.call("set", made, text, "PX", math.max(1, last - now))
+end
+-- The key of a live generation (epochs `epoch` down to `epoch - g + 1`) the ledger lists, with
+-- more than a second left (a replica whose clock lags the master's may see a generation the
+-- master expired), that is missing; nil when none is.
+local function lost(epoch, now)
+    local listed = {}
+    for _, entry in ipairs(ledger()) do
+        local e = entry[1]
+        if e <= epoch and e > epoch - g and entry[2] - now > 1000 then
+            listed[#listed + 1] = KEYS[guess + 2 - e]
+        end
+    end
+    -- One EXISTS of them all; which one is gone only when one is.
+    if #listed == 0 or redis.call("exists", unpack(listed)) == #listed then
+        return nil
+    end
+    for _, key in ipairs(listed) do
+        if redis.call("exists", key) == 0 then
+            return key
+        end
+    end
+    return nil
 end
 -- Whether lua/window_check.lua checks the parameters (an add checks them only when it
 -- creates a generation: a generation's name holds a hash of its filter's parameters, so one

@@ -8,11 +8,11 @@ if params and check then
             return {"params", stored}
         end
         verified = 1
-    elseif redis.call("exists", KEYS[g + 4]) == 1 then
+    elseif redis.call("exists", KEYS[g + 5]) == 1 then
         -- bits of another kind; a key of another type is named, as a plain filter names it.
-        local kind = redis.call("type", KEYS[g + 4])["ok"]
+        local kind = redis.call("type", KEYS[g + 5])["ok"]
         if kind ~= "string" then
-            return redis.error_reply("WRONGTYPE the key " .. KEYS[g + 4] .. " holds a " .. kind .. ", not a string")
+            return redis.error_reply("WRONGTYPE the key " .. KEYS[g + 5] .. " holds a " .. kind .. ", not a string")
         end
         return {"params", ""}
     elseif ARGV[5] == "1" then

@@ -26,6 +26,18 @@ for i = 1, g + 2 do
         end
     end
 end
+if ARGV[7] == "del" then
+    redis.call("del", made)
+else
+    -- The ledger lists each generation's expiry: none later than the new TTL.
+    local text = ""
+    for _, entry in ipairs(ledger()) do
+        text = text .. string.format("%d:%d,", entry[1], math.min(entry[2], now + ttl))
+    end
+    if text ~= "" then
+        redis.call("set", made, text, "PX", ttl)
+    end
+end
 if params then
     if ARGV[7] == "del" then
         redis.call("del", params)

@@ -62,6 +62,12 @@ for item = 1, (#ARGV - 7) / k do
             elseif epoch == guess - 1 then
                 walk[#walk + 1] = KEYS[g + 2]
             end
+            -- A live generation the ledger lists may have been deleted: absent from it is
+            -- not an answer (lua/window_args.lua).
+            local gone = lost(epoch, now)
+            if gone then
+                return {"lost", gone}
+            end
         end
     end
     out[item] = present

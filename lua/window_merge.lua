@@ -9,6 +9,7 @@
 -- finds those that existed) tells "new" as the first attempt would have.
 local current = live[1]
 local scratch = KEYS[#KEYS]
+local fresh = redis.call("exists", current) == 0
 local recorded = ARGV[7] ~= nil
 local before, mask = "", ""
 if recorded then
@@ -37,6 +38,9 @@ end
 redis.call("pexpireat", scratch, at)
 redis.call("bitop", "or", current, current, scratch)
 redis.call("pexpireat", current, at)
+if fresh then
+    made_at(epoch, at, now)
+end
 if recorded then
     redis.call("del", scratch)
     return string.format("%d:%s:", epoch, mask) .. before

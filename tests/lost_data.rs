@@ -1,15 +1,16 @@
 //! Lost data is an error, not "absent" (SPEC.md §3): a filter whose stored parameters say its
 //! keys exist, but whose key (or shard) is gone — evicted, deleted by hand — fails its checks
-//! with `Error::Lost` naming the key, for the native layout and the counting kind, one key or
-//! sharded. A filter that merely has nothing yet (new, after `check_params`, cleared, sharded
+//! with `Error::Lost` naming the key, for the native layout and the counting, growing and
+//! window kinds, one key or sharded. A filter that merely has nothing yet (new, after `check_params`, cleared, sharded
 //! with items in one shard only) still answers "absent"; a go-zero layout filter keeps SPEC §1
 //! (a missing key is an empty filter).
 
 mod common;
 
 use redbloom::kind::Kind;
-use redbloom::{Bloom, CountingBloom, Error, GrowingBloom, Layout, RedisBloom};
+use redbloom::{Bloom, CountingBloom, Error, GrowingBloom, Layout, RedisBloom, WindowBloom};
 use redis::aio::MultiplexedConnection;
+use std::time::Duration;
 
 async fn del(conn: &mut MultiplexedConnection, key: &str) {
     let deleted: i64 = redis::cmd("DEL").arg(key).query_async(conn).await.unwrap();
@@ -105,6 +106,36 @@ async fn growing_keys(
             .is_some_and(|(_, rest)| rest.contains(':'))
     };
     keys.into_iter().partition(|key| !segment(key))
+}
+
+fn window(
+    conn: &MultiplexedConnection,
+    name: &str,
+    window: Duration,
+    shards: u32,
+) -> WindowBloom<MultiplexedConnection> {
+    WindowBloom::builder(common::unique_key(name), window)
+        .expected_items(1_000)
+        .false_positive_rate(0.01)
+        .shards(shards)
+        .build(conn.clone())
+        .unwrap()
+}
+
+/// A window filter's generation keys, named by their epoch (not its record rings, under the
+/// same prefix).
+async fn generation_keys(
+    conn: &mut MultiplexedConnection,
+    bloom: &WindowBloom<MultiplexedConnection>,
+) -> Vec<String> {
+    let keys = common::keys_like(conn, &format!("*{}*:redbloom:gen:*", bloom.key())).await;
+    keys.into_iter()
+        .filter(|k| {
+            k.rsplit(':')
+                .next()
+                .is_some_and(|e| e.parse::<i64>().is_ok())
+        })
+        .collect()
 }
 
 fn items(n: usize) -> Vec<String> {
@@ -220,13 +251,83 @@ async fn a_growing_filter_whose_levels_are_gone_fails_its_checks() {
     let bloom = GrowingBloom::builder(common::unique_key("lost-growing-near"))
         .expected_items(100)
         .false_positive_rate(0.01)
-        .near_cache(redbloom::NearCache::new(std::time::Duration::from_secs(60)))
+        .near_cache(redbloom::NearCache::new(Duration::from_secs(60)))
         .build(conn.clone())
         .unwrap();
     bloom.add_many(&items(300)).await.unwrap();
     let (_, segments) = growing_keys(&mut conn, &bloom).await;
     del(&mut conn, &segments[0]).await;
     assert_lost("near cache", bloom.exists("item:1").await, &segments[0]);
+}
+
+/// A window filter: a live generation deleted by hand (its ledger lists it) fails checks, one
+/// item at a time (the per-item script) and as a batch (the dense read), for a fresh handle too;
+/// a generation that leaves the window by itself does not, nor does a cleared filter.
+#[tokio::test]
+async fn a_window_filter_whose_generation_is_gone_fails_its_checks() {
+    let redis = common::redis().await;
+    let mut conn = redis.connection().await;
+    for shards in [1, 3] {
+        let what = format!("{shards} shard(s)");
+        let bloom = window(&conn, "lost-window", Duration::from_secs(60), shards);
+        let all = items(300);
+        bloom.add_many(&all).await.unwrap();
+        let generations = generation_keys(&mut conn, &bloom).await;
+        assert_eq!(
+            generations.len(),
+            shards as usize,
+            "{what}: {generations:?}"
+        );
+        del(&mut conn, &generations[0]).await;
+        assert_lost(&what, bloom.exists_many(&all).await, &generations[0]);
+        let mut gone = Vec::new();
+        for item in &all {
+            match bloom.exists(item).await {
+                Ok(present) => assert!(present, "{what}: {item} answered absent"),
+                Err(err) => {
+                    assert_lost(&what, Err::<(), _>(err), &generations[0]);
+                    gone.push(item);
+                }
+            }
+        }
+        assert!(
+            !gone.is_empty(),
+            "{what}: items lived in the deleted generation"
+        );
+        let again = WindowBloom::builder(bloom.key(), Duration::from_secs(60))
+            .expected_items(1_000)
+            .false_positive_rate(0.01)
+            .shards(shards)
+            .build(conn.clone())
+            .unwrap();
+        assert_lost(&what, again.exists(gone[0]).await, &generations[0]);
+        bloom.clear().await.unwrap();
+        assert!(!bloom.exists(gone[0]).await.unwrap(), "{what}: cleared");
+        assert!(
+            !bloom.exists_many(&all).await.unwrap()[0],
+            "{what}: cleared"
+        );
+    }
+    // Generations that leave the window by themselves are not lost: a window of 1 s (over 4
+    // generations) forgets an item within 1.34 s.
+    let short = window(&conn, "left-window", Duration::from_secs(1), 1);
+    short.add("x").await.unwrap();
+    let since = std::time::Instant::now();
+    while short.exists("x").await.unwrap() {
+        assert!(since.elapsed().as_secs() < 10, "x never left the window");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(!short.exists_many(&items(300)).await.unwrap()[0]);
+    // Nor are generations that go with the filter's TTL (`expire`, shorter than the window).
+    let expiring = window(&conn, "expired-window", Duration::from_secs(60), 1);
+    expiring.add_many(&items(300)).await.unwrap();
+    expiring.expire(Duration::from_secs(2)).await.unwrap();
+    let since = std::time::Instant::now();
+    while expiring.exists("item:1").await.unwrap() {
+        assert!(since.elapsed().as_secs() < 10, "the TTL never ran out");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(!expiring.exists_many(&items(300)).await.unwrap()[0]);
 }
 
 /// Filters that are empty, not lost: new, parameters stored without items, items in one shard

@@ -415,7 +415,7 @@ async fn sharded_windows() {
     assert!(recent.exists(&items[1999]).await.unwrap());
     let info = recent.info().await.unwrap();
     assert!(info.filter.estimated_items > 1900.0 && info.filter.estimated_items < 2100.0);
-    let gens = keys_like(&mut conn, &format!("*{key}:shard:*")).await;
+    let gens = keys_like(&mut conn, &format!("*{key}:shard:*:redbloom:gen:*")).await;
     assert_eq!(gens.len(), 4, "one generation per shard: {gens:?}");
     assert!(recent.clear().await.unwrap());
     assert!(keys_like(&mut conn, &format!("*{key}*")).await.is_empty());

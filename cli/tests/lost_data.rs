@@ -94,3 +94,58 @@ async fn checks_of_a_growing_filter_whose_levels_are_gone_exit_2() {
         .unwrap();
     assert_fails(with(&["check", file]), &[&segments[0], "gone"], None);
 }
+
+/// A window filter whose live generation was deleted by hand: `exists` and `check` exit 2
+/// naming the generation; after `clear`, checks answer again.
+#[tokio::test]
+async fn checks_of_a_window_filter_whose_generation_is_gone_exit_2() {
+    let redis = common::redis().await;
+    let url = redis.url().to_owned();
+    let mut conn = redis.connection().await;
+    let key = common::unique_key("cli-lost-window");
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("items.txt");
+    let items: String = (0..1000).map(|i| format!("item:{i}\n")).collect();
+    std::fs::write(&file, items).unwrap();
+    let file = file.to_str().unwrap();
+    let flags = [
+        "--window",
+        "1h",
+        "--capacity",
+        "10000",
+        "--fpr",
+        "0.01",
+        "--json",
+    ];
+    let with = |args: &[&str]| {
+        let all: Vec<&str> = flags.iter().chain(args).copied().collect();
+        redbloom(&url, &key, &all)
+    };
+    let (code, out, err) = run(with(&["load", file]));
+    assert_eq!((code, out["new"].as_u64()), (0, Some(1000)), "{err}");
+
+    let generations = common::keys_like(&mut conn, &format!("{{{key}}}:redbloom:gen:*")).await;
+    // A generation's name ends with its epoch (not a record ring's, under the same prefix).
+    let generation: Vec<&String> = generations
+        .iter()
+        .filter(|k| {
+            k.rsplit(':')
+                .next()
+                .is_some_and(|e| e.parse::<i64>().is_ok())
+        })
+        .collect();
+    assert_eq!(generation.len(), 1, "{generations:?}");
+    let deleted: i64 = redis::cmd("DEL")
+        .arg(generation[0])
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(deleted, 1);
+    for args in [&["exists", "item:1"][..], &["check", file]] {
+        assert_fails(with(args), &[generation[0].as_str(), "gone"], None);
+    }
+    let (code, _, err) = run(with(&["clear"]));
+    assert_eq!(code, 0, "{err}");
+    let (code, out, err) = run(with(&["check", file]));
+    assert_eq!((code, out["present"].as_u64()), (0, Some(0)), "{err}");
+}

@@ -162,6 +162,7 @@ async fn add_once<C: Conn>(ctx: Ctx<'_, C, Window>, offsets: &[u64], step: &Step
                 continue;
             }
             Reply::Params(stored) => return Err(window.mismatch(ctx.key(), stored)),
+            Reply::Lost(gone) => return Err(super::scripts::lost(ctx.key(), gone)),
         };
         let olds = olds
             .into_iter()

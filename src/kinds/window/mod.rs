@@ -218,6 +218,7 @@ impl Seam for Window {
         let part = |name: &str| -> Result<Part> {
             Ok(Part {
                 prefix: keys::sidecar(name, &named),
+                made: keys::sidecar(name, &named.replacen(":gen:", ":made:", 1)),
                 scratch: keys::sidecar(name, "redbloom:scratch"),
                 geometry: per_part,
             })

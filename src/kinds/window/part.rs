@@ -11,6 +11,10 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 pub struct Part {
     /// Generation E is the key `{prefix}:{E}`.
     pub(crate) prefix: String,
+    /// The ledger of the generations the part made and their expiry (`lua/window_args.lua`),
+    /// `{…}:redbloom:made:HASH`: a live generation it lists that is missing was lost, and
+    /// checks say so.
+    pub(crate) made: String,
     /// The dense add's scratch key, in the same slot group.
     pub(crate) scratch: String,
     pub(crate) geometry: Geometry,
@@ -18,8 +22,9 @@ pub struct Part {
 
 impl Part {
     /// The keys a script declares when the client guesses epoch `guess`: generations
-    /// `guess + 1` down to `guess - G`, then (`checked`: a filter of one key) the parameters
-    /// key and the bare key, which the scripts check.
+    /// `guess + 1` down to `guess - G`, the ledger of the generations made
+    /// ([`made`](Part::made)), then (`checked`: a filter of one key) the parameters key and the
+    /// bare key, which the scripts check.
     pub(super) fn keys(
         &self,
         guess: i64,
@@ -29,6 +34,7 @@ impl Part {
         let mut keys: Vec<String> = (-1..=i64::from(generations))
             .map(|back| format!("{}:{}", self.prefix, guess - back))
             .collect();
+        keys.push(self.made.clone());
         if let Some(guard) = checked {
             keys.push(guard.key().to_owned());
             keys.push(guard.bits_key().to_owned());
@@ -101,17 +107,19 @@ mod tests {
     fn the_client_names_the_generations_around_its_guess() {
         let part = Part {
             prefix: "{k}:redbloom:gen".into(),
+            made: "{k}:redbloom:made".into(),
             scratch: "{k}:redbloom:scratch".into(),
             geometry: Geometry::new(Layout::Native, 64, 3).unwrap(),
         };
         let guard = Guard::of("k", 1, "kind=window".into(), (Layout::Native, 64));
         let keys = part.keys(100, 4, Some(&guard));
-        assert_eq!(keys.len(), 4 + 2 + 2);
+        assert_eq!(keys.len(), 4 + 2 + 1 + 2);
         assert_eq!(keys[0], "{k}:redbloom:gen:101");
         assert_eq!(keys[5], "{k}:redbloom:gen:96");
-        assert_eq!(&keys[6..], ["{k}:redbloom:params", "k"]);
+        assert_eq!(keys[6], "{k}:redbloom:made");
+        assert_eq!(&keys[7..], ["{k}:redbloom:params", "k"]);
         assert!(keys.iter().all(|k| keys::slot(k) == keys::slot("k")));
-        assert_eq!(part.keys(100, 4, None).len(), 4 + 2);
+        assert_eq!(part.keys(100, 4, None).len(), 4 + 2 + 1);
     }
 
     #[test]

@@ -83,6 +83,8 @@ pub(super) enum Reply {
     Epoch(u64),
     /// The stored parameters differ ("" when the bare key holds bits without any).
     Params(String),
+    /// A live generation the part's ledger lists is gone (a check).
+    Lost(String),
 }
 
 pub(super) fn classify(reply: Value) -> Result<Reply> {
@@ -93,6 +95,9 @@ pub(super) fn classify(reply: Value) -> Result<Reply> {
             }
             [Value::BulkString(what), Value::BulkString(stored)] if what == b"params" => {
                 return Ok(Reply::Params(String::from_utf8_lossy(stored).into_owned()));
+            }
+            [Value::BulkString(what), Value::BulkString(key)] if what == b"lost" => {
+                return Ok(Reply::Lost(String::from_utf8_lossy(key).into_owned()));
             }
             _ => {}
         }
@@ -158,6 +163,7 @@ pub(super) async fn call<C: Conn>(
             Reply::Done(reply) => return Ok(reply),
             Reply::Epoch(now) => window.server.learn(now),
             Reply::Params(stored) => return Err(window.mismatch(ctx.key(), stored)),
+            Reply::Lost(part) => return Err(lost(ctx.key(), part)),
         }
     }
     Err(clock_moved())
@@ -247,7 +253,16 @@ impl Window {
                 Ok(None)
             }
             Reply::Params(stored) => Err(self.mismatch(key, stored)),
+            Reply::Lost(part) => Err(lost(key, part)),
         }
+    }
+}
+
+/// The error of a check that found generation `part` of filter `key` gone.
+pub(super) fn lost(key: &str, part: String) -> Error {
+    Error::Lost {
+        filter: key.to_owned(),
+        key: part,
     }
 }
 
@@ -299,6 +314,11 @@ mod tests {
             Value::BulkString(b"x".to_vec()),
         ]);
         assert!(matches!(classify(params), Ok(Reply::Params(p)) if p == "x"));
+        let lost = Value::Array(vec![
+            Value::BulkString(b"lost".to_vec()),
+            Value::BulkString(b"k:7".to_vec()),
+        ]);
+        assert!(matches!(classify(lost), Ok(Reply::Lost(k)) if k == "k:7"));
         let done = Value::Array(vec![Value::Int(1), Value::Int(0), Value::Int(1)]);
         let Ok(Reply::Done(done)) = classify(done) else {
             panic!("flags are an answer");

@@ -148,12 +148,15 @@ pub(super) async fn groups<C: Conn>(
                 ..s.clone()
             });
         }
+        // A replace deletes the ledger of the generations made (it lists the ones replaced;
+        // the imported ones are not listed).
         let extra: Vec<String> = match mode {
             ImportMode::Merge => Vec::new(),
             ImportMode::Replace => window
                 .live(epoch)
                 .map(|e| part.generation(e))
                 .filter(|k| !group.iter().any(|s| s.target == *k))
+                .chain([part.made.clone()])
                 .collect(),
         };
         groups.push(Group {
