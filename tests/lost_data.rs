@@ -8,7 +8,9 @@
 mod common;
 
 use redbloom::kind::Kind;
-use redbloom::{Bloom, CountingBloom, Error, GrowingBloom, Layout, RedisBloom, WindowBloom};
+use redbloom::{
+    Bloom, CountingBloom, Error, GrowingBloom, Layout, NearCache, RedisBloom, WindowBloom,
+};
 use redis::aio::MultiplexedConnection;
 use std::time::Duration;
 
@@ -328,6 +330,74 @@ async fn a_window_filter_whose_generation_is_gone_fails_its_checks() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     assert!(!expiring.exists_many(&items(300)).await.unwrap()[0]);
+}
+
+/// A near cache's copy is read whole: a part gone under the stored parameters (native,
+/// counting, a window's listed generation) fails the read that would make the copy, instead of
+/// a copy that answers "absent"; an empty filter's copy is read as before.
+#[tokio::test]
+async fn a_near_cache_copy_of_a_lost_filter_is_not_made() {
+    let redis = common::redis().await;
+    let mut conn = redis.connection().await;
+    let near = || NearCache::new(Duration::from_secs(30));
+    for shards in [1, 3] {
+        let what = format!("{shards} shard(s)");
+        let all = items(300);
+
+        let bloom = native(&conn, "lost-near-native", shards);
+        let cached = RedisBloom::builder(bloom.key())
+            .layout(Layout::Native)
+            .expected_items(10_000)
+            .false_positive_rate(0.01)
+            .shards(shards)
+            .near_cache(near())
+            .build(conn.clone())
+            .unwrap();
+        assert!(!cached.exists("item:1").await.unwrap(), "{what}: empty");
+        bloom.add_many(&all).await.unwrap();
+        let parts = part_keys(&mut conn, &bloom).await;
+        del(&mut conn, &parts[0]).await;
+        let cached = RedisBloom::builder(bloom.key())
+            .layout(Layout::Native)
+            .expected_items(10_000)
+            .false_positive_rate(0.01)
+            .shards(shards)
+            .near_cache(near())
+            .build(conn.clone())
+            .unwrap();
+        assert_lost(&what, cached.exists("item:1").await, &parts[0]);
+
+        let counts = counting(&conn, "lost-near-counting", shards);
+        counts.add_many(&all).await.unwrap();
+        let parts = part_keys(&mut conn, &counts).await;
+        del(&mut conn, &parts[0]).await;
+        let cached = CountingBloom::builder(counts.key())
+            .expected_items(10_000)
+            .false_positive_rate(0.01)
+            .shards(shards)
+            .near_cache(near())
+            .build(conn.clone())
+            .unwrap();
+        assert_lost(&what, cached.exists("item:1").await, &parts[0]);
+
+        let recent = window(&conn, "lost-near-window", Duration::from_secs(60), shards);
+        let shared = conn.clone();
+        let cached = || {
+            WindowBloom::builder(recent.key(), Duration::from_secs(60))
+                .expected_items(1_000)
+                .false_positive_rate(0.01)
+                .shards(shards)
+                .near_cache(near())
+                .build(shared.clone())
+                .unwrap()
+        };
+        assert!(!cached().exists("item:1").await.unwrap(), "{what}: empty");
+        recent.add_many(&all).await.unwrap();
+        assert!(cached().exists("item:1").await.unwrap(), "{what}: added");
+        let generations = generation_keys(&mut conn, &recent).await;
+        del(&mut conn, &generations[0]).await;
+        assert_lost(&what, cached().exists("item:1").await, &generations[0]);
+    }
 }
 
 /// Filters that are empty, not lost: new, parameters stored without items, items in one shard

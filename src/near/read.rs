@@ -4,20 +4,29 @@ use super::Strings;
 use crate::error::Result;
 
 /// A copy of a filter kept in one string per part: its parameters checked, then each part's
-/// string (`parts`: its key and most bytes) read whole, each read retried.
+/// string (`parts`: its key and most bytes) read whole, each read retried. A filter that keeps
+/// its parts (`keeps`) fails with [`Error::Lost`](crate::Error::Lost) naming a part that is
+/// gone under its stored parameters.
 pub(crate) async fn read_strings<'a, C>(
     exec: &crate::io::exec::Exec<C>,
-    clock: &crate::retry::Clock,
+    (clock, filter, keeps): (&crate::retry::Clock, &str, bool),
     guard: &crate::io::guard::Guard,
     parts: impl Iterator<Item = (&'a str, u64)>,
 ) -> Result<Strings>
 where
     C: redis::aio::ConnectionLike + Clone + Send + Sync,
 {
+    use crate::core::lost;
     exec.retried(clock, || guard.ensure(exec, false)).await?;
     let mut copy = Strings(Vec::new());
     for (key, max) in parts {
         let bytes = exec.retried(clock, || read_key(exec, key, max)).await?;
+        if keeps && bytes.is_empty() {
+            // A part that keeps its key while the parameters are stored (`keeps`) read as
+            // nothing: gone is `Error::Lost`, not a copy that answers "absent" (SPEC.md §3).
+            let exists = exec.retried(clock, || lost::exists(exec, key)).await?;
+            lost::confirm(exec, (filter, key, guard.key()), vec![false], exists).await?;
+        }
         copy.0.push(bytes);
     }
     Ok(copy)

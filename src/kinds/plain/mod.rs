@@ -365,7 +365,8 @@ impl Cached for Plain {
     async fn read_copy<'a, C: Conn>(ctx: Ctx<'a, C, Self>, _: u64) -> Result<near::Strings> {
         let parts = ctx.parts.parts().iter();
         let parts = parts.map(|p| (p.key.as_str(), p.geometry.max_bytes()));
-        near::read_strings(ctx.exec(), ctx.clock, ctx.params(), parts).await
+        let lost = (ctx.clock, ctx.key(), ctx.kind().keeps_parts());
+        near::read_strings(ctx.exec(), lost, ctx.params(), parts).await
     }
 
     fn in_copy(&self, parts: &Shards<Bits>, copy: &near::Strings, item: &[u8]) -> bool {

@@ -56,6 +56,35 @@ pub(super) fn contains(window: &Window, parts: &Shards<Part>, copy: &Copy, item:
         .any(|(_, bytes)| geometry.all(&hash, |offset| crate::dense::test(bytes, offset)))
 }
 
+/// A live generation the part's ledger lists (`lua/window_args.lua`) with more than a second
+/// left, that the copy did not read (`read`: the epochs it read bytes of), and that is gone:
+/// [`Error::Lost`](crate::Error::Lost) naming it, as the scripts' checks fail.
+async fn lost<C: Conn>(
+    ctx: Ctx<'_, C, Window>,
+    part: &Part,
+    (epoch, now): (i64, u64),
+    read: &[i64],
+) -> Result<()> {
+    let exec = ctx.exec();
+    let g = i64::from(ctx.kind().generations);
+    let ledger: Option<String> = exec.query(&part.made, redis::cmd("GET").arg(&part.made)).await?;
+    let ledger = ledger.unwrap_or_default();
+    let listed = ledger.split(',').filter_map(|entry| {
+        let (e, at) = entry.split_once(':')?;
+        Some((e.parse::<i64>().ok()?, at.parse::<u64>().ok()?))
+    });
+    for (e, at) in listed {
+        if e > epoch || e <= epoch - g || at.saturating_sub(now) <= 1000 || read.contains(&e) {
+            continue;
+        }
+        let key = part.generation(e);
+        if !crate::core::lost::exists(exec, &key).await? {
+            return Err(super::scripts::lost(ctx.key(), key));
+        }
+    }
+    Ok(())
+}
+
 /// Reads every part's generations from the oldest live one to the next, after the
 /// parameters check. One attempt: the caller retries.
 pub(super) async fn read<C: Conn>(ctx: Ctx<'_, C, Window>) -> Result<Copy> {
@@ -89,6 +118,8 @@ pub(super) async fn read<C: Conn>(ctx: Ctx<'_, C, Window>) -> Result<Copy> {
                 generations.push((e, bytes));
             }
         }
+        let read: Vec<i64> = generations.iter().map(|(e, _)| *e).collect();
+        lost(ctx, part, (epoch, server_ms), &read).await?;
         copy.parts.push(generations);
     }
     Ok(copy)
