@@ -130,6 +130,23 @@ impl Grouped {
         Self::with_counts(offsets, hashes, shift, starts)
     }
 
+    /// Groups `offsets` (`hashes` per item, each below `bits`, at most 2^32) by ranges of
+    /// `range_bytes`, a power of two; `None` for a batch of 2^32 offsets or more, or an offset
+    /// of 2^32 or more.
+    pub(crate) fn of(offsets: &[u64], hashes: usize, bits: u64, range_bytes: u64) -> Option<Self> {
+        let shift = (range_bytes * 8).trailing_zeros();
+        let mut starts = vec![0u32; bits.div_ceil(range_bytes * 8) as usize + 1];
+        let mut narrow = Vec::with_capacity(offsets.len());
+        for &offset in offsets {
+            let offset = u32::try_from(offset)
+                .ok()
+                .filter(|&o| u64::from(o) < bits)?;
+            starts[(offset >> shift) as usize + 1] += 1;
+            narrow.push(offset);
+        }
+        Self::with_counts(&narrow, hashes, shift, starts)
+    }
+
     /// [`new`](Grouped::new) with `starts[r + 1]` already holding the number of offsets in
     /// range `r` (counted as the offsets were made), `shift` the log2 of the bits per range.
     pub(crate) fn with_counts(

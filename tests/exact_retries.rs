@@ -383,6 +383,34 @@ async fn merges_by_ranges_answer_exactly_across_retries() {
     );
 }
 
+/// Window generations of 5.5 MB (over the 4 MiB of the whole-generation dense add), in ranges
+/// of 4 KiB; a call's 50,000 items pay for ranges over the 4 live generations by themselves.
+fn large_window(key: &str) -> Builder<redbloom::kind::Window> {
+    WindowBloom::builder(key, Duration::from_secs(3600))
+        .expected_items(4_000_000)
+        .false_positive_rate(0.01)
+        .merge_chunk_bytes(4 << 10)
+}
+
+const WINDOW_RANGES: Shape = Shape {
+    tasks: 4,
+    calls: 2,
+    per_call: 50_000,
+};
+
+/// A window filter's add by ranges (generations past 4 MiB) under stalls answers as a clean
+/// one's, and applies each range once: a retried range answers from its record.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_window_add_by_ranges_answers_exactly_across_retries() {
+    let (got, want, (clean, stalled)) = new_under_stalls(large_window, WINDOW_RANGES, true).await;
+    assert!(clean > 0, "the add by ranges was not taken");
+    assert_eq!(got, want, "new under stalls, against a clean load");
+    assert_eq!(
+        stalled, clean,
+        "ranges merged under stalls, against a clean load"
+    );
+}
+
 /// A window of 12 s in 7 generations (a generation every 2 s), small enough that a call of
 /// [`DENSE`] goes by its dense add; sized for twice the items one generation gets, so that a
 /// false positive (which depends on the order items arrive in) is unlikely.

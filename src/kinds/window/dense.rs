@@ -33,6 +33,15 @@ const MERGE: Cap = Cap::Merge {
 const MAX_ADD_BYTES: u64 = 16 << 20;
 const MAX_READ_BYTES: u64 = dense::MAX_READ_BYTES;
 
+/// The most bytes of all live generations together the dense path takes whole (`write`: an
+/// add), past which batches go by ranges.
+pub(super) fn whole_bytes(write: bool) -> u64 {
+    match write {
+        true => MAX_ADD_BYTES,
+        false => MAX_READ_BYTES,
+    }
+}
+
 /// A script runs about four times the server's work per bit of a `BITFIELD`: the bitmap pays
 /// when the batch's bits outweigh the generations' bytes by a quarter of the plain filter's
 /// ratio (`crate::dense::worth_it`).
@@ -41,11 +50,12 @@ fn outweighs(bytes: u64, generations: u32, items: usize, hashes: u32) -> bool {
 }
 
 /// Items per bulk call: twice the batch that makes the dense path pay (so that partial
-/// batches pay too) when the generations are small enough for it, else 4,096.
+/// batches pay too) when the generations are small enough for it, else a batch that pays by
+/// itself for a pass by ranges over all the live generations (`ranges`).
 pub(super) fn batch_size(bytes: u64, generations: u32, hashes: u32) -> usize {
     let all = bytes * u64::from(generations);
     if bytes > dense::MAX_BYTES || all > MAX_ADD_BYTES {
-        return 4096;
+        return dense::add_batch_size(all * 8, hashes);
     }
     (all.div_ceil(32 * u64::from(hashes)) * 2).clamp(4096, 1_000_000) as usize
 }

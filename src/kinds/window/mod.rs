@@ -21,6 +21,7 @@ mod dense;
 mod info;
 mod near;
 mod part;
+mod ranges;
 mod scripts;
 mod snapshot;
 mod step;
@@ -220,6 +221,7 @@ impl Seam for Window {
                 prefix: keys::sidecar(name, &named),
                 made: keys::sidecar(name, &named.replacen(":gen:", ":made:", 1)),
                 scratch: keys::sidecar(name, "redbloom:scratch"),
+                scratch_or: keys::sidecar(name, "redbloom:scratch:or"),
                 geometry: per_part,
             })
         };

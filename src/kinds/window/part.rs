@@ -17,6 +17,8 @@ pub struct Part {
     pub(crate) made: String,
     /// The dense add's scratch key, in the same slot group.
     pub(crate) scratch: String,
+    /// The add by ranges' second scratch key.
+    pub(crate) scratch_or: String,
     pub(crate) geometry: Geometry,
 }
 
@@ -109,6 +111,7 @@ mod tests {
             prefix: "{k}:redbloom:gen".into(),
             made: "{k}:redbloom:made".into(),
             scratch: "{k}:redbloom:scratch".into(),
+            scratch_or: "{k}:redbloom:scratch:or".into(),
             geometry: Geometry::new(Layout::Native, 64, 3).unwrap(),
         };
         let guard = Guard::of("k", 1, "kind=window".into(), (Layout::Native, 64));

@@ -24,7 +24,7 @@ macro_rules! window_script {
 window_script!(
     /// Adds items to the current generation; new when in no live generation. The parameters
     /// are checked when the step creates the generation.
-    WINDOW_ADD = ["window_epoch", "window_add_head", "window_check", "window_add"]
+    WINDOW_ADD = ["window_epoch", "window_add_head", "window_check", "window_create", "window_add"]
 );
 script!(
     /// [`WINDOW_ADD`], its reply recorded across retries ([`once`](crate::io::once)).
@@ -34,6 +34,7 @@ script!(
         include_str!("../../../lua/window_epoch.lua"),
         include_str!("../../../lua/window_add_head.lua"),
         include_str!("../../../lua/window_check.lua"),
+        include_str!("../../../lua/window_create.lua"),
         include_str!("../../../lua/window_add.lua"),
         include_str!("../../../lua/once_tail.lua"),
     )
@@ -60,6 +61,29 @@ script!(
         include_str!("../../../lua/window_check.lua"),
         include_str!("../../../lua/window_epoch.lua"),
         include_str!("../../../lua/window_merge.lua"),
+        include_str!("../../../lua/once_tail.lua"),
+    )
+);
+window_script!(
+    /// The add by ranges' first step: the current generation made, and its epoch.
+    WINDOW_MAKE = ["window_epoch", "window_add_head", "window_check", "window_create", "window_make"]
+);
+script!(
+    /// One range of an add by ranges into the generation of a pinned epoch (refused when the
+    /// epoch has passed): the range's bytes from before.
+    WINDOW_MERGE_RANGE = concat!(
+        include_str!("../../../lua/window_range_head.lua"),
+        include_str!("../../../lua/once_merge_range.lua"),
+        include_str!("../../../lua/merge_range.lua"),
+    )
+);
+script!(
+    /// [`WINDOW_MERGE_RANGE`], its reply recorded across retries ([`once`](crate::io::once)).
+    WINDOW_MERGE_RANGE_ONCE = concat!(
+        include_str!("../../../lua/once_head.lua"),
+        include_str!("../../../lua/window_range_head.lua"),
+        include_str!("../../../lua/once_merge_range.lua"),
+        include_str!("../../../lua/merge_range.lua"),
         include_str!("../../../lua/once_tail.lua"),
     )
 );

@@ -6,7 +6,7 @@
 //! so after a reconnect a `WAIT` alone would confirm nothing).
 
 use super::scripts::{self, call, Run, WINDOW_ADD, WINDOW_ADD_ONCE, WINDOW_EXISTS};
-use super::{dense, Window};
+use super::{dense, ranges, Window};
 use crate::bitfield::MAX_OFFSETS_PER_COMMAND;
 use crate::core::{Conn, Ctx};
 use crate::engine::Engine;
@@ -45,6 +45,17 @@ async fn attempt<C: Conn>(
 ) -> Result<Vec<bool>> {
     if let Some(answers) = dense::batch(ctx, items, (write, step), whole).await? {
         return Ok(answers);
+    }
+    // Generations too large to move whole: by ranges (not under a caller that retries the
+    // whole with its WAIT: each range is retried by itself).
+    if !whole && ranges::pays(ctx, items.len(), write, dense::whole_bytes(write)) {
+        let answers = match write {
+            true => ranges::add(ctx, items, step).await?,
+            false => ranges::check(ctx, items).await?,
+        };
+        if let Some(answers) = answers {
+            return Ok(answers);
+        }
     }
     let k = ctx.part().geometry.hashes as usize;
     // Each item may test every generation: a command's work is bounded as a plain filter's
