@@ -513,3 +513,55 @@ async fn without_exact_answers_a_retried_madd_says_seen() {
         "the stalls reached no command in flight: {got} of {want}"
     );
 }
+
+#[tokio::test]
+async fn a_filter_gone_under_its_parameters_is_lost_not_absent() {
+    let redis = redis_with_bloom();
+    let mut conn = redis.connection().await;
+    let key = common::unique_key("module-lost");
+    let bloom = module(&key).build(conn.clone()).unwrap();
+    bloom.add("a").await.unwrap();
+    assert!(!bloom.exists("never").await.unwrap(), "there, and absent");
+    raw(&mut conn, &["DEL", &key]).await;
+    assert!(matches!(bloom.exists("a").await, Err(Error::Lost { .. })));
+    // Another client's filter has no parameters: gone is gone.
+    let foreign = common::unique_key("module-lost-foreign");
+    raw(&mut conn, &["BF.ADD", &foreign, "x"]).await;
+    let other = module(&foreign).build(conn.clone()).unwrap();
+    assert!(other.exists("x").await.unwrap());
+    raw(&mut conn, &["DEL", &foreign]).await;
+    assert!(!other.exists("x").await.unwrap());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn single_adds_from_many_tasks_say_new_once_by_group_commit() {
+    let redis = redis_with_bloom();
+    let mut conn = redis.connection().await;
+    let key = common::unique_key("module-group");
+    let bloom = module(&key).build(conn.clone()).unwrap();
+    // 64 tasks add the same 500 items one at a time: each item is new to exactly one of them.
+    let tasks: Vec<_> = (0..64)
+        .map(|task| {
+            let bloom = bloom.clone();
+            tokio::spawn(async move {
+                let mut new = 0;
+                for i in 0..500 {
+                    let item = format!("g{}", (i + task * 7) % 500);
+                    new += usize::from(bloom.add(&item).await.unwrap());
+                }
+                new
+            })
+        })
+        .collect();
+    let mut new = 0;
+    for task in tasks {
+        new += task.await.unwrap();
+    }
+    assert_eq!(new, 500);
+    assert_eq!(bloom.info().await.unwrap().items, 500);
+    let madds = common::calls(&mut conn, "bf.madd").await;
+    assert!(
+        madds < 64 * 500 / 2,
+        "single adds went together: {madds} BF.MADD calls"
+    );
+}

@@ -7,7 +7,7 @@
 
 use super::info;
 use super::{Module, FOREIGN, OURS, PER_COMMAND, UNKNOWN};
-use crate::core::{Conn, Ctx};
+use crate::core::{lost, Conn, Ctx};
 use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::io::exec::{self, Cap};
@@ -97,8 +97,17 @@ pub(super) async fn exists<C: Conn>(
         });
         exec::in_order(commands.collect()).await
     };
-    let answers = ctx.retried(attempt).await;
-    or_missing(ctx, answers).await
+    let answers = or_missing(ctx, ctx.retried(attempt).await).await?;
+    if answers.iter().any(|&found| found) {
+        return Ok(answers);
+    }
+    // Every item absent: from a filter that is gone while its parameters are stored (evicted,
+    // deleted by hand) that is lost data, not "absent" (SPEC.md §3). An item found proves the
+    // key is there.
+    let exec = ctx.exec();
+    let exists = ctx.retried(|| lost::exists(exec, &part.key)).await?;
+    let names = (ctx.key(), part.key.as_str(), ctx.params().key());
+    lost::confirm(exec, names, answers, exists).await
 }
 
 async fn mexists<C: Conn>(ctx: Ctx<'_, C, Module>, items: &[&[u8]]) -> Result<Vec<bool>> {
