@@ -565,3 +565,136 @@ async fn single_adds_from_many_tasks_say_new_once_by_group_commit() {
         "single adds went together: {madds} BF.MADD calls"
     );
 }
+
+/// A primary and a replica, both with the module, the replica in sync.
+async fn primary_and_replica() -> (common::server::RedisServer, common::server::RedisServer) {
+    let module = common::module::module_path();
+    let module = module.to_string_lossy();
+    let args = ["--save", "", "--appendonly", "no", "--loadmodule", &module];
+    let primary = common::server::RedisServer::start_with(&args).unwrap();
+    let port = primary.port().to_string();
+    let replica_args = [&args[..], &["--replicaof", "127.0.0.1", &port]].concat();
+    let replica = common::server::RedisServer::start_with(&replica_args).unwrap();
+    let mut conn = redis::Client::open(replica.url())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    for _ in 0..400 {
+        let info: String = redis::cmd("INFO")
+            .arg("replication")
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        if info.contains("master_link_status:up") {
+            return (primary, replica);
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("the replica never synced");
+}
+
+#[tokio::test]
+async fn writes_wait_for_replicas() {
+    let (primary, replica) = primary_and_replica().await;
+    let conn = |url: String| async move {
+        redis::Client::open(url)
+            .unwrap()
+            .get_multiplexed_async_connection()
+            .await
+            .unwrap()
+    };
+    let key = common::unique_key("module-wait");
+    let bloom = module(&key)
+        .wait_for_replicas(1, Duration::from_secs(5))
+        .build(conn(primary.url()).await)
+        .unwrap();
+    let items: Vec<String> = (0..300).map(|i| format!("w{i}")).collect();
+    assert!(bloom.add_many(&items).await.unwrap().iter().all(|&n| n));
+    assert!(bloom.add("one").await.unwrap());
+    let mut on_replica = conn(replica.url()).await;
+    let found: Vec<i64> = redis::cmd("BF.MEXISTS")
+        .arg(&key)
+        .arg(&items)
+        .arg("one")
+        .query_async(&mut on_replica)
+        .await
+        .unwrap();
+    assert!(
+        found.iter().all(|&f| f == 1),
+        "the replica had every add when it returned"
+    );
+    let two = module(&key)
+        .wait_for_replicas(2, Duration::from_millis(200))
+        .build(conn(primary.url()).await)
+        .unwrap();
+    match two.add("more").await {
+        Err(Error::NotReplicated { acked, wanted }) => assert_eq!((acked, wanted), (1, 2)),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn an_acl_without_bf_commands_is_refused() {
+    let redis = redis_with_bloom();
+    let mut admin = redis.connection().await;
+    let () = redis::cmd("ACL")
+        .arg(&[
+            "SETUSER",
+            "nobf",
+            "on",
+            ">pw",
+            "~*",
+            "&*",
+            "+@all",
+            "-bf.madd",
+            "-bf.mexists",
+            "-bf.reserve",
+            "-bf.add",
+            "-bf.exists",
+            "-bf.info",
+        ])
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    let url = redis.url().replace("redis://", "redis://nobf:pw@");
+    let conn = redis::Client::open(url)
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let key = common::unique_key("module-acl");
+    let bloom = module(&key).build(conn).unwrap();
+    // The server's words from a script do not name the command it refused (Redis 7.0).
+    let err = bloom.add("a").await.unwrap_err();
+    assert!(matches!(err, Error::NoPermission(_)), "{err:?}");
+    let err = bloom.exists("a").await.unwrap_err();
+    assert!(matches!(err, Error::NoPermission(_)), "{err:?}");
+    let chain = format!("{err}: {}", std::error::Error::source(&err).unwrap());
+    assert!(chain.to_ascii_lowercase().contains("bf.mexists"), "{chain}");
+    assert!(
+        !common::key_exists(&mut admin, &key).await,
+        "nothing written"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_server_meets_the_call_deadline() {
+    let mut redis = redis_with_bloom();
+    let key = common::unique_key("module-deadline");
+    // Replies may take 10 s on this connection: the call's deadline ends it first.
+    let bloom = module(&key)
+        .timeout(Duration::from_millis(400))
+        .retry(common::fault_retry())
+        .build(redis.connection().await)
+        .unwrap();
+    bloom.add("a").await.unwrap();
+    let server = redis.private_server().unwrap();
+    server.pause();
+    let started = std::time::Instant::now();
+    let err = bloom.add("b").await.unwrap_err();
+    let took = started.elapsed();
+    server.resume();
+    assert!(matches!(err, Error::Deadline(_)), "{err:?}");
+    assert!(took < Duration::from_secs(2), "{took:?}");
+}
