@@ -8,13 +8,28 @@
 -- Reply: one character per item: "1" new, "0" seen before, "F" refused (the filter is full:
 -- that item and every one after it); or {"params", STORED} when other parameters are stored,
 -- or {"foreign", ""} when KEYS[1] was made by another client and the client has not compared
--- its parameters: nothing written.
+-- its parameters: nothing written. A user whose ACL refuses a BF.* command it needs gets a
+-- NOPERM error naming it (a script's own refusal would not), before anything is written.
 local key = KEYS[1]
+local function allowed(command)
+    if redis.acl_check_cmd and not redis.acl_check_cmd(command, key, "x") then
+        return redis.error_reply("NOPERM this user has no permissions to run the '" .. command
+            .. "' command on the module filter")
+    end
+end
 local stored = KEYS[2] and redis.call("get", KEYS[2])
 if stored and stored ~= ARGV[1] then
     return {"params", stored}
 end
+local refused = allowed("BF.MADD")
+if refused then
+    return refused
+end
 if redis.call("exists", key) == 0 then
+    refused = allowed("BF.RESERVE")
+    if refused then
+        return refused
+    end
     if ARGV[5] == "" then
         redis.call("BF.RESERVE", key, ARGV[3], ARGV[4])
     else
@@ -28,11 +43,11 @@ elseif KEYS[2] and not stored and ARGV[2] ~= "1" then
 end
 local added = redis.call("BF.MADD", key, unpack(ARGV, 6))
 local flags = {}
-local refused = false
+local full = false
 for i = 1, #ARGV - 5 do
     local v = added[i]
-    if refused or type(v) ~= "number" then
-        refused = true
+    if full or type(v) ~= "number" then
+        full = true
         flags[i] = "F"
     elseif v == 1 then
         flags[i] = "1"

@@ -315,3 +315,39 @@ async fn refusals_are_one_line_and_write_nothing() {
         "nothing written"
     );
 }
+
+#[tokio::test]
+async fn an_acl_without_bf_commands_is_one_line_naming_them() {
+    let redis = redis_with_bloom();
+    let mut admin = redis.connection().await;
+    raw(
+        &mut admin,
+        &[
+            "ACL",
+            "SETUSER",
+            "nobf",
+            "on",
+            ">pw",
+            "~*",
+            "&*",
+            "+@all",
+            "-bf.madd",
+            "-bf.mexists",
+        ],
+    )
+    .await;
+    let url = redis.url().replace("redis://", "redis://nobf:pw@");
+    let key = common::unique_key("cli-module-acl");
+    let line = assert_fails(redbloom(&url, &key, &args(&["add", "a"])), &[], Some("pw@"));
+    assert!(line.contains("'BF.MADD'"), "{line}");
+    let line = assert_fails(
+        redbloom(&url, &key, &args(&["exists", "a"])),
+        &[],
+        Some("pw@"),
+    );
+    assert!(line.to_ascii_lowercase().contains("bf.mexists"), "{line}");
+    assert!(
+        common::keys_like(&mut admin, "*").await.is_empty(),
+        "nothing written"
+    );
+}

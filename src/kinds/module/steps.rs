@@ -175,6 +175,8 @@ impl<'a, C: Conn> On<'a, C> {
                     let mut all: Vec<&dyn Arg> = args.to_vec();
                     all.extend(once.iter().map(|arg| arg as &dyn Arg));
                     match exec.script(&part.key, &MODULE_ADD_ONCE, &keys, &all).await {
+                        // The ACL refuses a BF.* command, not the recording.
+                        Err(err) if refuses_bf(&err) => return Err(err),
                         Err(err) if exec.lacks(Cap::Exact, &part.key, &err) => {
                             exec.script(&part.key, &MODULE_ADD, &keys[..keys.len() - 1], &args)
                                 .await?
@@ -203,6 +205,11 @@ impl<'a, C: Conn> On<'a, C> {
             part.key
         )))
     }
+}
+
+/// Whether `err` is the add script's refusal of a `BF.*` command by the ACL.
+fn refuses_bf(err: &Error) -> bool {
+    matches!(err, Error::NoPermission(err) if err.to_string().contains("'BF."))
 }
 
 /// Whether the add script found a filter another client made whose parameters this client
@@ -350,10 +357,13 @@ fn missing_commands<C>(ctx: Ctx<'_, C, Module>, missing: Vec<String>) -> Error {
     }
 }
 
-/// Whether the server did not know a command (called directly, or from a script).
+/// Whether the server did not know a command (called directly, from a script, or asked of
+/// the ACL by the add script).
 fn unknown_command(err: &redis::RedisError) -> bool {
     let text = err.to_string().to_ascii_lowercase();
-    text.contains("unknown command") || text.contains("unknown redis command called from")
+    text.contains("unknown command")
+        || text.contains("unknown redis command called from")
+        || text.contains("invalid command passed to redis.acl_check_cmd")
 }
 
 #[cfg(test)]
