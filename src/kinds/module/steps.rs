@@ -78,47 +78,72 @@ pub(super) async fn add<C: Conn>(ctx: Ctx<'_, C, Module>, items: &[&[u8]]) -> Re
     Ok(flags.into_iter().map(|flag| flag == b'1').collect())
 }
 
-/// Checks the items of one part (`BF.MEXISTS`; a missing filter holds no items).
+/// Checks the items of one part (`BF.MEXISTS`; a missing filter holds no items). A batch of
+/// one command goes in one round trip with what else it needs: the parameters of a filter of
+/// one key not checked yet, and whether the key exists (for an answer of all "absent").
 pub(super) async fn exists<C: Conn>(
     ctx: Ctx<'_, C, Module>,
     items: &[&[u8]],
 ) -> Result<Vec<bool>> {
     let part = ctx.part();
+    let exec = ctx.exec();
     let attempt = || async move {
-        if ctx.guard().is_some() && part.state() == UNKNOWN {
-            probe(ctx).await?;
+        let unchecked = ctx.guard().is_some() && part.state() == UNKNOWN;
+        if items.len() > PER_COMMAND {
+            if unchecked {
+                probe(ctx).await?;
+            }
+            let commands = items.chunks(PER_COMMAND).map(|chunk| {
+                let command: BoxFuture<'_, Result<Vec<bool>>> = Box::pin(mexists(ctx, chunk));
+                command
+            });
+            return Ok((exec::in_order(commands.collect()).await?, None));
         }
-        if items.len() <= PER_COMMAND {
-            return mexists(ctx, items).await;
-        }
-        let commands = items.chunks(PER_COMMAND).map(|chunk| {
-            let command: BoxFuture<'_, Result<Vec<bool>>> = Box::pin(mexists(ctx, chunk));
-            command
+        let mut tx = Tx::plain();
+        let stored = unchecked.then(|| {
+            let get = redis::cmd("GET").arg(ctx.params().key()).to_owned();
+            tx.add::<Option<String>>(get)
         });
-        exec::in_order(commands.collect()).await
+        let found: Slot<Vec<i64>> = tx.add(mexists_cmd(&part.key, items));
+        let there: Slot<bool> = tx.add(redis::cmd("EXISTS").arg(&part.key).to_owned());
+        let mut replies = exec.run(&part.key, &tx).await?;
+        let there = replies.take(there)?;
+        if let Some(stored) = stored {
+            learn(ctx, replies.take(stored)?, there).await?;
+        }
+        Ok((answers(replies.take(found)?, items.len())?, Some(there)))
     };
-    let answers = or_missing(ctx, ctx.retried(attempt).await).await?;
+    let (answers, there) = or_missing(ctx, ctx.retried(attempt).await).await?;
     if answers.iter().any(|&found| found) {
         return Ok(answers);
     }
     // Every item absent: from a filter that is gone while its parameters are stored (evicted,
     // deleted by hand) that is lost data, not "absent" (SPEC.md §3). An item found proves the
     // key is there.
-    let exec = ctx.exec();
-    let exists = ctx.retried(|| lost::exists(exec, &part.key)).await?;
+    let there = match there {
+        Some(there) => there,
+        None => ctx.retried(|| lost::exists(exec, &part.key)).await?,
+    };
     let names = (ctx.key(), part.key.as_str(), ctx.params().key());
-    lost::confirm(exec, names, answers, exists).await
+    lost::confirm(exec, names, answers, there).await
+}
+
+fn mexists_cmd(key: &str, items: &[&[u8]]) -> redis::Cmd {
+    redis::cmd("BF.MEXISTS").arg(key).arg(items).to_owned()
 }
 
 async fn mexists<C: Conn>(ctx: Ctx<'_, C, Module>, items: &[&[u8]]) -> Result<Vec<bool>> {
     let key = &ctx.part().key;
-    let cmd = redis::cmd("BF.MEXISTS").arg(key).arg(items).to_owned();
-    let found: Vec<i64> = ctx.exec().query(key, &cmd).await?;
-    if found.len() != items.len() {
+    let found: Vec<i64> = ctx.exec().query(key, &mexists_cmd(key, items)).await?;
+    answers(found, items.len())
+}
+
+/// `BF.MEXISTS`'s reply, one per item.
+fn answers(found: Vec<i64>, items: usize) -> Result<Vec<bool>> {
+    if found.len() != items {
         return Err(Error::UnexpectedReply(format!(
-            "{} answers from BF.MEXISTS for {} items",
-            found.len(),
-            items.len()
+            "{} answers from BF.MEXISTS for {items} items",
+            found.len()
         )));
     }
     Ok(found.into_iter().map(|found| found == 1).collect())
@@ -242,9 +267,21 @@ pub(super) async fn probe<C: Conn>(ctx: Ctx<'_, C, Module>) -> Result<()> {
     let stored: Slot<Option<String>> = tx.add(redis::cmd("GET").arg(params.key()).to_owned());
     let exists: Slot<bool> = tx.add(redis::cmd("EXISTS").arg(&part.key).to_owned());
     let mut replies = ctx.exec().run(&part.key, &tx).await?;
-    match (replies.take(stored)?, replies.take(exists)?) {
+    learn(ctx, replies.take(stored)?, replies.take(exists)?).await
+}
+
+/// What the part is, from its `stored` parameters and whether its key `exists`: this
+/// client's filter (the parameters must be its own), or another client's whose `BF.INFO`
+/// must agree with them, or nothing yet.
+async fn learn<C: Conn>(
+    ctx: Ctx<'_, C, Module>,
+    stored: Option<String>,
+    exists: bool,
+) -> Result<()> {
+    let part = ctx.part();
+    match (stored, exists) {
         (Some(stored), _) => {
-            params.compare(Some(stored))?;
+            ctx.params().compare(Some(stored))?;
             part.learn(OURS);
         }
         (None, true) => {
