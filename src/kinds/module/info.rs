@@ -44,6 +44,9 @@ pub(crate) struct Reported {
     pub(crate) items: u64,
     /// `None`: a non-scaling filter.
     pub(crate) expansion: Option<u32>,
+    /// The error rate, where the module reports it (valkey-bloom does; RedisBloom 2.8 does
+    /// not).
+    pub(crate) error_rate: Option<f64>,
 }
 
 /// One part's info.
@@ -100,7 +103,17 @@ fn parse(reply: &Value) -> Result<Reported> {
                 _ => None,
             })
     };
+    let error_rate = pairs
+        .iter()
+        .find(|(n, _)| n == "error rate")
+        .and_then(|(_, value)| match value {
+            Value::Double(rate) => Some(*rate),
+            Value::BulkString(text) => std::str::from_utf8(text).ok()?.parse().ok(),
+            Value::SimpleString(text) => text.parse().ok(),
+            _ => None,
+        });
     Ok(Reported {
+        error_rate,
         capacity: number("capacity").ok_or_else(unexpected)?,
         bytes: number("size").unwrap_or(0),
         filters: number("number of filters").unwrap_or(1),
@@ -111,26 +124,33 @@ fn parse(reply: &Value) -> Result<Reported> {
 
 /// `Ok` when what `BF.INFO` reports of a filter another client made agrees with this
 /// client's parameters (SPEC.md §7): its expansion when this client gives one (a non-scaling
-/// filter has none), and the capacity of a non-scaling filter. The module does not report
-/// its error rate. Else [`Error::ParamsMismatch`].
+/// filter has none), the capacity of a non-scaling filter, and the error rate where the
+/// module reports it (RedisBloom 2.8 does not). Else [`Error::ParamsMismatch`].
 pub(super) fn agrees<C>(ctx: Ctx<'_, C, Module>, found: &Reported) -> Result<()> {
     let kind = ctx.kind();
-    let agrees = match found.expansion {
+    let shape = match found.expansion {
         None => kind.growth.is_none() && found.capacity == kind.per_part,
         Some(expansion) => kind.growth.is_none_or(|growth| growth == expansion),
     };
-    if agrees {
+    let rate = found
+        .error_rate
+        .is_none_or(|rate| (rate - kind.fpr).abs() <= kind.fpr * 1e-9);
+    if shape && rate {
         return Ok(());
     }
     let expansion = match found.expansion {
         Some(expansion) => format!("expansion={expansion}"),
         None => "nonscaling".to_owned(),
     };
+    let rate = found
+        .error_rate
+        .map(|rate| format!(" error_rate={rate}"))
+        .unwrap_or_default();
     Err(Error::ParamsMismatch {
         key: ctx.key().to_owned(),
         stored: format!(
-            "BF.INFO capacity={} {expansion} (a module filter another client made, with no \
-             stored parameters)",
+            "BF.INFO capacity={} {expansion}{rate} (a module filter another client made, with \
+             no stored parameters)",
             found.capacity
         ),
         requested: kind.fingerprint.clone(),
@@ -220,6 +240,17 @@ mod tests {
             Value::Nil,
         ]);
         assert_eq!(parse(&nonscaling).unwrap().expansion, None);
+        assert_eq!(parse(&nonscaling).unwrap().error_rate, None);
+        // valkey-bloom reports its error rate too.
+        let valkey = Value::Array(vec![
+            bulk("Capacity"),
+            Value::Int(100),
+            bulk("Error rate"),
+            bulk("0.01"),
+            bulk("Expansion rate"),
+            Value::Int(2),
+        ]);
+        assert_eq!(parse(&valkey).unwrap().error_rate, Some(0.01));
         assert!(parse(&Value::Int(1)).is_err());
     }
 }
