@@ -71,7 +71,8 @@ pub(super) async fn add<C: Conn>(ctx: Ctx<'_, C, Module>, items: &[&[u8]]) -> Re
         return Err(Error::FilterFull {
             key: ctx.key().to_owned(),
             added: added as u64,
-            reason: "the module refused to add to it: a non-scaling filter holding its capacity"
+            reason: "the module refused to add to it: a non-scaling filter holding its \
+                     capacity, or one that cannot scale further"
                 .to_owned(),
         });
     }
