@@ -709,3 +709,51 @@ async fn a_stalled_server_meets_the_call_deadline() {
     assert!(matches!(err, Error::Deadline(_)), "{err:?}");
     assert!(took < Duration::from_secs(2), "{took:?}");
 }
+
+/// The ACL of docs/security.md's "Module filters" for the filter `key`.
+fn module_acl(key: &str) -> Vec<String> {
+    let line = format!(
+        "SETUSER app on >pw ~{key} ~{{{key}}}:redbloom:params ~{{{key}}}:redbloom:once:* \
+         ~{{rb*}}:{key}:shard:* -@all +bf.reserve +bf.madd +bf.mexists +bf.info +evalsha \
+         +eval +get +set +exists +pttl +pexpire +del +hget +hset +unlink +info +wait"
+    );
+    line.split_whitespace().map(str::to_owned).collect()
+}
+
+#[tokio::test]
+async fn the_documented_acl_is_enough() {
+    let redis = redis_with_bloom();
+    let mut admin = redis.connection().await;
+    for shards in [1, 3] {
+        let key = common::unique_key("module-acl-doc");
+        let () = redis::cmd("ACL")
+            .arg(module_acl(&key))
+            .query_async(&mut admin)
+            .await
+            .unwrap();
+        let url = redis.url().replace("redis://", "redis://app:pw@");
+        let conn = redis::Client::open(url)
+            .unwrap()
+            .get_multiplexed_async_connection()
+            .await
+            .unwrap();
+        let bloom = module(&key)
+            .shards(shards)
+            .retry(common::fault_retry())
+            .wait_for_replicas(0, Duration::from_millis(100))
+            .build(conn.clone())
+            .unwrap();
+        let items: Vec<String> = (0..1_500).map(|i| format!("a{i}")).collect();
+        assert!(bloom.add_many(&items).await.unwrap().iter().all(|&n| n));
+        assert!(bloom.add("one").await.unwrap());
+        assert!(bloom.exact_retries(), "{shards} shards: writes recorded");
+        assert!(bloom.exists_many(&items).await.unwrap().iter().all(|&f| f));
+        assert!(!bloom.exists("never").await.unwrap());
+        assert_eq!(bloom.info().await.unwrap().items, 1_501);
+        assert!(bloom.expire(Duration::from_secs(60)).await.unwrap());
+        assert!(bloom.clear().await.unwrap());
+        assert!(common::keys_like(&mut admin, &format!("*{key}*"))
+            .await
+            .is_empty());
+    }
+}
