@@ -327,6 +327,17 @@ async fn shards_are_module_keys_in_their_own_slots() {
         (info.capacity, info.items, info.filters),
         (10_000, 4_001, 4)
     );
+    // A shard no item went to yet is no lost data.
+    let few = module(&common::unique_key("module-few"))
+        .shards(4)
+        .build(conn.clone())
+        .unwrap();
+    assert!(few.add("only").await.unwrap());
+    let others: Vec<String> = (0..50).map(|i| format!("other{i}")).collect();
+    assert!(few.exists_many(&others).await.unwrap().iter().all(|&f| !f));
+    for other in &others[..10] {
+        assert!(!few.exists(other).await.unwrap());
+    }
     // Another shard count is a mismatch.
     let other = module(&key).shards(2).build(conn.clone()).unwrap();
     assert!(matches!(

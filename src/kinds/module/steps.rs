@@ -115,7 +115,10 @@ pub(super) async fn exists<C: Conn>(
         Ok((answers(replies.take(found)?, items.len())?, Some(there)))
     };
     let (answers, there) = or_missing(ctx, ctx.retried(attempt).await).await?;
-    if answers.iter().any(|&found| found) {
+    // A shard is made by the first add routed to it, so a sharded filter's missing shard may
+    // be one that never took an item: only a filter of one key, made with its parameters in
+    // one step, tells lost data from none.
+    if answers.iter().any(|&found| found) || !ctx.inline() {
         return Ok(answers);
     }
     // Every item absent: from a filter that is gone while its parameters are stored (evicted,
