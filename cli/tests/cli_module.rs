@@ -351,3 +351,51 @@ async fn an_acl_without_bf_commands_is_one_line_naming_them() {
         "nothing written"
     );
 }
+
+#[tokio::test]
+async fn sharded_load_check_and_bench() {
+    let redis = redis_with_bloom();
+    let url = redis.url();
+    let mut conn = redis.connection().await;
+    let key = common::unique_key("cli-module-load");
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("items.txt");
+    let lines: String = (0..12_000).map(|i| format!("row{i}\n")).collect();
+    std::fs::write(&file, lines).unwrap();
+    let path = file.to_str().unwrap();
+    // Room enough that no false positive makes an item seen.
+    let sharded = |extra: &[&'static str]| {
+        let mut all = vec!["--module", "--capacity", "100000", "--fpr", "0.001"];
+        all.extend(["--shards", "4", "--json"]);
+        all.extend_from_slice(extra);
+        all
+    };
+    let mut load = sharded(&["load"]);
+    load.push(path);
+    let (code, json, err) = run(redbloom(url, &key, &load));
+    assert_eq!((code, json["new"].as_u64()), (0, Some(12_000)), "{err}");
+    let mut check = sharded(&["check"]);
+    check.push(path);
+    let (code, json, _) = run(redbloom(url, &key, &check));
+    assert_eq!((code, json["present"].as_u64()), (0, Some(12_000)));
+    let (code, json, _) = run(redbloom(url, &key, &load));
+    assert_eq!(
+        (code, json["new"].as_u64()),
+        (0, Some(0)),
+        "loaded twice: nothing new"
+    );
+    let shards = common::keys_like(&mut conn, &format!("*{key}:shard:?/4")).await;
+    assert_eq!(shards.len(), 4, "{shards:?}");
+    for op in ["add", "exists"] {
+        let bench = sharded(&["bench", "--op", op, "--items", "3000", "--concurrency", "8"]);
+        let (code, json, err) = run(redbloom(url, &key, &bench));
+        assert_eq!(
+            (code, json["items"].as_u64()),
+            (0, Some(3_000)),
+            "{op}: {err}"
+        );
+        assert!(json["items_per_sec"].as_f64().unwrap() > 0.0);
+    }
+    let (code, info, _) = run(redbloom(url, &key, &["--json", "info"]));
+    assert_eq!((code, info["items"].as_u64()), (0, Some(15_000)), "{info}");
+}
