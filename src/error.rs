@@ -162,15 +162,17 @@ pub enum Error {
 
     /// The server refused to add items to a filter that is full: a module filter made by
     /// another client as non-scaling (`BF.RESERVE … NONSCALING`) that holds its capacity.
-    /// The items before the first refused one were added; nothing after it was written.
+    /// The items before the first refused one went in (new, or there already); nothing after
+    /// it was written.
     #[error(
-        "filter {key:?} is full ({reason}): {added} items of the call were added before it \
-         refused the rest"
+        "filter {key:?} is full ({reason}): {added} items of the call went in (new or there \
+         already) before it refused the rest"
     )]
     FilterFull {
         /// The filter's key.
         key: String,
-        /// The items of the call that were added (answered) before the refusal.
+        /// The items of the call (of its shard, for a sharded filter) answered before the
+        /// refusal: added, or found there already.
         added: u64,
         /// The server's words.
         reason: String,
