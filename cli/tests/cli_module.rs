@@ -399,3 +399,43 @@ async fn sharded_load_check_and_bench() {
     let (code, info, _) = run(redbloom(url, &key, &["--json", "info"]));
     assert_eq!((code, info["items"].as_u64()), (0, Some(15_000)), "{info}");
 }
+
+#[tokio::test]
+async fn a_full_nonscaling_filter_is_one_line_with_the_count() {
+    let redis = redis_with_bloom();
+    let url = redis.url();
+    let mut conn = redis.connection().await;
+    let key = common::unique_key("cli-module-full");
+    raw(&mut conn, &["BF.RESERVE", &key, "0.001", "5", "NONSCALING"]).await;
+    let line = assert_fails(
+        redbloom(
+            url,
+            &key,
+            &[
+                "--module",
+                "--capacity",
+                "5",
+                "--fpr",
+                "0.001",
+                "add",
+                "a",
+                "b",
+                "c",
+                "d",
+                "e",
+                "f",
+                "g",
+            ],
+        ),
+        &[],
+        None,
+    );
+    assert!(
+        line.contains("is full") && line.contains("5 items of the call went in"),
+        "{line}"
+    );
+    assert_eq!(
+        bf_info(&mut conn, &key, "Number of items inserted").await,
+        5
+    );
+}
