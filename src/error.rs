@@ -143,6 +143,41 @@ pub enum Error {
         capacity: u64,
     },
 
+    /// The server lacks commands the filter's kind needs: a module filter
+    /// ([`ModuleBloom`](crate::ModuleBloom)) on a server without Bloom filters' `BF.*`
+    /// commands (Redis 8 bundles them; RedisBloom and valkey-bloom add them). Nothing was
+    /// written.
+    #[error(
+        "the server holding filter {key:?} lacks the commands {}: {instead}",
+        missing.join(", ")
+    )]
+    MissingCommands {
+        /// The filter's key.
+        key: String,
+        /// The commands the server does not know.
+        missing: Vec<String>,
+        /// What to do instead.
+        instead: String,
+    },
+
+    /// The server refused to add items to a filter that is full: a module filter made by
+    /// another client as non-scaling (`BF.RESERVE … NONSCALING`) that holds its capacity.
+    /// The items before the first refused one went in (new, or there already); nothing after
+    /// it was written.
+    #[error(
+        "filter {key:?} is full ({reason}): {added} items of the call went in (new or there \
+         already) before it refused the rest"
+    )]
+    FilterFull {
+        /// The filter's key.
+        key: String,
+        /// The items of the call (of its shard, for a sharded filter) answered before the
+        /// refusal: added, or found there already.
+        added: u64,
+        /// The server's words.
+        reason: String,
+    },
+
     /// The key exists but does not hold a string (Redis `WRONGTYPE`); nothing was changed.
     #[error("key {key:?} holds a {found}, not a string, so it is not a Bloom filter")]
     WrongType {
@@ -267,6 +302,20 @@ impl Error {
                 key: key.clone(),
                 policy: policy.clone(),
                 ttl: *ttl,
+            },
+            MissingCommands {
+                key,
+                missing,
+                instead,
+            } => MissingCommands {
+                key: key.clone(),
+                missing: missing.clone(),
+                instead: instead.clone(),
+            },
+            FilterFull { key, added, reason } => FilterFull {
+                key: key.clone(),
+                added: *added,
+                reason: reason.clone(),
             },
             Full {
                 key,

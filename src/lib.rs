@@ -36,7 +36,8 @@ pub use self::{
     info::{
         CountingInfo, FilterInfo, GenerationInfo, GrowingInfo, GrowingLevel, KeyTtl, WindowInfo,
     },
-    // RedisBloom, CountingBloom, WindowBloom, GrowingBloom: the registry in src/kinds/mod.rs.
+    // RedisBloom, CountingBloom, WindowBloom, GrowingBloom, ModuleBloom (and ModuleInfo): the
+    // registry in src/kinds/mod.rs.
     kinds::filters::*,
     kinds::plain::OfflineBloom,
     layout::{native_locations, Layout},
@@ -53,7 +54,7 @@ pub use self::{
 };
 
 /// The kinds of filter: the `K` of [`Bloom<C, K>`] and [`Builder<K>`] (`Plain`, `Counting`,
-/// `Window`, `Growing`: the registry in src/kinds/mod.rs).
+/// `Window`, `Growing`, `Module`: the registry in src/kinds/mod.rs).
 pub mod kind {
     pub use crate::core::kind::{Kind, SizedInBits};
     pub use crate::kinds::types::*;

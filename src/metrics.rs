@@ -119,6 +119,8 @@ impl Error {
             Error::ForeignString { .. } => "foreign_string",
             Error::Evictable { .. } => "evictable",
             Error::Full { .. } => "full",
+            Error::MissingCommands { .. } => "missing_commands",
+            Error::FilterFull { .. } => "filter_full",
             Error::WrongType { .. } => "wrong_type",
             Error::Timeout(_) => "timeout",
             Error::Deadline(_) => "deadline",

@@ -141,9 +141,14 @@ impl Report for CheckedFile {
 #[derive(Serialize)]
 pub(crate) struct Info {
     pub(crate) key: String,
-    pub(crate) bits: u64,
-    pub(crate) k: u32,
-    pub(crate) bits_set: u64,
+    /// The size in bits, bits per item and bits set (absent for a module filter: the module
+    /// does not report them).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) bits: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) k: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) bits_set: Option<u64>,
     pub(crate) bytes: u64,
     /// `None` (null) when every bit is set and the estimate is unbounded.
     pub(crate) estimated_items: Option<u64>,
@@ -171,6 +176,12 @@ pub(crate) struct Info {
     pub(crate) items: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) max_levels: Option<u32>,
+    /// A module filter's sub-filters and expansion (`BF.INFO`), beside its `capacity` and
+    /// `items`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) filters: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) expansion: Option<u32>,
 }
 
 impl From<redbloom::GrowingInfo> for Info {
@@ -239,11 +250,13 @@ impl From<redbloom::FilterInfo> for Info {
             capacity: None,
             items: None,
             max_levels: None,
+            filters: None,
+            expansion: None,
             ttl_seconds: info.ttl.as_secs(),
             key: info.key,
-            bits: info.bits,
-            k: info.hashes,
-            bits_set: info.bits_set,
+            bits: Some(info.bits),
+            k: Some(info.hashes),
+            bits_set: Some(info.bits_set),
             bytes: info.bytes,
             estimated_items: info
                 .estimated_items
@@ -264,6 +277,22 @@ impl Report for Info {
         let items = self
             .estimated_items
             .map_or_else(|| "unbounded (every bit set)".to_owned(), |n| n.to_string());
+        let (Some(bits), Some(k), Some(bits_set)) = (self.bits, self.k, self.bits_set) else {
+            // A module filter: what BF.INFO reports.
+            let expansion = self
+                .expansion
+                .map_or_else(|| "non-scaling".to_owned(), |e| format!("expansion {e}"));
+            return format!(
+                "key {:?}: module filter, {} items of capacity {} in {} sub-filters ({expansion}), \
+                 {} bytes, made for a false-positive rate of {:.3e}, {ttl}",
+                self.key,
+                self.items.unwrap_or(0),
+                self.capacity.unwrap_or(0),
+                self.filters.unwrap_or(0),
+                self.bytes,
+                self.estimated_fpr
+            );
+        };
         let window = match (self.window_seconds, self.generations, &self.parts) {
             (Some(window), Some(generations), Some(parts)) => format!(
                 "; window {window} s over {generations} generations, {} live",
@@ -280,17 +309,16 @@ impl Report for Info {
         };
         let size = match (window.is_empty(), self.counters_in_use) {
             (_, Some(in_use)) => format!(
-                "{} counters ({in_use} in use, {} saturated)",
-                self.bits,
+                "{bits} counters ({in_use} in use, {} saturated)",
                 self.counters_saturated.unwrap_or(0)
             ),
-            (_, None) if self.levels.is_some() => format!("{} bits", self.bits),
-            (true, None) => format!("{} bits", self.bits),
-            (false, None) => format!("{} bits per generation", self.bits),
+            (_, None) if self.levels.is_some() => format!("{bits} bits"),
+            (true, None) => format!("{bits} bits"),
+            (false, None) => format!("{bits} bits per generation"),
         };
         format!(
             "key {:?}: {size}, k = {}, {} bits set in {} bytes, ~{} items, current false-positive rate {:.3e}, {}{window}",
-            self.key, self.k, self.bits_set, self.bytes, items, self.estimated_fpr, ttl
+            self.key, k, bits_set, self.bytes, items, self.estimated_fpr, ttl
         )
     }
 }

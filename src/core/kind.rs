@@ -23,13 +23,14 @@ use std::future::Future;
 use std::sync::atomic::AtomicBool;
 
 /// A kind of filter: [`Plain`](crate::kind::Plain), [`Window`](crate::kind::Window),
-/// [`Counting`](crate::kind::Counting) or [`Growing`](crate::kind::Growing). It is the `K` of
+/// [`Counting`](crate::kind::Counting), [`Growing`](crate::kind::Growing) or
+/// [`Module`](crate::kind::Module). It is the `K` of
 /// [`Bloom<C, K>`](crate::Bloom) and [`Builder<K>`](crate::Builder), which choose the methods
 /// each kind has. Sealed: the kinds are this crate's.
 pub trait Kind: Seam + Cached + Sections {
     /// The kind's name: the `kind` of spans, metrics, snapshot files and
     /// [`StoredParams::kind`](crate::StoredParams::kind) (`plain`, `window`, `counting`,
-    /// `growing`).
+    /// `growing`, `module`).
     const NAME: &'static str;
 }
 

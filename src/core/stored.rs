@@ -49,8 +49,7 @@ impl StoredParams {
         }))
     }
 
-    /// The filter's kind: `plain`, `window`, `counting` or
-    /// `growing`.
+    /// The filter's kind: `plain`, `window`, `counting`, `growing` or `module`.
     pub fn kind(&self) -> &str {
         self.field("kind").unwrap_or("plain")
     }

@@ -2,10 +2,11 @@
 //! builder options, what it does inside one slot group (the core's seam), its Lua, its near
 //! cache's copy and its snapshot sections.
 
-/// The registry: every kind's folder, its kind type (`redbloom::kind::…`) and its public
-/// filter type (`redbloom::…`). A new kind is one line here.
+/// The registry: every kind's folder, its kind type (`redbloom::kind::…`), its public
+/// filter type (`redbloom::…`) and any other public type of its own, such as its info
+/// (`redbloom::…` too). A new kind is one line here.
 macro_rules! kinds {
-    ($($module:ident: $kind:ident, $filter:ident;)+) => {
+    ($($module:ident: $kind:ident, $filter:ident $(, $own:ident)*;)+) => {
         $(pub(crate) mod $module;)+
 
         /// Every kind's type, re-exported as `redbloom::kind`.
@@ -13,9 +14,9 @@ macro_rules! kinds {
             $(pub use super::$module::$kind;)+
         }
 
-        /// Every kind's filter type, re-exported at the crate's root.
+        /// Every kind's filter type (and its own other types), re-exported at the crate's root.
         pub(crate) mod filters {
-            $(pub use super::$module::$filter;)+
+            $(pub use super::$module::{$filter $(, $own)*};)+
         }
     };
 }
@@ -25,4 +26,5 @@ kinds! {
     counting: Counting, CountingBloom;
     window: Window, WindowBloom;
     growing: Growing, GrowingBloom;
+    module: Module, ModuleBloom, ModuleInfo;
 }

@@ -24,7 +24,18 @@ impl RedisCluster {
         Self::start_with_replicas(0)
     }
 
+    /// Three masters and no replica, each loading the module at `module` (`--loadmodule`):
+    /// a cluster with RedisBloom's `BF.*`.
+    pub fn start_with_module(module: &std::path::Path) -> std::io::Result<Self> {
+        let module = module.to_string_lossy();
+        Self::start_nodes(0, &["--loadmodule", &module])
+    }
+
     fn start_with_replicas(replicas: usize) -> std::io::Result<Self> {
+        Self::start_nodes(replicas, &[])
+    }
+
+    fn start_nodes(replicas: usize, extra: &[&str]) -> std::io::Result<Self> {
         let mut nodes = Vec::new();
         for _ in 0..3 * (1 + replicas) {
             let port = cluster_port()?;
@@ -45,7 +56,11 @@ impl RedisCluster {
                     "",
                     "--appendonly",
                     "no",
-                ],
+                ]
+                .iter()
+                .chain(extra)
+                .copied()
+                .collect::<Vec<_>>(),
             )?);
         }
         let addrs: Vec<String> = nodes

@@ -9,6 +9,7 @@ pub mod busy;
 pub mod cli;
 pub mod cluster;
 pub mod gozero;
+pub mod module;
 pub mod server;
 
 use redis::aio::MultiplexedConnection;

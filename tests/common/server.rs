@@ -33,6 +33,14 @@ impl RedisServer {
         Self::start_mode(extra, false)
     }
 
+    /// Starts `redis-server` with no persistence that loads the module at `module`
+    /// (`--loadmodule PATH`): a server with RedisBloom's `BF.*` commands
+    /// (`common::module::redis_with_bloom` finds the module).
+    pub fn start_with_module(module: &Path) -> std::io::Result<Self> {
+        let module = module.to_string_lossy();
+        Self::start_with(&["--save", "", "--appendonly", "no", "--loadmodule", &module])
+    }
+
     /// Starts `redis-server` with `maxmemory 100mb` and `policy` (`allkeys-lru`,
     /// `volatile-lru`, ...): a server that may evict keys.
     pub fn start_evicting(policy: &str) -> std::io::Result<Self> {

@@ -111,6 +111,7 @@ macro_rules! kinds {
 }
 
 kinds! {
+    module: Module,
     window: Window,
     counting: Counting,
     growing: Growing,

@@ -1,0 +1,58 @@
+-- Adds items to a module filter (the server's own Bloom filter, BF.*), making it first with
+-- the client's parameters when it does not exist (SPEC.md §7), in one atomic step.
+-- KEYS[1]: the module filter. KEYS[2] (a filter of one key): its stored parameters.
+-- ARGV[1]: the client's parameters ("field=value ..."). ARGV[2]: "1" when the client compared
+-- the parameters of a filter another client made (BF.INFO) and may write into it. ARGV[3]: the
+-- error rate. ARGV[4]: the capacity. ARGV[5]: the expansion ("" for the module's default).
+-- ARGV[6..]: the items.
+-- Reply: one character per item: "1" new, "0" seen before, "F" refused (the filter is full:
+-- that item and every one after it); or {"params", STORED} when other parameters are stored,
+-- or {"foreign", ""} when KEYS[1] was made by another client and the client has not compared
+-- its parameters: nothing written. A user whose ACL refuses a BF.* command it needs gets a
+-- NOPERM error naming it (a script's own refusal would not), before anything is written.
+local key = KEYS[1]
+local function allowed(command)
+    if redis.acl_check_cmd and not redis.acl_check_cmd(command, key, "x") then
+        return redis.error_reply("NOPERM this user has no permissions to run the '" .. command
+            .. "' command on the module filter")
+    end
+end
+local stored = KEYS[2] and redis.call("get", KEYS[2])
+if stored and stored ~= ARGV[1] then
+    return {"params", stored}
+end
+local refused = allowed("BF.MADD")
+if refused then
+    return refused
+end
+if redis.call("exists", key) == 0 then
+    refused = allowed("BF.RESERVE")
+    if refused then
+        return refused
+    end
+    if ARGV[5] == "" then
+        redis.call("BF.RESERVE", key, ARGV[3], ARGV[4])
+    else
+        redis.call("BF.RESERVE", key, ARGV[3], ARGV[4], "EXPANSION", ARGV[5])
+    end
+    if KEYS[2] then
+        redis.call("set", KEYS[2], ARGV[1])
+    end
+elseif KEYS[2] and not stored and ARGV[2] ~= "1" then
+    return {"foreign", ""}
+end
+local added = redis.call("BF.MADD", key, unpack(ARGV, 6))
+local flags = {}
+local full = false
+for i = 1, #ARGV - 5 do
+    local v = added[i]
+    if full or type(v) ~= "number" then
+        full = true
+        flags[i] = "F"
+    elseif v == 1 then
+        flags[i] = "1"
+    else
+        flags[i] = "0"
+    end
+end
+return table.concat(flags)
