@@ -23,6 +23,19 @@ local params = nil
 if #KEYS >= g + 5 then
     params = KEYS[g + 4]
 end
+-- The absolute expiry (ms) of generation `e` made at `now`: the moment it leaves the window
+-- (sooner when the filter was given a shorter TTL by expire: its parameters' TTL). Redis
+-- deletes a key once its time is past `at`, so at - 1 makes it go at the boundary.
+local function expiry(e, now)
+    local at = math.ceil((e + g) * window / (g - 1)) - 1
+    if params then
+        local left = redis.call("pttl", params)
+        if left > 0 and now + left < at then
+            at = now + left
+        end
+    end
+    return math.max(at, now + 1)
+end
 -- The ledger: "EPOCH:AT," for each generation the part made that has not left the window, AT
 -- its absolute expiry (ms). Written by the step that makes a generation (a string read and
 -- rewritten whole: a few dozen bytes), it expires with the newest. A generation it lists as

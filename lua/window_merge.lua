@@ -22,16 +22,7 @@ if recorded then
 end
 -- The generation's absolute expiry, as the add sets it (BITOP replaces the key, and its TTL
 -- with it).
-local at = math.ceil((epoch + g) * window / (g - 1)) - 1
-if params then
-    local left = redis.call("pttl", params)
-    if left > 0 and now + left < at then
-        at = now + left
-    end
-end
-if at <= now then
-    at = now + 1
-end
+local at = expiry(epoch, now)
 -- Every command that could be refused runs before the first write to the generation: the
 -- same expiry on the scratch key (deleted after this script) proves PEXPIREAT is allowed, so
 -- that a refusal cannot leave bits without an expiry.
