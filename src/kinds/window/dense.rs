@@ -275,7 +275,7 @@ async fn read<C: Conn>(ctx: Ctx<'_, C, Window>, offsets: &[u64]) -> Result<Vec<b
             Err(err) if eval_ro && exec.lacks(Cap::EvalRo, ctx.key(), &err) => continue,
             replies => replies?,
         };
-        let Some(epoch) = window.epoch_from(ctx.key(), replies.take(head)?)? else {
+        let Some((epoch, gone)) = window.at_from(ctx.key(), replies.take(head)?)? else {
             continue;
         };
         let current = index(guess, epoch)?;
@@ -288,6 +288,10 @@ async fn read<C: Conn>(ctx: Ctx<'_, C, Window>, offsets: &[u64]) -> Result<Vec<b
             for (present, found) in present.iter_mut().zip(dense::present(&bytes, offsets, k)) {
                 *present |= found;
             }
+        }
+        // A live generation gone (the ledger lists it) is lost data, not "absent".
+        if let Some(gone) = gone.filter(|_| present.iter().any(|&p| !p)) {
+            return Err(super::scripts::lost(ctx.key(), gone));
         }
         return Ok(present);
     }

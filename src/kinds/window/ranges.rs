@@ -23,7 +23,7 @@
 
 use super::part::Part;
 use super::scripts::{
-    self, call, classify, Reply, Run, TRIES, WINDOW_AT, WINDOW_MAKE, WINDOW_MERGE_RANGE,
+    self, call, classify, Reply, Run, WINDOW_AT, WINDOW_MAKE, WINDOW_MERGE_RANGE,
     WINDOW_MERGE_RANGE_ONCE,
 };
 use super::Window;
@@ -41,6 +41,11 @@ const BY_RANGES: Cap = Cap::Merge {
     from: "window add by ranges",
     to: "per-item script",
 };
+
+/// Generation boundaries a batch's ranges may cross before the batch gives up (each crossing
+/// sends the batch again, whole): a batch that takes longer than several generations has
+/// generations too short for it.
+const PINS: usize = 8;
 
 /// Where the records of a batch's ranges start among its step's commands (after any per-item
 /// command's).
@@ -82,7 +87,7 @@ pub(super) async fn add<C: Conn>(
     // Generations this batch wrote into before the epoch passed them: their epoch, which
     // ranges were done, and for each item whether one of its bits there was 0 before.
     let mut passed: Vec<Pinned> = Vec::new();
-    for pin in 0..TRIES {
+    for pin in 0..PINS {
         let epoch = make(ctx).await?;
         let mut pinned = Pinned {
             epoch,
@@ -143,7 +148,12 @@ pub(super) async fn add<C: Conn>(
         }
         return Ok(Some(new));
     }
-    Err(scripts::clock_moved())
+    Err(Error::UnexpectedReply(format!(
+        "a batch of {} items crossed {PINS} generation boundaries of {} while its ranges went: \
+         generations too short for batches this large (use smaller batches)",
+        items.len(),
+        ctx.key()
+    )))
 }
 
 /// The part's batch checked by ranges: the head's checks and the epoch (a live generation the
@@ -160,7 +170,11 @@ pub(super) async fn check<C: Conn>(ctx: Ctx<'_, C, Window>, items: &[&[u8]]) -> 
         flags: false,
         step: None,
     };
-    let epoch = ctx.retried(|| async { epoch_of(ctx, call(ctx, run, &[]).await?) }).await?;
+    let window_at = || async {
+        let reply = call(ctx, run, &[]).await?;
+        window.at_from(ctx.key(), reply)?.ok_or_else(scripts::clock_moved)
+    };
+    let (epoch, gone) = ctx.retried(window_at).await?;
     let mut found = vec![false; grouped.items()];
     let g = i64::from(window.generations);
     for live in epoch - g + 1..=epoch {
@@ -168,6 +182,10 @@ pub(super) async fn check<C: Conn>(ctx: Ctx<'_, C, Window>, items: &[&[u8]]) -> 
         for (found, present) in found.iter_mut().zip(present) {
             *found |= present;
         }
+    }
+    // A live generation gone (the ledger lists it) is lost data, not "absent".
+    if let Some(gone) = gone.filter(|_| found.iter().any(|&f| !f)) {
+        return Err(scripts::lost(ctx.key(), gone));
     }
     Ok(Some(found))
 }

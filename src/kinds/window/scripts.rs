@@ -266,9 +266,24 @@ impl Window {
     /// The epoch a `{"at", EPOCH}` reply names; `None` after learning the server's time from
     /// a refused guess.
     pub(super) fn epoch_from(&self, key: &str, reply: Value) -> Result<Option<i64>> {
+        Ok(self.at_from(key, reply)?.map(|(epoch, _)| epoch))
+    }
+
+    /// The epoch a `{"at", EPOCH[, GONE]}` reply names, and the live generation gone it names
+    /// (`lua/window_at.lua`: a check with an absent item then fails, [`lost`]); `None` after
+    /// learning the server's time from a refused guess.
+    pub(super) fn at_from(&self, key: &str, reply: Value) -> Result<Option<(i64, Option<String>)>> {
         match classify(reply)? {
             Reply::Done(Value::Array(at)) => match at.as_slice() {
-                [Value::BulkString(what), Value::Int(epoch)] if what == b"at" => Ok(Some(*epoch)),
+                [Value::BulkString(what), Value::Int(epoch)] if what == b"at" => {
+                    Ok(Some((*epoch, None)))
+                }
+                [Value::BulkString(what), Value::Int(epoch), Value::BulkString(gone)]
+                    if what == b"at" =>
+                {
+                    let gone = String::from_utf8_lossy(gone).into_owned();
+                    Ok(Some((*epoch, Some(gone).filter(|g| !g.is_empty()))))
+                }
                 other => Err(Error::UnexpectedReply(format!("{other:?} for an epoch"))),
             },
             Reply::Done(other) => Err(Error::UnexpectedReply(format!("{other:?} for an epoch"))),
