@@ -427,20 +427,29 @@ async fn mismatches_and_merges_are_refused() {
 }
 
 /// Exports taken while another task adds (the filter scaling meanwhile, from one sub-filter to
-/// several) each import cleanly, with every item whose add returned before the export began.
+/// many: with an expansion of 1 a new one every 100 items, so that sub-filters are added while
+/// exports run) each import cleanly, with every item whose add returned before the export
+/// began.
 #[tokio::test]
 async fn export_while_another_task_adds() {
+    for (capacity, growth, most) in [(200u64, 2u32, 60_000usize), (100, 1, 15_000)] {
+        exports_while_adding(capacity, growth, most).await;
+    }
+}
+
+async fn exports_while_adding(capacity: u64, growth: u32, most: usize) {
     let redis = redis_with_bloom();
     let conn = redis.connection().await;
     let key = common::unique_key("module-snap-busy");
-    let source = module(&key, 200).growth(2).build(conn.clone()).unwrap();
+    let build = |key: &str| module(key, capacity).growth(growth);
+    let source = build(&key).build(conn.clone()).unwrap();
     let acked = Arc::new(AtomicUsize::new(0));
     let stop = Arc::new(AtomicBool::new(false));
     let adder = {
         let (source, acked, stop) = (source.clone(), acked.clone(), stop.clone());
         tokio::spawn(async move {
             let mut n = 0;
-            while !stop.load(Ordering::Acquire) && n < 60_000 {
+            while !stop.load(Ordering::Acquire) && n < most {
                 let batch: Vec<String> = (n..n + 50).map(|i| format!("busy:{i}")).collect();
                 source.add_many(&batch).await.unwrap();
                 n += 50;
@@ -448,12 +457,22 @@ async fn export_while_another_task_adds() {
             }
         })
     };
-    let mut exports = 0;
-    while exports < 12 {
+    let mut conn = conn;
+    let mut behind = 0;
+    for exports in 0..12 {
         let before = acked.load(Ordering::Acquire);
         let file = export(&source).await;
-        let copy = module(&format!("{key}:copy{exports}"), 200)
-            .growth(2)
+        // The file's dump header: how many sub-filters it describes, against the filter's.
+        let header = &sections(&file).await[0].1;
+        let in_file = u32::from_le_bytes(header[8..12].try_into().unwrap());
+        let now = bf_info(&mut conn, &key).await;
+        let now = now
+            .iter()
+            .find(|(n, _)| n == "Number of filters")
+            .unwrap()
+            .1;
+        behind += usize::from(i64::from(in_file) < now);
+        let copy = build(&format!("{key}:copy{exports}"))
             .build(conn.clone())
             .unwrap();
         copy.import(&file[..], ImportMode::Replace).await.unwrap();
@@ -463,11 +482,9 @@ async fn export_while_another_task_adds() {
             found.iter().all(|&f| f),
             "export {exports}: all of {before}"
         );
-        exports += 1;
     }
     stop.store(true, Ordering::Release);
     adder.await.unwrap();
-    let mut conn = conn;
     let filters = bf_info(&mut conn, &key).await;
     assert!(
         filters
@@ -475,4 +492,79 @@ async fn export_while_another_task_adds() {
             .any(|(n, v)| n == "Number of filters" && *v >= 3),
         "it scaled while exported: {filters:?}"
     );
+    eprintln!("growth {growth}: {behind} of 12 files describe fewer sub-filters than the filter had just after");
+}
+
+/// A filter deleted and made again by another client while it is exported: the export either
+/// succeeds with a file that imports cleanly, or fails naming the change; never a file that
+/// `BF.LOADCHUNK` refuses.
+#[tokio::test]
+async fn a_filter_made_again_during_an_export_fails_it_or_exports_cleanly() {
+    let redis = redis_with_bloom();
+    let mut conn = redis.connection().await;
+    let key = common::unique_key("module-snap-remade");
+    let source = module(&key, 1_000).growth(2).build(conn.clone()).unwrap();
+    let added = items("in", 20_000);
+    source.add_many(&added).await.unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let remaker = {
+        let (mut conn, key, stop) = (conn.clone(), key.clone(), stop.clone());
+        tokio::spawn(async move {
+            let mut rounds = 0;
+            while !stop.load(Ordering::Acquire) {
+                let () = redis::pipe()
+                    .atomic()
+                    .cmd("DEL")
+                    .arg(&key)
+                    .ignore()
+                    .cmd("BF.RESERVE")
+                    .arg(&key)
+                    .arg(0.01)
+                    .arg(1_000)
+                    .arg("EXPANSION")
+                    .arg(2)
+                    .ignore()
+                    .query_async(&mut conn)
+                    .await
+                    .unwrap();
+                let _: Vec<i64> = redis::cmd("BF.MADD")
+                    .arg(&key)
+                    .arg(&added[..3_000])
+                    .query_async(&mut conn)
+                    .await
+                    .unwrap();
+                rounds += 1;
+                tokio::task::yield_now().await;
+            }
+            rounds
+        })
+    };
+    let (mut good, mut changed) = (0, 0);
+    for round in 0..30 {
+        let mut file = Vec::new();
+        match source.export(&mut file).await {
+            Ok(_) => {
+                let copy = module(&format!("{key}:copy{round}"), 1_000)
+                    .growth(2)
+                    .build(conn.clone())
+                    .unwrap();
+                copy.import(&file[..], ImportMode::Replace).await.unwrap();
+                good += 1;
+            }
+            Err(Error::Snapshot(err)) if err.to_string().contains("changed while") => {
+                changed += 1;
+            }
+            Err(other) => panic!("round {round}: {other:?}"),
+        }
+    }
+    stop.store(true, Ordering::Release);
+    let rounds = remaker.await.unwrap();
+    assert!(rounds > 0);
+    assert_eq!(good + changed, 30);
+    let _: i64 = redis::cmd("EXISTS")
+        .arg(&key)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    eprintln!("{good} exports clean, {changed} refused as changed, over {rounds} remakes");
 }
