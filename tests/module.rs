@@ -431,8 +431,13 @@ async fn what_the_module_cannot_do_is_refused() {
     let bloom = module(&key).build(conn).unwrap();
     bloom.add("a").await.unwrap();
     let mut file = Vec::new();
-    let err = bloom.export(&mut file).await.unwrap_err();
-    assert!(err.to_string().contains("not offered yet"), "{err}");
+    bloom.export(&mut file).await.unwrap();
+    let err = bloom
+        .import(&file[..], redbloom::ImportMode::Merge)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::InvalidConfig(_)), "{err:?}");
+    assert!(err.to_string().contains("not items"), "{err}");
 }
 
 /// Adds from 8 tasks, 60 calls of 20 items each, while the server is stopped twice for 700 ms

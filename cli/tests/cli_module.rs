@@ -283,7 +283,7 @@ async fn refusals_are_one_line_and_write_nothing() {
             ],
             "--near-cache",
         ),
-        (&["export", "-"], "not offered yet"),
+        (&["import", "--merge", "-"], "not items"),
     ];
     for (extra, words) in refused {
         let line = assert_fails(redbloom(url, &key, &args(extra)), &[], None);

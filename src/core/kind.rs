@@ -296,6 +296,12 @@ pub trait Sections: Seam {
     /// [`Error::InvalidConfig`](crate::Error::InvalidConfig) saying why not.
     fn merge_allowed(&self) -> Result<()>;
 
+    /// Whether the kind's keys are the module's Bloom filters, moved by their dump chunks
+    /// (`BF.SCANDUMP`, `BF.LOADCHUNK`: src/snapshot/dump.rs) rather than as strings; such a
+    /// kind checks its parameters in [`sections`](Sections::sections) and
+    /// [`groups`](Sections::groups) (the guard's check reads strings).
+    const DUMPED: bool = false;
+
     /// The part's keys as sections of a snapshot, in order (the parameters checked).
     fn sections<'a, C: Conn>(
         ctx: Ctx<'a, C, Self>,

@@ -74,7 +74,9 @@ impl<C: ConnectionLike + Clone + Send + Sync, K: Kind> Bloom<C, K> {
 impl<C: Conn, K: Kind> Core<C, K> {
     async fn export<W: AsyncWrite + Unpin>(&self, out: W) -> Result<Transferred> {
         let clock = self.exec.clock();
-        self.guard.ensure(&self.exec, false).await?;
+        if !K::DUMPED {
+            self.guard.ensure(&self.exec, false).await?;
+        }
         let mut sections = Vec::new();
         for index in 0..self.parts.parts().len() {
             sections.extend(K::sections(self.ctx(&clock, index)).await?);
@@ -84,8 +86,10 @@ impl<C: Conn, K: Kind> Core<C, K> {
         let header = SnapshotHeader::new(K::NAME, self.guard.fingerprint(), self.parts.count());
         let too_long =
             |stored: &snapshot::Stored, len: u64| K::too_long(&self.key, &self.guard, stored, len);
-        let (mut out, moved) =
-            snapshot::export(&self.exec, &header, &sections, too_long, out).await?;
+        let (mut out, moved) = match K::DUMPED {
+            true => snapshot::export_dumps(&self.exec, &header, &sections, out).await?,
+            false => snapshot::export(&self.exec, &header, &sections, too_long, out).await?,
+        };
         tokio::io::AsyncWriteExt::shutdown(&mut out)
             .await
             .map_err(|e| Error::Snapshot(SnapshotError::Io(e)))?;
@@ -109,18 +113,28 @@ impl<C: Conn, K: Kind> Core<C, K> {
             self.guard.fingerprint(),
             self.parts.count(),
         )?;
-        self.guard.ensure(&self.exec, false).await?;
-        self.guard.writable()?;
+        if !K::DUMPED {
+            self.guard.ensure(&self.exec, false).await?;
+            self.guard.writable()?;
+        }
         let clock = self.exec.clock();
         self.writable(&clock, false).await?;
         let nonce = snapshot::nonce();
         let place =
             |section: &snapshot::SectionHeader| self.kind.place(&self.parts, &nonce, section);
-        let staged = snapshot::stage(&self.exec, &mut reader, mode, place).await?;
+        let staged = match K::DUMPED {
+            true => snapshot::stage_dumps(&self.exec, &mut reader, &self.key, place).await?,
+            false => snapshot::stage(&self.exec, &mut reader, mode, place).await?,
+        };
+        let key_type = if K::DUMPED {
+            snapshot::MODULE_TYPE
+        } else {
+            "string"
+        };
         let swapped = async {
             let groups = K::groups(self.ctx(&clock, 0), &staged, mode).await?;
             let params = self.guard.swap_params(self.inline());
-            snapshot::swap_checked(&self.exec, &groups, params, &self.guard, mode).await
+            snapshot::swap_checked(&self.exec, &groups, params, &self.guard, mode, key_type).await
         };
         if let Err(err) = swapped.await {
             snapshot::drop_staged(&self.exec, &staged).await;

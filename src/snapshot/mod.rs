@@ -7,6 +7,7 @@
 //! The format, byte by byte: docs/snapshot-format.md.
 
 mod chunk;
+mod dump;
 mod error;
 mod export;
 mod format;
@@ -30,6 +31,9 @@ pub use self::{
     writer::SnapshotWriter,
 };
 
+pub(crate) use self::dump::{
+    export_dumps, missing_dump_instead, stage_dumps, CHUNK, DUMP_COMMANDS, MAX_CHUNK, MODULE_TYPE,
+};
 pub(crate) use self::export::export;
 pub(crate) use self::idle::{Idle, IDLE_INPUT};
 pub(crate) use self::stage::{drop_staged, stage};

@@ -81,6 +81,7 @@ async fn swap<C>(
     extra: &[String],
     params: Option<Params<'_>>,
     mode: ImportMode,
+    key_type: &str,
 ) -> Result<std::result::Result<(), Refused>>
 where
     C: ConnectionLike + Clone + Send + Sync,
@@ -107,7 +108,7 @@ where
     let ttls: Vec<i64> = group.iter().map(|s| s.ttl_arg()).collect();
     let types: Vec<&str> = group
         .iter()
-        .map(|s| if s.hash { "hash" } else { "string" })
+        .map(|s| if s.hash { "hash" } else { key_type })
         .collect();
     // A merge by ranges: the swap only checks (and stores the parameters), [`merge_pieces`]
     // follows; a merge of whole staging keys ORs them in, in the same atomic step.
@@ -186,6 +187,7 @@ async fn swap_groups<C, F>(
     params: Option<Params<'_>>,
     before_groups: F,
     mode: ImportMode,
+    key_type: &str,
 ) -> Result<std::result::Result<(), Refused>>
 where
     C: ConnectionLike + Clone + Send + Sync,
@@ -201,7 +203,7 @@ where
         return Err(err);
     }
     let extra: Vec<String> = groups.iter().flat_map(|g| g.extra.clone()).collect();
-    match swap(exec, &all, &extra, params, mode).await {
+    match swap(exec, &all, &extra, params, mode, key_type).await {
         Err(err) if groups.len() > 1 && is_cross_slot(&err) => {}
         Ok(Ok(())) if mode == ImportMode::Merge => return merged(exec, &all).await,
         done => return done,
@@ -211,7 +213,7 @@ where
             let targets = group
                 .staged
                 .iter()
-                .map(|s| (s.target.as_str(), if s.hash { "hash" } else { "string" }))
+                .map(|s| (s.target.as_str(), if s.hash { "hash" } else { key_type }))
                 .chain(group.extra.iter().map(|k| (k.as_str(), "string")));
             for (key, want) in targets {
                 let cmd = redis::cmd("TYPE").arg(key).to_owned();
@@ -235,7 +237,7 @@ where
         return Err(err);
     }
     for group in groups {
-        match swap(exec, &group.staged, &group.extra, None, mode).await {
+        match swap(exec, &group.staged, &group.extra, None, mode, key_type).await {
             Ok(Ok(())) => {}
             other => {
                 // Those swapped have no staging keys left; a merge's checked groups do.
@@ -266,19 +268,21 @@ where
 
 /// [`swap_groups`] with a filter's parameters (`params`, as [`Guard::swap_params`] gives them)
 /// checked and stored in the swap, a refusal as the mismatch it means; on a cluster the
-/// sharded filter's parameters are checked and stored first, beside.
+/// sharded filter's parameters are checked and stored first, beside. `key_type`: what the
+/// filter's keys hold besides a growing filter's hashes (`string`, or the module's type).
 pub(crate) async fn swap_checked<C>(
     exec: &Exec<C>,
     groups: &[Group],
     params: Option<Params<'_>>,
     guard: &Guard,
     mode: ImportMode,
+    key_type: &str,
 ) -> Result<()>
 where
     C: ConnectionLike + Clone + Send + Sync,
 {
     let before = guard.ensure(exec, true);
-    match swap_groups(exec, groups, params, before, mode).await? {
+    match swap_groups(exec, groups, params, before, mode, key_type).await? {
         Ok(()) => Ok(()),
         Err(Refused::Params(stored)) => Err(guard.refusal(Evidence::Stored(stored))),
     }

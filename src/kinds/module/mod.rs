@@ -7,11 +7,12 @@
 //! it ([`steps`]). A sharded filter is N module keys in N slot groups, each item routed by
 //! redbloom's seeded hash, each key holding its share of the capacity.
 //!
-//! Not offered (each refused with a typed error naming why): a near cache (the server's
-//! hashing is its own), snapshots (not yet: `BF.SCANDUMP`/`BF.LOADCHUNK` come later), and the
-//! counting filter's operations.
+//! Snapshots go through `BF.SCANDUMP`/`BF.LOADCHUNK` ([`snapshot`]). Not offered (each
+//! refused with a typed error naming why): a near cache (the server's hashing is its own), a
+//! merge of a snapshot, and the counting filter's operations.
 
 mod info;
+mod snapshot;
 mod steps;
 
 pub use self::info::ModuleInfo;
@@ -52,8 +53,11 @@ pub(crate) const PER_COMMAND: usize = 1_000;
 /// refuses new items: [`Error::FilterFull`].
 ///
 /// A server without the module's commands gives [`Error::MissingCommands`] naming them. A near
-/// cache is refused when the filter is built (the server hashes items its own way), and so
-/// are snapshots for now (`export` and `import`: [`Error::InvalidConfig`]).
+/// cache is refused when the filter is built (the server hashes items its own way).
+/// [`export`](Bloom::export) and [`import`](Bloom::import) go through the module's
+/// `BF.SCANDUMP`/`BF.LOADCHUNK` (a server without them: [`Error::MissingCommands`]); a
+/// module file imports only into a module filter, and never as a merge
+/// ([`Error::InvalidConfig`]).
 ///
 /// ```no_run
 /// # async fn demo(conn: redbloom::redis::aio::MultiplexedConnection) -> redbloom::Result<()> {
@@ -183,10 +187,6 @@ impl<C> Bloom<C, Module> {
 /// The refusal of a near cache.
 const NO_NEAR: &str = "a module filter has no near cache: the server hashes items its own way, \
                        so a copy in the process could not answer for it";
-
-/// The refusal of snapshots, for now.
-const NO_SNAPSHOT: &str = "snapshots of a module filter (export, import) are not offered yet \
-                           (they will go through BF.SCANDUMP and BF.LOADCHUNK)";
 
 /// The refusal of a counting filter's operations.
 const NO_REMOVE: &str = "a module filter cannot remove items: the module's Bloom filter does not \
@@ -328,27 +328,29 @@ impl Cached for Module {
 
 #[allow(private_interfaces, private_bounds)]
 impl Sections for Module {
+    const DUMPED: bool = true;
+
     fn merge_allowed(&self) -> Result<()> {
-        Err(Error::InvalidConfig(NO_SNAPSHOT.into()))
+        Err(Error::InvalidConfig(snapshot::NO_MERGE.into()))
     }
 
-    async fn sections<'a, C: Conn>(_: Ctx<'a, C, Self>) -> Result<Vec<Stored>> {
-        Err(Error::InvalidConfig(NO_SNAPSHOT.into()))
+    async fn sections<'a, C: Conn>(ctx: Ctx<'a, C, Self>) -> Result<Vec<Stored>> {
+        snapshot::sections(ctx).await
     }
 
-    fn too_long(_: &str, _: &Guard, _: &Stored, _: u64) -> Error {
-        Error::InvalidConfig(NO_SNAPSHOT.into())
+    fn too_long(key: &str, guard: &Guard, stored: &Stored, len: u64) -> Error {
+        crate::snapshot::too_long(key, guard.fingerprint(), "module key", stored, len)
     }
 
-    fn place(&self, _: &Shards<Part>, _: &str, _: &SectionHeader) -> Result<Staged> {
-        Err(Error::InvalidConfig(NO_SNAPSHOT.into()))
+    fn place(&self, parts: &Shards<Part>, nonce: &str, section: &SectionHeader) -> Result<Staged> {
+        snapshot::place(parts, nonce, section)
     }
 
     async fn groups<'a, C: Conn>(
-        _: Ctx<'a, C, Self>,
-        _: &'a [Staged],
+        ctx: Ctx<'a, C, Self>,
+        staged: &'a [Staged],
         _: ImportMode,
     ) -> Result<Vec<Group>> {
-        Err(Error::InvalidConfig(NO_SNAPSHOT.into()))
+        snapshot::groups(ctx, staged).await
     }
 }
