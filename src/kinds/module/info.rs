@@ -52,8 +52,8 @@ pub(crate) struct Reported {
 /// One part's info.
 #[derive(Debug)]
 pub struct PartInfo {
-    reported: Option<Reported>,
-    ttl: KeyTtl,
+    pub(super) reported: Option<Reported>,
+    pub(super) ttl: KeyTtl,
 }
 
 /// `BF.INFO key`, read.
