@@ -129,6 +129,16 @@ impl Spec {
         }))
     }
 
+    /// The window.
+    pub(super) fn window(&self) -> Duration {
+        Duration::from_millis(self.window_ms)
+    }
+
+    /// The generations.
+    pub(super) fn generations(&self) -> u32 {
+        self.generations
+    }
+
     /// The window's share of the filter's parameters.
     pub(super) fn fingerprint(&self) -> String {
         format!(
@@ -219,11 +229,7 @@ impl Builder<Module> {
 impl<C> Bloom<C, Module> {
     /// The window a windowed module filter remembers items for (`None`: no window).
     pub fn window(&self) -> Option<Duration> {
-        self.0
-            .kind
-            .window
-            .as_ref()
-            .map(|w| Duration::from_millis(w.window_ms))
+        self.0.kind.window.as_ref().map(Spec::window)
     }
 
     /// A windowed module filter's generations (`None`: no window).
