@@ -10,6 +10,8 @@ use common::keys_like;
 use common::module::redis_with_bloom;
 use redbloom::{Error, KeyTtl, ModuleBloom};
 use redis::aio::MultiplexedConnection;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 const W: Duration = Duration::from_secs(2);
@@ -349,4 +351,70 @@ async fn sharded_windows() {
     assert_eq!(recent.info().await.unwrap().items, 300);
     assert!(recent.clear().await.unwrap());
     assert!(!recent.exists_many(&items).await.unwrap().iter().any(|&f| f));
+}
+
+/// Adds of distinct items from 8 tasks, 60 calls of 20 items each, into a windowed filter
+/// (a window of a minute: no item leaves it) while the server is stopped twice for 700 ms
+/// with commands in flight (their replies time out, and the retry meets the first attempt's
+/// effect): how many were answered new, of 9,600.
+async fn new_under_stalls(exact: bool) -> usize {
+    let redis = redis_with_bloom();
+    let url = redis.private_server_url().unwrap();
+    let bloom = ModuleBloom::builder("stalled")
+        .expected_items(200_000)
+        .false_positive_rate(1e-6)
+        .window(Duration::from_secs(60))
+        .retry(common::fault_retry())
+        .exact_retries(exact)
+        .build(common::impatient(&url, Duration::from_millis(150)).await)
+        .unwrap();
+    let (tasks, calls, per_call) = (8, 60, 20);
+    let progress = Arc::new(AtomicUsize::new(0));
+    let running: Vec<_> = (0..tasks)
+        .map(|task| {
+            let (bloom, progress) = (bloom.clone(), progress.clone());
+            tokio::spawn(async move {
+                let mut new = 0;
+                for call in 0..calls {
+                    let items: Vec<String> = (0..per_call)
+                        .map(|i| format!("exact:{task}:{call}:{i}"))
+                        .collect();
+                    let answers = bloom.add_many(&items).await.expect("add under stalls");
+                    new += answers.iter().filter(|&&n| n).count();
+                    progress.fetch_add(1, Ordering::Relaxed);
+                }
+                new
+            })
+        })
+        .collect();
+    let mut redis = redis;
+    let server = redis.private_server().unwrap();
+    let total = tasks * calls;
+    for at in [total / 4, total / 2] {
+        while progress.load(Ordering::Relaxed) < at {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        server.pause();
+        tokio::time::sleep(Duration::from_millis(700)).await;
+        server.resume();
+    }
+    let mut got = 0;
+    for task in running {
+        got += task.await.unwrap();
+    }
+    got
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn new_means_new_across_retries() {
+    assert_eq!(new_under_stalls(true).await, 8 * 60 * 20);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_exact_answers_a_retried_add_says_seen() {
+    let got = new_under_stalls(false).await;
+    assert!(
+        got < 8 * 60 * 20,
+        "the stalls reached no command in flight: {got}"
+    );
 }
