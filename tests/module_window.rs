@@ -7,7 +7,7 @@
 mod common;
 
 use common::keys_like;
-use common::module::redis_with_bloom;
+use common::module::{redis_with_bloom, redis_without_bloom};
 use redbloom::{Error, KeyTtl, ModuleBloom};
 use redis::aio::MultiplexedConnection;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -417,4 +417,21 @@ async fn without_exact_answers_a_retried_add_says_seen() {
         got < 8 * 60 * 20,
         "the stalls reached no command in flight: {got}"
     );
+}
+
+/// A server without the module: every verb of a windowed filter names the commands it lacks,
+/// and nothing is written.
+#[tokio::test]
+async fn a_server_without_the_module_is_missing_commands() {
+    let redis = redis_without_bloom();
+    let key = common::unique_key("module-window-no-module");
+    let mut conn = redis.connection().await;
+    let recent = windowed(&key).build(conn.clone()).unwrap();
+    let missing = |err: Error| matches!(err, Error::MissingCommands { .. });
+    assert!(missing(recent.add("a").await.unwrap_err()));
+    assert!(missing(recent.add_many(&["a", "b"]).await.unwrap_err()));
+    assert!(missing(recent.exists("a").await.unwrap_err()));
+    assert!(missing(recent.info().await.unwrap_err()));
+    assert!(missing(recent.clear().await.unwrap_err()));
+    assert!(keys_like(&mut conn, "*").await.is_empty());
 }

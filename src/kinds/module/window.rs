@@ -447,6 +447,9 @@ fn refuses_command(err: &Error) -> bool {
 /// Checks the items of one part against its live generations (read-only scripts of at most
 /// [`PER_COMMAND`] items, in order).
 async fn exists<C: Conn>(ctx: Ctx<'_, C, Module>, items: &[&[u8]]) -> Result<Vec<bool>> {
+    // A check that finds no generation sends no BF.* command: the server is asked once
+    // whether it has them, so that one without the module is not "absent".
+    steps::ensure_commands(ctx).await?;
     let answers = if items.len() <= PER_COMMAND {
         check(ctx, items).await
     } else {
