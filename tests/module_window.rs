@@ -435,3 +435,40 @@ async fn a_server_without_the_module_is_missing_commands() {
     assert!(missing(recent.clear().await.unwrap_err()));
     assert!(keys_like(&mut conn, "*").await.is_empty());
 }
+
+/// A server whose `volatile-*` policy may evict keys with a TTL refuses a windowed filter's
+/// writes (its generations carry one), as a window filter's; a module filter without a
+/// window writes. `accept_eviction(true)` writes anyway.
+#[tokio::test]
+async fn a_volatile_policy_refuses_windowed_writes() {
+    let redis = redis_with_bloom();
+    let mut conn = redis.connection().await;
+    for (name, value) in [("maxmemory", "100mb"), ("maxmemory-policy", "volatile-lru")] {
+        let _: () = redis::cmd("CONFIG")
+            .arg("SET")
+            .arg(name)
+            .arg(value)
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+    }
+    let key = common::unique_key("module-window-evict");
+    let recent = windowed(&key).build(conn.clone()).unwrap();
+    let err = recent.add("a").await.unwrap_err();
+    assert!(matches!(err, Error::Evictable { .. }), "{err}");
+    assert!(
+        keys_like(&mut conn, "*").await.is_empty(),
+        "nothing written"
+    );
+    let plain = ModuleBloom::builder(common::unique_key("module-no-window-evict"))
+        .expected_items(100)
+        .false_positive_rate(0.01)
+        .build(conn.clone())
+        .unwrap();
+    assert!(plain.add("a").await.unwrap());
+    let accepted = windowed(&key)
+        .accept_eviction(true)
+        .build(conn.clone())
+        .unwrap();
+    assert!(accepted.add("a").await.unwrap());
+}

@@ -313,6 +313,10 @@ impl Seam for Module {
         }
     }
 
+    fn expiring(&self) -> bool {
+        self.window.is_some()
+    }
+
     fn route_engine(&self) -> Engine {
         Engine::Scripts
     }
