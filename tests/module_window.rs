@@ -472,3 +472,48 @@ async fn a_volatile_policy_refuses_windowed_writes() {
         .unwrap();
     assert!(accepted.add("a").await.unwrap());
 }
+
+/// A user whose ACL refuses the `BF.*` commands: each verb's error names the command, and
+/// nothing is written.
+#[tokio::test]
+async fn an_acl_without_bf_commands_is_refused_naming_them() {
+    let redis = redis_with_bloom();
+    let mut admin = redis.connection().await;
+    let () = redis::cmd("ACL")
+        .arg(&[
+            "SETUSER",
+            "nobf",
+            "on",
+            ">pw",
+            "~*",
+            "&*",
+            "+@all",
+            "-bf.madd",
+            "-bf.mexists",
+        ])
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    let url = redis.url().replace("redis://", "redis://nobf:pw@");
+    let conn = redis::Client::open(url)
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let key = common::unique_key("module-window-acl");
+    let recent = windowed(&key).build(conn).unwrap();
+    let err = recent.add("a").await.unwrap_err();
+    assert!(
+        matches!(&err, Error::NoPermission(inner) if inner.to_string().contains("'BF.MADD'")),
+        "{err}"
+    );
+    let err = recent.exists("a").await.unwrap_err();
+    assert!(
+        matches!(&err, Error::NoPermission(inner) if inner.to_string().contains("'BF.MEXISTS'")),
+        "{err}"
+    );
+    assert!(
+        keys_like(&mut admin, "*").await.is_empty(),
+        "nothing written"
+    );
+}
