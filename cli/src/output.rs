@@ -282,9 +282,15 @@ impl Report for Info {
             let expansion = self
                 .expansion
                 .map_or_else(|| "non-scaling".to_owned(), |e| format!("expansion {e}"));
+            let window = match (self.window_seconds, self.generations) {
+                (Some(window), Some(generations)) => format!(
+                    " (window {window} s over {generations} generations: the live ones added up)"
+                ),
+                _ => String::new(),
+            };
             return format!(
-                "key {:?}: module filter, {} items of capacity {} in {} sub-filters ({expansion}), \
-                 {} bytes, made for a false-positive rate of {:.3e}, {ttl}",
+                "key {:?}: module filter{window}, {} items of capacity {} in {} sub-filters \
+                 ({expansion}), {} bytes, made for a false-positive rate of {:.3e}, {ttl}",
                 self.key,
                 self.items.unwrap_or(0),
                 self.capacity.unwrap_or(0),

@@ -264,10 +264,9 @@ async fn refusals_are_one_line_and_write_nothing() {
     let url = redis.url();
     let mut conn = redis.connection().await;
     let key = common::unique_key("cli-module-refused");
-    let refused: [(&[&str], &str); 6] = [
+    let refused: [(&[&str], &str); 5] = [
         (&["--counting", "add", "a"], "--counting"),
         (&["--layout", "native", "add", "a"], "--layout"),
-        (&["--window", "1h", "add", "a"], "--window"),
         (&["--shared-with-go", "add", "a"], "--shared-with-go"),
         (
             &[

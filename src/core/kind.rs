@@ -231,6 +231,12 @@ pub trait Seam: Sized + Send + Sync + Debug + 'static {
     /// that a `volatile-*` eviction policy may evict them.
     const EXPIRING: bool = false;
 
+    /// Whether this filter's keys carry a TTL by design: the kind's
+    /// [`EXPIRING`](Seam::EXPIRING), or the filter's own (a module filter with a window).
+    fn expiring(&self) -> bool {
+        Self::EXPIRING
+    }
+
     /// Whether single-item checks go by group commit too (writes always do): for a kind whose
     /// check is a script that costs the server per call (a window filter's, over its
     /// generations). A check by `BITFIELD_RO` costs the server little per call, and 64 tasks'

@@ -273,7 +273,7 @@ impl<C: Conn, K: Kind> Core<C, K> {
             params: self.guard.key(),
             engine: self.kind.route_engine(),
         };
-        let ttl = ttl || K::EXPIRING;
+        let ttl = ttl || self.kind.expiring();
         let eviction = self.exec.eviction();
         eviction
             .ensure(&self.exec, clock, &self.key, groups, ttl)

@@ -3,12 +3,13 @@
 //! optional (its `EXPANSION`). What the module cannot do is refused with one line each.
 
 use super::{same, shards_agree, CliKind};
-use crate::args::{Cli, FILTER};
+use crate::args::{duration_text, Cli, FILTER};
 use crate::output;
 use anyhow::{bail, Result};
 use clap::Args;
 use redbloom::kind::Module;
 use redbloom::{Builder, ModuleBloom, StoredParams};
+use std::time::Duration;
 
 /// A module filter's flags.
 #[derive(Debug, Args)]
@@ -17,8 +18,9 @@ pub(crate) struct Flags {
     /// The server's own Bloom filter (BF.*: Redis 8, RedisBloom, valkey-bloom), shared with
     /// every client of BF.ADD and BF.EXISTS: made with BF.RESERVE KEY P N from --fpr P and
     /// --capacity N (with EXPANSION F given --growth F); a filter another client made is read,
-    /// and written when BF.INFO agrees with the flags. Not with --counting, --layout, --window
-    /// or --near-cache.
+    /// and written when BF.INFO agrees with the flags. With --window DURATION [--generations
+    /// G]: G module filters, one per generation of the server's clock, each expiring by
+    /// itself. Not with --counting, --layout or --near-cache.
     #[arg(long, global = true, help_heading = FILTER)]
     pub(crate) module: bool,
 }
@@ -41,8 +43,18 @@ impl CliKind for Module {
                  rate), not --bits: the module sizes its own bits"
             ),
         };
-        Ok(match cli.kinds.growing.growth {
+        let builder = match cli.kinds.growing.growth {
             Some(growth) => builder.growth(growth),
+            None => builder,
+        };
+        Ok(match cli.kinds.window.window {
+            Some(window) => {
+                let builder = builder.window(window);
+                match cli.kinds.window.generations {
+                    Some(generations) => builder.generations(generations),
+                    None => builder,
+                }
+            }
             None => builder,
         })
     }
@@ -52,6 +64,7 @@ impl CliKind for Module {
         // Stored as a number, or "default" (the module's own expansion).
         let given = cli.kinds.growing.growth.map(|g| g.to_string());
         same(stored, "--growth", given, stored.field("growth").map(str::to_owned))?;
+        window_agrees(cli, stored)?;
         shards_agree(cli, stored)
     }
 
@@ -65,8 +78,8 @@ impl CliKind for Module {
             estimated_items: Some(info.items),
             estimated_fpr: info.false_positive_rate,
             ttl_seconds: info.ttl.as_secs(),
-            window_seconds: None,
-            generations: None,
+            window_seconds: info.window.map(|w| w.as_secs_f64()),
+            generations: info.generations,
             parts: None,
             counters_in_use: None,
             counters_saturated: None,
@@ -100,11 +113,31 @@ fn refusals(cli: &Cli) -> Result<()> {
              copy in this process could not answer for it"
         );
     }
-    if cli.kinds.window.window.is_some() {
-        bail!(
-            "--window with --module is not offered yet (windows over module filters come \
-             later); drop one of them"
-        );
-    }
     Ok(())
+}
+
+/// `--window` and `--generations` against the stored filter's window (or its lack of one).
+fn window_agrees(cli: &Cli, stored: &StoredParams) -> Result<()> {
+    let kept = stored
+        .field("window_ms")
+        .and_then(|ms| ms.parse().ok())
+        .map(Duration::from_millis);
+    let given = cli.kinds.window.window;
+    match (given, kept) {
+        (Some(_), None) => bail!(
+            "the filter was created without --window: drop --window (and --generations) to \
+             open it as Redis stores it (stored: {})",
+            stored.fingerprint()
+        ),
+        (None, Some(kept)) if super::sized(cli) => bail!(
+            "the filter was created with --window {}: give it, or leave the size flags out to \
+             open it as Redis stores it (stored: {})",
+            duration_text(kept),
+            stored.fingerprint()
+        ),
+        _ => {}
+    }
+    same(stored, "--window", given.map(duration_text), kept.map(duration_text))?;
+    let kept = stored.field("generations").and_then(|g| g.parse().ok());
+    same(stored, "--generations", cli.kinds.window.generations, kept)
 }

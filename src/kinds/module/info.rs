@@ -31,8 +31,14 @@ pub struct ModuleInfo {
     pub expansion: Option<u32>,
     /// The error rate this handle was built with (`BF.INFO` does not report the module's).
     pub false_positive_rate: f64,
-    /// The keys' time to live (the longest-lived key's, for a sharded filter).
+    /// The keys' time to live (the longest-lived key's, for a sharded filter; a windowed
+    /// filter's: its parameters').
     pub ttl: KeyTtl,
+    /// A windowed filter's window (`None`: no window); the other figures are its live
+    /// generations' added up.
+    pub window: Option<std::time::Duration>,
+    /// A windowed filter's generations (`None`: no window).
+    pub generations: Option<u32>,
 }
 
 /// What `BF.INFO` reports of one module key.
@@ -52,8 +58,8 @@ pub(crate) struct Reported {
 /// One part's info.
 #[derive(Debug)]
 pub struct PartInfo {
-    reported: Option<Reported>,
-    ttl: KeyTtl,
+    pub(super) reported: Option<Reported>,
+    pub(super) ttl: KeyTtl,
 }
 
 /// `BF.INFO key`, read.
@@ -191,6 +197,8 @@ pub(super) fn total<C>(ctx: Ctx<'_, C, Module>, parts: Vec<PartInfo>) -> ModuleI
         expansion: None,
         false_positive_rate: ctx.kind().fpr,
         ttl: KeyTtl::Missing,
+        window: ctx.kind().window.as_ref().map(super::window::Spec::window),
+        generations: ctx.kind().window.as_ref().map(super::window::Spec::generations),
     };
     for part in parts {
         info.ttl = info.ttl.longest_lived(part.ttl);

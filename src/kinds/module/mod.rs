@@ -14,6 +14,7 @@
 mod info;
 mod snapshot;
 mod steps;
+mod window;
 
 pub use self::info::ModuleInfo;
 
@@ -82,6 +83,8 @@ pub struct Module {
     fpr: f64,
     growth: Option<u32>,
     fingerprint: String,
+    /// Its window, for a windowed module filter ([`window`]).
+    window: Option<window::Spec>,
     /// Whether the server was found to have every `BF.*` command the filter uses (asked once,
     /// by the calls that may send none: `info` and `clear` of a filter with no key yet).
     has_commands: std::sync::atomic::AtomicBool,
@@ -91,6 +94,8 @@ pub struct Module {
 #[derive(Debug, Clone, Default)]
 pub struct ModuleOptions {
     growth: Option<u32>,
+    window: Option<std::time::Duration>,
+    generations: Option<u32>,
 }
 
 /// One module key and what this client has learned of it.
@@ -218,9 +223,11 @@ impl Seam for Module {
         }
         let (key, shards) = (setup.key, setup.shards.max(1));
         let per_part = capacity.div_ceil(u64::from(shards));
+        let window = window::Spec::of(setup.kind)?;
         let fingerprint = format!(
-            "kind=module capacity={capacity} fpr={fpr} growth={}{}",
+            "kind=module capacity={capacity} fpr={fpr} growth={}{}{}",
             growth.map_or_else(|| "default".to_owned(), |g| g.to_string()),
+            window.as_ref().map(window::Spec::fingerprint).unwrap_or_default(),
             match shards {
                 1 => String::new(),
                 n => format!(" shards={n}"),
@@ -241,6 +248,7 @@ impl Seam for Module {
                 per_part,
                 fpr,
                 growth,
+                window: window.map(|window| window.named(&fingerprint)),
                 fingerprint,
                 has_commands: std::sync::atomic::AtomicBool::new(false),
             },
@@ -254,17 +262,24 @@ impl Seam for Module {
             "default" => None,
             growth => Some(growth.parse().ok()?),
         };
+        let window = stored.number("window_ms");
         Some(Sizes {
             bits: None,
             items: Some(stored.number("capacity")?),
             fpr: Some(stored.number("fpr")?),
             hashes: None,
-            kind: ModuleOptions { growth },
+            kind: ModuleOptions {
+                growth,
+                ..window::Spec::reopen(window, stored.number("generations"))
+            },
         })
     }
 
     async fn batch<'a, C: Conn>(ctx: Ctx<'a, C, Self>, op: Op, items: Items<'a>) -> Answers {
         match op {
+            Op::Add | Op::Exists if ctx.kind().window.is_some() => {
+                window::batch(ctx, op, items).await
+            }
             Op::Add => steps::add(ctx, items).await,
             Op::Exists => steps::exists(ctx, items).await,
             Op::AddIfAbsent | Op::Remove => Err(Error::InvalidConfig(NO_REMOVE.into())),
@@ -272,7 +287,10 @@ impl Seam for Module {
     }
 
     async fn part_info<'a, C: Conn>(ctx: Ctx<'a, C, Self>) -> Result<info::PartInfo> {
-        info::part(ctx).await
+        match ctx.kind().window {
+            Some(_) => window::part_info(ctx).await,
+            None => info::part(ctx).await,
+        }
     }
 
     async fn info<'a, C: Conn>(
@@ -283,13 +301,20 @@ impl Seam for Module {
     }
 
     async fn drop_part<'a, C: Conn>(ctx: Ctx<'a, C, Self>, how: Removal) -> Result<bool> {
-        steps::drop_part(ctx, how).await
+        match ctx.kind().window {
+            Some(_) => window::drop_part(ctx, how).await,
+            None => steps::drop_part(ctx, how).await,
+        }
     }
 
     fn forget(&self, parts: &Shards<Part>) {
         for part in parts.parts() {
             part.learn(UNKNOWN);
         }
+    }
+
+    fn expiring(&self) -> bool {
+        self.window.is_some()
     }
 
     fn route_engine(&self) -> Engine {
