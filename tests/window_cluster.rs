@@ -190,8 +190,18 @@ async fn every_operation(cluster: &RedisCluster, key: &str, shards: u32) {
         "{key}: {made:?}"
     );
     let gens: Vec<&(u16, String)> = made.iter().filter(|(_, k)| k.contains(":gen:")).collect();
-    assert_eq!(gens.len() + 1, made.len(), "{key}: {made:?}");
-    for (port, gen) in &gens {
+    // Beside each part's generations, their ledger (lost data is an error), expiring with them.
+    let ledgers: Vec<&(u16, String)> = made
+        .iter()
+        .filter(|(_, k)| k.contains(":redbloom:made:"))
+        .collect();
+    assert_eq!(ledgers.len(), shards as usize, "{key}: {made:?}");
+    assert_eq!(
+        gens.len() + ledgers.len() + 1,
+        made.len(),
+        "{key}: {made:?}"
+    );
+    for (port, gen) in gens.iter().chain(&ledgers) {
         let pttl = pttl_on(*port, gen);
         assert!((1..=80_000).contains(&pttl), "{key}: {gen} PTTL {pttl}");
         assert_eq!(*port, cluster.master_of(gen), "{gen}");
