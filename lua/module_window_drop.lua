@@ -4,7 +4,7 @@
 -- sooner keeps its own expiry. Every generation that exists must be a module filter (BF.INFO
 -- answers): otherwise its error, and nothing is touched.
 -- ARGV[7]: "del" or "pexpire". ARGV[8]: the TTL in milliseconds (for "pexpire").
--- Reply: the number of live generations that existed.
+-- Then lua/window_drop_keys.lua.
 for i = 1, g + 2 do
     if redis.call("exists", KEYS[i]) == 1 then
         local info = redis.pcall("BF.INFO", KEYS[i])
@@ -13,38 +13,3 @@ for i = 1, g + 2 do
         end
     end
 end
-local alive = 0
-for i = 1, g do
-    alive = alive + redis.call("exists", live[i])
-end
-local ttl = tonumber(ARGV[8])
-for i = 1, g + 2 do
-    if ARGV[7] == "del" then
-        redis.call("del", KEYS[i])
-    else
-        local left = redis.call("pttl", KEYS[i])
-        if left == -1 or left > ttl then
-            redis.call("pexpire", KEYS[i], ttl)
-        end
-    end
-end
-if ARGV[7] == "del" then
-    redis.call("del", made)
-else
-    -- The ledger lists each generation's expiry: none later than the new TTL.
-    local text = ""
-    for _, entry in ipairs(ledger()) do
-        text = text .. string.format("%d:%d,", entry[1], math.min(entry[2], now + ttl))
-    end
-    if text ~= "" then
-        redis.call("set", made, text, "PX", ttl)
-    end
-end
-if params then
-    if ARGV[7] == "del" then
-        redis.call("del", params)
-    else
-        redis.call("pexpire", params, ttl)
-    end
-end
-return alive

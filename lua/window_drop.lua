@@ -2,8 +2,8 @@
 -- after the head's checks, in one atomic step. A generation that would leave the window sooner
 -- keeps its own expiry.
 -- ARGV[7]: "del" or "pexpire". ARGV[8]: the TTL in milliseconds (for "pexpire").
--- Reply: the number of live generations that existed. A generation key of another type than
--- string gets a WRONGTYPE error naming the type, and nothing is touched.
+-- A generation key of another type than string gets a WRONGTYPE error naming the type, and
+-- nothing is touched; then lua/window_drop_keys.lua.
 for i = 1, g + 2 do
     local kind = redis.call("type", KEYS[i])["ok"]
     if kind ~= "string" and kind ~= "none" then
@@ -11,38 +11,3 @@ for i = 1, g + 2 do
             ", not a string")
     end
 end
-local alive = 0
-for i = 1, g do
-    alive = alive + redis.call("exists", live[i])
-end
-local ttl = tonumber(ARGV[8])
-for i = 1, g + 2 do
-    if ARGV[7] == "del" then
-        redis.call("del", KEYS[i])
-    else
-        local left = redis.call("pttl", KEYS[i])
-        if left == -1 or left > ttl then
-            redis.call("pexpire", KEYS[i], ttl)
-        end
-    end
-end
-if ARGV[7] == "del" then
-    redis.call("del", made)
-else
-    -- The ledger lists each generation's expiry: none later than the new TTL.
-    local text = ""
-    for _, entry in ipairs(ledger()) do
-        text = text .. string.format("%d:%d,", entry[1], math.min(entry[2], now + ttl))
-    end
-    if text ~= "" then
-        redis.call("set", made, text, "PX", ttl)
-    end
-end
-if params then
-    if ARGV[7] == "del" then
-        redis.call("del", params)
-    else
-        redis.call("pexpire", params, ttl)
-    end
-end
-return alive

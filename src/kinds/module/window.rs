@@ -67,7 +67,7 @@ module_window_script!(
 );
 module_window_script!(
     /// `clear` and `expire` of every generation, the ledger and the parameters.
-    DROP = ["module_window_check", "module_window_drop"]
+    DROP = ["module_window_check", "module_window_drop", "window_drop_keys"]
 );
 
 /// The fewest and the most generations, as a window filter's.

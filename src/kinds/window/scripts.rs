@@ -93,7 +93,7 @@ window_script!(
 );
 window_script!(
     /// `clear` and `expire` of every generation and the parameters.
-    WINDOW_DROP = ["window_check", "window_epoch", "window_drop"]
+    WINDOW_DROP = ["window_check", "window_epoch", "window_drop", "window_drop_keys"]
 );
 
 /// Steps that see the server's clock off by more than a generation this many times in a row
