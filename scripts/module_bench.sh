@@ -6,6 +6,8 @@
 #    8 tasks (after the same `BF.RESERVE`);
 #  - single adds: `redbloom bench --module --op add --concurrency 64 --batch 1` of SINGLES items
 #    (200,000), against peers' `BF.MADD` of one item from 64 tasks (one shared connection);
+#  - each redbloom run twice: by default (exact answers across retries: a recorded script
+#    around BF.MADD) and with --inexact-retries (bare BF.INSERT NOCREATE once the key exists);
 # alternating, ROUNDS times, FLUSHALL before each run; Redis CPU per item from INFO cpu.
 # Usage: scripts/module_bench.sh [ROUNDS] [ITEMS] [SINGLES]
 # RedisBloom: $REDISBLOOM_MODULE, else the virtualenv .ci/run installs ($REDISBLOOM_VENV,
@@ -51,9 +53,14 @@ for _ in $(seq "$rounds"); do
     run "load|raw BF.MADD 1000 x 8" "$items_n" "$peers" redisbloom "$url" m add p "$items_n" 1000 8 "$items_n" 0.01
     run "load|redbloom load --module" "$items_n" "$redbloom" --url "$url" --key m --module \
         --capacity "$items_n" --fpr 0.01 load "$items"
+    run "load|redbloom load --module --inexact-retries" "$items_n" "$redbloom" --url "$url" --key m \
+        --module --inexact-retries --capacity "$items_n" --fpr 0.01 load "$items"
     run "single adds|raw BF.MADD 1 x 64" "$singles" "$peers" redisbloom "$url" m add bench: "$singles" 1 64 "$items_n" 0.01
     run "single adds|redbloom bench --module 1 x 64" "$singles" "$redbloom" --url "$url" --key m \
         --module --capacity "$items_n" --fpr 0.01 bench --op add --items "$singles" --concurrency 64 --batch 1
+    run "single adds|redbloom bench --module --inexact-retries 1 x 64" "$singles" "$redbloom" --url "$url" \
+        --key m --module --inexact-retries --capacity "$items_n" --fpr 0.01 bench --op add \
+        --items "$singles" --concurrency 64 --batch 1
 done
 python3 - "$results" <<'PY'
 import statistics, sys
@@ -61,11 +68,13 @@ rows = {}
 for line in open(sys.argv[1]):
     label, rate, cpu = line.rstrip("\n").split("\t")
     rows.setdefault(label, []).append((float(rate), float(cpu)))
-print("| workload | raw: items/s, µs Redis CPU/item | redbloom: items/s, µs/item | redbloom / raw: items/s, CPU |")
-print("|---|---|---|---|")
+print("| workload | raw: items/s, µs Redis CPU/item | redbloom | redbloom: items/s, µs/item | redbloom / raw: items/s, CPU |")
+print("|---|---|---|---|---|")
+med = lambda runs: (statistics.median(x for x, _ in runs), statistics.median(c for _, c in runs))
 for what in dict.fromkeys(l.split("|")[0] for l in rows):
-    raw, ours = [v for l, v in rows.items() if l.startswith(what + "|")]
-    r = (statistics.median(x for x, _ in raw), statistics.median(c for _, c in raw))
-    o = (statistics.median(x for x, _ in ours), statistics.median(c for _, c in ours))
-    print(f"| {what} | {r[0]:,.0f}, {r[1]:.2f} | {o[0]:,.0f}, {o[1]:.2f} | {o[0]/r[0]:.2f}x, {o[1]/r[1]:.2f}x |")
+    mine = [l for l in rows if l.startswith(what + "|")]
+    raw = med(rows[mine[0]])
+    for label in mine[1:]:
+        o = med(rows[label])
+        print(f"| {what} | {raw[0]:,.0f}, {raw[1]:.2f} | `{label.split('|')[1]}` | {o[0]:,.0f}, {o[1]:.2f} | {o[0]/raw[0]:.2f}x, {o[1]/raw[1]:.2f}x |")
 PY

@@ -730,7 +730,7 @@ async fn a_stalled_server_meets_the_call_deadline() {
 fn module_acl(key: &str) -> Vec<String> {
     let line = format!(
         "SETUSER app on >pw ~{key} ~{{{key}}}:redbloom:params ~{{{key}}}:redbloom:once:* \
-         ~{{rb*}}:{key}:shard:* -@all +bf.reserve +bf.madd +bf.mexists +bf.info +evalsha \
+         ~{{rb*}}:{key}:shard:* -@all +bf.reserve +bf.madd +bf.insert +bf.mexists +bf.info +evalsha \
          +eval +get +set +exists +pttl +pexpire +del +hget +hset +unlink +info +wait"
     );
     line.split_whitespace().map(str::to_owned).collect()
@@ -766,10 +766,103 @@ async fn the_documented_acl_is_enough() {
         assert!(bloom.exists_many(&items).await.unwrap().iter().all(|&f| f));
         assert!(!bloom.exists("never").await.unwrap());
         assert_eq!(bloom.info().await.unwrap().items, 1_501);
+        // Without records, adds into the key go as bare BF.INSERT: the ACL allows it.
+        let bare = module(&key)
+            .shards(shards)
+            .exact_retries(false)
+            .build(conn.clone())
+            .unwrap();
+        let before = inserts(&mut admin).await;
+        assert!(!bare.add("one").await.unwrap());
+        assert!(bare.add("two").await.unwrap());
+        assert!(
+            inserts(&mut admin).await > before,
+            "{shards} shards: BF.INSERT went"
+        );
         assert!(bloom.expire(Duration::from_secs(60)).await.unwrap());
         assert!(bloom.clear().await.unwrap());
         assert!(common::keys_like(&mut admin, &format!("*{key}*"))
             .await
             .is_empty());
     }
+}
+
+/// How many `BF.INSERT` commands the server has run (`INFO commandstats`).
+async fn inserts(conn: &mut MultiplexedConnection) -> u64 {
+    let stats: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(conn)
+        .await
+        .unwrap();
+    common::commandstats_calls(&stats, "bf.insert")
+}
+
+/// Adds that need no record (exact answers across retries off) into a key known to exist go
+/// as bare `BF.INSERT KEY NOCREATE`: the same answers, the filter never made with the
+/// module's defaults when its key is gone, and a full filter refused as by the script.
+#[tokio::test]
+async fn adds_without_records_go_bare_and_answer_the_same() {
+    let redis = redis_with_bloom();
+    let mut conn = redis.connection().await;
+    for shards in [1, 3] {
+        let key = common::unique_key("module-bare");
+        let bloom = module(&key)
+            .shards(shards)
+            .exact_retries(false)
+            .build(conn.clone())
+            .unwrap();
+        let first: Vec<String> = (0..300).map(|i| format!("a{i}")).collect();
+        let second: Vec<String> = (150..450).map(|i| format!("a{i}")).collect();
+        let before = inserts(&mut conn).await;
+        assert!(bloom.add_many(&first).await.unwrap().iter().all(|&new| new));
+        let answers = bloom.add_many(&second).await.unwrap();
+        assert_eq!(answers[..150], [false; 150], "{shards} shards: seen");
+        assert!(
+            answers[150..].iter().all(|&new| new),
+            "{shards} shards: new"
+        );
+        assert!(
+            inserts(&mut conn).await > before,
+            "{shards} shards: the second batch went bare"
+        );
+        assert!(bloom.exists_many(&second).await.unwrap().iter().all(|&f| f));
+    }
+    // Its key deleted by hand: `NOCREATE` refuses, and the script makes it again with this
+    // client's parameters (not `BF.INSERT`'s defaults: capacity 100).
+    let key = common::unique_key("module-bare-gone");
+    let bloom = module(&key)
+        .exact_retries(false)
+        .build(conn.clone())
+        .unwrap();
+    bloom.add("a").await.unwrap();
+    assert!(!bloom.add("a").await.unwrap());
+    raw(&mut conn, &["DEL", &key]).await;
+    assert!(bloom.add("b").await.unwrap());
+    assert_eq!(field(&bf_info(&mut conn, &key).await, "Capacity"), 10_000);
+    // Full: the bare command's refusal, item by item, as the script's.
+    let full = common::unique_key("module-bare-full");
+    raw(
+        &mut conn,
+        &["BF.RESERVE", &full, "0.001", "5", "NONSCALING"],
+    )
+    .await;
+    let bloom = ModuleBloom::builder(&full)
+        .expected_items(5)
+        .false_positive_rate(0.001)
+        .exact_retries(false)
+        .build(conn.clone())
+        .unwrap();
+    assert_eq!(
+        bloom.add_many(&["i0", "i1", "i2"]).await.unwrap(),
+        [true; 3]
+    );
+    let before = inserts(&mut conn).await;
+    let items: Vec<String> = (3..8).map(|i| format!("i{i}")).collect();
+    match bloom.add_many(&items).await {
+        Err(Error::FilterFull { added, .. }) => assert_eq!(added, 2),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(inserts(&mut conn).await, before + 1, "refused by BF.INSERT");
+    assert!(bloom.exists("i4").await.unwrap());
+    assert!(!bloom.exists("i5").await.unwrap());
 }

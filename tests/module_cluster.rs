@@ -70,4 +70,36 @@ async fn shards_spread_over_the_masters() {
     assert_eq!(cli(master, &["BF.ADD", "module:one", "raw"]).trim(), "1");
     assert!(one.exists("raw").await.unwrap());
     assert_eq!(one.info().await.unwrap().items, 101);
+
+    // Without records across retries, adds into keys known to exist go as bare BF.INSERT to
+    // each shard's master, with the same answers; a full filter is refused item by item.
+    let inserts = || common::cluster::calls(&cluster.master_ports(), "bf.insert");
+    let bare = ModuleBloom::builder("module:bare")
+        .expected_items(40_000)
+        .false_positive_rate(0.001)
+        .shards(4)
+        .exact_retries(false)
+        .build(conn.clone())
+        .unwrap();
+    assert!(bare.add_many(&items).await.unwrap().iter().all(|&n| n));
+    let before = inserts();
+    assert!(bare.add_many(&items).await.unwrap().iter().all(|&n| !n));
+    assert!(inserts() >= before + 4, "every shard's batch went bare");
+    cli(
+        cluster.master_of("module:full"),
+        &["BF.RESERVE", "module:full", "0.001", "5", "NONSCALING"],
+    );
+    let full = ModuleBloom::builder("module:full")
+        .expected_items(5)
+        .false_positive_rate(0.001)
+        .exact_retries(false)
+        .build(conn.clone())
+        .unwrap();
+    assert_eq!(full.add_many(&items[..3]).await.unwrap(), [true; 3]);
+    let before = inserts();
+    match full.add_many(&items[3..8]).await {
+        Err(redbloom::Error::FilterFull { added, .. }) => assert_eq!(added, 2),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(inserts(), before + 1, "refused by BF.INSERT");
 }

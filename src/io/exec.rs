@@ -275,6 +275,18 @@ where
             .map_err(|e| Error::from_redis(e, key))
     }
 
+    /// `cmd`'s reply as the server sent it: an error inside an array stays a value
+    /// ([`Value::ServerError`]), where [`query`](Exec::query) would fail the whole reply; an
+    /// error as the whole reply is an error.
+    pub(crate) async fn query_raw(&self, key: &str, cmd: &Cmd) -> Result<Value> {
+        let _turn = self.gate.enter(&[cmd]).await;
+        match self.conn.clone().req_packed_command(cmd).await {
+            Ok(Value::ServerError(err)) => Err(Error::from_redis(err.into(), key)),
+            Ok(value) => Ok(value),
+            Err(err) => Err(Error::from_redis(err, key)),
+        }
+    }
+
     /// Runs `script` (`EVALSHA`, and `EVAL` after `NOSCRIPT`) on `keys`; errors are reported
     /// for `key`, the filter's bits.
     pub(crate) async fn script(

@@ -1,7 +1,9 @@
 //! The module filter (SPEC.md §7): the server's own Bloom filter (`BF.*`: Redis 8, RedisBloom,
 //! valkey-bloom) behind the same API as every kind. A filter of one key is the key as given,
 //! made with `BF.RESERVE KEY P N [EXPANSION F]` by the first add (or by any other client), read
-//! and written with `BF.MADD` and `BF.MEXISTS` in commands of at most [`PER_COMMAND`] items.
+//! and written with `BF.MADD` and `BF.MEXISTS` in commands of at most [`PER_COMMAND`] items
+//! (adds that need no record across retries, into a key known to exist: bare `BF.INSERT KEY
+//! NOCREATE`).
 //! A filter redbloom makes stores its parameters beside it, as the other kinds do; one that
 //! another client made is compared with what `BF.INFO` reports before this client writes into
 //! it ([`steps`]). A sharded filter is N module keys in N slot groups, each item routed by
@@ -88,6 +90,9 @@ pub struct Module {
     /// Whether the server was found to have every `BF.*` command the filter uses (asked once,
     /// by the calls that may send none: `info` and `clear` of a filter with no key yet).
     has_commands: std::sync::atomic::AtomicBool,
+    /// Whether adds into a key known to exist may go as bare `BF.INSERT KEY NOCREATE ITEMS …`
+    /// when they need no record: cleared for good when the server (or the ACL) refuses it.
+    inserts: std::sync::atomic::AtomicBool,
 }
 
 /// A module builder's own options.
@@ -251,6 +256,7 @@ impl Seam for Module {
                 window: window.map(|window| window.named(&fingerprint)),
                 fingerprint,
                 has_commands: std::sync::atomic::AtomicBool::new(false),
+                inserts: std::sync::atomic::AtomicBool::new(true),
             },
             parts,
             guard,

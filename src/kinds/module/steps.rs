@@ -18,6 +18,7 @@ use crate::io::tx::{Slot, Tx};
 use crate::scripts::{script, Arg};
 use futures_util::future::BoxFuture;
 use redis::Value;
+use std::sync::atomic::Ordering;
 
 script! {
     /// Adds items with `BF.MADD`, making the filter with `BF.RESERVE` first.
@@ -180,6 +181,12 @@ impl<'a, C: Conn> On<'a, C> {
     async fn command(self, items: &[&[u8]], index: usize) -> Result<Vec<Flag>> {
         let On { ctx, step } = self;
         let (exec, part, kind) = (ctx.exec(), ctx.part(), ctx.kind());
+        let records = step.is_some() && exec.has(Cap::Exact);
+        if !records && part.state() != UNKNOWN && kind.inserts.load(Ordering::Acquire) {
+            if let Some(flags) = insert(ctx, items).await? {
+                return Ok(flags);
+            }
+        }
         let guard = ctx.guard();
         let fingerprint = guard.map_or("", Guard::fingerprint);
         let expansion = kind.growth.map(|g| g.to_string()).unwrap_or_default();
@@ -223,7 +230,9 @@ impl<'a, C: Conn> On<'a, C> {
                 probe(ctx).await?;
                 continue;
             }
-            if guard.is_some() && part.state() == UNKNOWN {
+            if part.state() == UNKNOWN {
+                // The key exists now, made by this client (its parameters stored beside a
+                // filter of one key) or checked: later adds that need no record go bare.
                 part.learn(OURS);
             }
             return flags(&reply, items.len());
@@ -233,6 +242,61 @@ impl<'a, C: Conn> On<'a, C> {
              parameters were compared",
             part.key
         )))
+    }
+}
+
+/// One add of `items` into a key known to exist whose answers need no record (exact answers
+/// across retries are off, or nothing retries): bare `BF.INSERT KEY NOCREATE ITEMS …`, the
+/// server's cost of `BF.MADD` without a script's (a script around it costs the server about
+/// 2.3x its CPU per item: BENCHMARKS.md). `None` when the script must go instead: the key is
+/// gone (`NOCREATE` refuses to make it with the module's defaults; the script makes it with
+/// this client's parameters, or finds it lost), or the server or the ACL refuses
+/// `BF.INSERT` (then never asked again).
+async fn insert<C: Conn>(ctx: Ctx<'_, C, Module>, items: &[&[u8]]) -> Result<Option<Vec<Flag>>> {
+    let (exec, part) = (ctx.exec(), ctx.part());
+    let cmd = redis::cmd("BF.INSERT")
+        .arg(&part.key)
+        .arg("NOCREATE")
+        .arg("ITEMS")
+        .arg(items)
+        .to_owned();
+    match exec.query_raw(&part.key, &cmd).await {
+        Ok(Value::Array(added)) if added.len() <= items.len() => {
+            // The module answers each item until one is refused (the filter is full): that
+            // item and every one after it are refused.
+            let mut flags: Vec<Flag> = Vec::with_capacity(items.len());
+            for value in &added {
+                flags.push(match value {
+                    Value::Int(1) => b'1',
+                    Value::Int(0) => b'0',
+                    Value::ServerError(_) => break,
+                    other => {
+                        return Err(Error::UnexpectedReply(format!(
+                            "{other:?} in BF.INSERT's reply for one item"
+                        )))
+                    }
+                });
+            }
+            flags.resize(items.len(), b'F');
+            Ok(Some(flags))
+        }
+        Ok(other) => Err(Error::UnexpectedReply(format!(
+            "{other:?} from BF.INSERT of {} items",
+            items.len()
+        ))),
+        Err(Error::Redis(err)) if err.detail().is_some_and(|d| d.starts_with("not found")) => {
+            part.learn(UNKNOWN);
+            Ok(None)
+        }
+        Err(Error::Redis(err)) if unknown_command(&err) => {
+            ctx.kind().inserts.store(false, Ordering::Release);
+            Ok(None)
+        }
+        Err(Error::NoPermission(_)) => {
+            ctx.kind().inserts.store(false, Ordering::Release);
+            Ok(None)
+        }
+        Err(err) => Err(err),
     }
 }
 
