@@ -540,6 +540,36 @@ async fn a_filter_gone_under_its_parameters_is_lost_not_absent() {
     assert!(!bloom.exists("never").await.unwrap(), "there, and absent");
     raw(&mut conn, &["DEL", &key]).await;
     assert!(matches!(bloom.exists("a").await, Err(Error::Lost { .. })));
+    // A sharded filter's first add makes every shard, with this filter's parameters (a share
+    // of the capacity each), before its parameters are stored: a shard that no item reached
+    // and that is gone is lost too.
+    let sharded = common::unique_key("module-lost-sharded");
+    let bloom = module(&sharded).shards(3).build(conn.clone()).unwrap();
+    assert!(bloom.add("a").await.unwrap());
+    let shards: Vec<String> = common::keys_like(&mut conn, &format!("*{sharded}:shard:*"))
+        .await
+        .into_iter()
+        .filter(|key| !key.contains(":redbloom:"))
+        .collect();
+    assert_eq!(shards.len(), 3, "{shards:?}");
+    for shard in &shards {
+        assert_eq!(key_type(&mut conn, shard).await, "MBbloom--");
+        assert_eq!(field(&bf_info(&mut conn, shard).await, "Capacity"), 3_334);
+    }
+    let mut empty = None;
+    for shard in &shards {
+        if field(&bf_info(&mut conn, shard).await, "Number of items inserted") == 0 {
+            empty = Some(shard.clone());
+        }
+    }
+    let empty = empty.expect("a shard no item reached");
+    raw(&mut conn, &["DEL", &empty]).await;
+    let items: Vec<String> = (0..30).map(|i| format!("i{i}")).collect();
+    match bloom.exists_many(&items).await {
+        Err(Error::Lost { key, .. }) => assert_eq!(key, empty),
+        other => panic!("a gone shard read as {other:?}"),
+    }
+    assert!(bloom.exists("a").await.unwrap(), "the other shards answer");
     // Another client's filter has no parameters: gone is gone.
     let foreign = common::unique_key("module-lost-foreign");
     raw(&mut conn, &["BF.ADD", &foreign, "x"]).await;

@@ -227,6 +227,14 @@ pub trait Seam: Sized + Send + Sync + Debug + 'static {
         false
     }
 
+    /// The command that makes an empty part at `key` when it does not exist, leaving one that
+    /// exists as it is ([`keeps_parts`](Seam::keeps_parts): a sharded filter's parts, made
+    /// before its parameters are stored): an empty string (`SET key "" NX`) unless the kind's
+    /// parts are of another type.
+    fn make_part(&self, key: &str) -> redis::Cmd {
+        redis::cmd("SET").arg(key).arg("").arg("NX").to_owned()
+    }
+
     /// Whether the filter's keys carry a TTL by design (a window filter's generations), so
     /// that a `volatile-*` eviction policy may evict them.
     const EXPIRING: bool = false;

@@ -55,15 +55,15 @@ where
     exec.query(part, redis::cmd("EXISTS").arg(part)).await
 }
 
-/// Every part of a sharded filter made (as an empty string, `SET NX`: one that exists is left
-/// as it is) before its parameters are stored, so that a part is never merely unwritten.
-pub(crate) async fn make_parts<C>(exec: &Exec<C>, parts: &[String]) -> Result<()>
+/// Every part of a sharded filter made (each by its kind's command,
+/// [`Seam::make_part`](super::kind::Seam::make_part): one that exists is left as it is) before
+/// its parameters are stored, so that a part is never merely unwritten.
+pub(crate) async fn make_parts<C>(exec: &Exec<C>, parts: &[(&str, redis::Cmd)]) -> Result<()>
 where
     C: ConnectionLike + Clone + Send + Sync,
 {
-    let made = parts.iter().map(|part| async move {
-        let cmd = redis::cmd("SET").arg(part).arg("").arg("NX").to_owned();
-        exec.query::<Option<String>>(part, &cmd).await.map(drop)
-    });
+    let made = parts
+        .iter()
+        .map(|(part, cmd)| async move { exec.query::<redis::Value>(part, cmd).await.map(drop) });
     futures_util::future::try_join_all(made).await.map(drop)
 }

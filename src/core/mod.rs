@@ -245,6 +245,14 @@ impl<C: Conn, K: Kind> Core<C, K> {
         lost::confirm(&self.exec, names, answers, exists).await
     }
 
+    /// Each part's key, and the kind's command that makes it ([`Seam::make_part`]).
+    fn part_makers(&self) -> Vec<(&str, redis::Cmd)> {
+        self.groups
+            .iter()
+            .map(|part| (part.as_str(), self.kind.make_part(part)))
+            .collect()
+    }
+
     /// A sharded filter of a kind that keeps its parts, about to write for the first time on
     /// this handle: when no parameters are stored yet (a new filter, or one cleared), every
     /// part is made before the write stores them, so that a part is never merely unwritten.
@@ -259,7 +267,7 @@ impl<C: Conn, K: Kind> Core<C, K> {
         if guard.is_checked() {
             return Ok(());
         }
-        let parts = &self.groups;
+        let parts = &self.part_makers();
         self.exec
             .retried(clock, || lost::make_parts(&self.exec, parts))
             .await
@@ -293,7 +301,7 @@ impl<C: Conn, K: Kind> Core<C, K> {
             // The parameters were stored again beside this write (another client cleared the
             // filter, or it expired): the parts this write did not touch are made again (by
             // the next write, should this one fail).
-            let parts = &self.groups;
+            let parts = &self.part_makers();
             self.exec
                 .retried(&clock, || lost::make_parts(&self.exec, parts))
                 .await?;

@@ -90,6 +90,9 @@ pub struct Module {
     /// Whether the server was found to have every `BF.*` command the filter uses (asked once,
     /// by the calls that may send none: `info` and `clear` of a filter with no key yet).
     has_commands: std::sync::atomic::AtomicBool,
+    /// Whether the filter is sharded: its parts are made together before its parameters are
+    /// stored ([`Seam::keeps_parts`]).
+    sharded: bool,
     /// Whether adds into a key known to exist may go as bare `BF.INSERT KEY NOCREATE ITEMS …`
     /// when they need no record: cleared for good when the server (or the ACL) refuses it.
     inserts: std::sync::atomic::AtomicBool,
@@ -257,6 +260,7 @@ impl Seam for Module {
                 fingerprint,
                 has_commands: std::sync::atomic::AtomicBool::new(false),
                 inserts: std::sync::atomic::AtomicBool::new(true),
+                sharded: shards > 1,
             },
             parts,
             guard,
@@ -321,6 +325,28 @@ impl Seam for Module {
 
     fn expiring(&self) -> bool {
         self.window.is_some()
+    }
+
+    /// A sharded filter's module keys (not a window's generations, which go by design): all
+    /// made by its first write, before its parameters are stored, so that a check finding one
+    /// gone fails with [`Error::Lost`]. A filter of one key keeps the rule in its own steps
+    /// (its add script makes the key and stores the parameters together).
+    fn keeps_parts(&self) -> bool {
+        self.sharded && self.window.is_none()
+    }
+
+    /// `BF.RESERVE` with this filter's parameters, when the key does not exist
+    /// (lua/module_make.lua).
+    fn make_part(&self, key: &str) -> redis::Cmd {
+        let expansion = self.growth.map(|g| g.to_string()).unwrap_or_default();
+        redis::cmd("EVAL")
+            .arg(include_str!("../../../lua/module_make.lua"))
+            .arg(1)
+            .arg(key)
+            .arg(self.fpr)
+            .arg(self.per_part)
+            .arg(expansion)
+            .to_owned()
     }
 
     fn route_engine(&self) -> Engine {

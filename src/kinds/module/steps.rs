@@ -116,10 +116,13 @@ pub(super) async fn exists<C: Conn>(
         Ok((answers(replies.take(found)?, items.len())?, Some(there)))
     };
     let (answers, there) = or_missing(ctx, ctx.retried(attempt).await).await?;
-    // A shard is made by the first add routed to it, so a sharded filter's missing shard may
-    // be one that never took an item: only a filter of one key, made with its parameters in
-    // one step, tells lost data from none.
-    if answers.iter().any(|&found| found) || !ctx.inline() {
+    if !ctx.inline() {
+        // A sharded filter's parts are all made before its parameters are stored, and the core
+        // tells a lost one (`Seam::keeps_parts`): a key seen here spares it asking again.
+        ctx.saw(there == Some(true));
+        return Ok(answers);
+    }
+    if answers.iter().any(|&found| found) {
         return Ok(answers);
     }
     // Every item absent: from a filter that is gone while its parameters are stored (evicted,
@@ -284,7 +287,7 @@ async fn insert<C: Conn>(ctx: Ctx<'_, C, Module>, items: &[&[u8]]) -> Result<Opt
             "{other:?} from BF.INSERT of {} items",
             items.len()
         ))),
-        Err(Error::Redis(err)) if err.detail().is_some_and(|d| d.starts_with("not found")) => {
+        Err(Error::Redis(err)) if is_not_found(&err) => {
             part.learn(UNKNOWN);
             Ok(None)
         }
@@ -298,6 +301,13 @@ async fn insert<C: Conn>(ctx: Ctx<'_, C, Module>, items: &[&[u8]]) -> Result<Opt
         }
         Err(err) => Err(err),
     }
+}
+
+/// Whether `err` is `BF.INSERT … NOCREATE`'s refusal of a key that does not exist
+/// (RedisBloom: "ERR not found").
+fn is_not_found(err: &redis::RedisError) -> bool {
+    let text = err.to_string().to_ascii_lowercase();
+    text.contains("not found") || text.contains("does not exist")
 }
 
 /// Whether `err` is the add script's refusal of a `BF.*` command by the ACL.
