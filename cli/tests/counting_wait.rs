@@ -192,3 +192,37 @@ async fn the_cli_waits_for_replicas_with_a_counting_filter() {
     wait::the_cli_fails_without_a_replica(&lone, "counting", &size, &["1", "4"], &verbs, limit);
     drop(primary);
 }
+
+/// A dense write whose `WAIT` fails is retried with it: while the replica is stopped, the
+/// `WAIT` behind a dense remove outlasts the connection's response timeout (a transient
+/// error), and the remove goes again until the replica is back. The swap it made is read back
+/// from its record every time, never applied again: each items' counts go down once (each
+/// retry applying the batch again would take them down once more, to nothing).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dense_write_retried_for_its_wait_applies_once() {
+    let (primary, replica) = primary_and_replica().await;
+    let key = common::unique_key("counting-wait-retried");
+    let bloom = counting(&key, (1, CAPACITY))
+        .retry(common::fault_retry())
+        .wait_for_replicas(1, Duration::from_secs(2))
+        .build(common::impatient(&primary.url(), Duration::from_millis(300)).await)
+        .unwrap();
+    let batch = items("twice", CAPACITY as usize / 2);
+    for _ in 0..2 {
+        bloom.add_many(&batch).await.unwrap();
+    }
+    replica.pause();
+    let resume = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(1_500)).await;
+        replica.resume();
+        replica
+    });
+    let removed = bloom.remove_many(&batch).await.unwrap();
+    let _replica = resume.await.unwrap();
+    assert!(removed.iter().all(|&r| r), "each removed once");
+    let present = bloom.exists_many(&batch).await.unwrap();
+    let gone = present.iter().filter(|&&p| !p).count();
+    assert_eq!(gone, 0, "added twice, removed once: {gone} gone");
+    assert!(bloom.remove_many(&batch).await.unwrap().iter().all(|&r| r));
+    assert!(bloom.exists_many(&batch).await.unwrap().iter().all(|&p| !p));
+}

@@ -93,6 +93,12 @@ pub(crate) struct Step {
     epoch: u64,
     /// Whether command `i` was sent before: its next sending is a retry.
     sent: Mutex<Vec<bool>>,
+    /// Records acknowledged while a `WAIT` behind them may still fail ([`acknowledge`]):
+    /// deleted by [`settle`].
+    ///
+    /// [`acknowledge`]: Step::acknowledge
+    /// [`settle`]: Step::settle
+    pending: Mutex<Vec<(String, usize)>>,
 }
 
 impl Step {
@@ -107,6 +113,7 @@ impl Step {
             width,
             epoch: now / width,
             sent: Mutex::new(Vec::new()),
+            pending: Mutex::new(Vec::new()),
         }
     }
 
@@ -146,9 +153,40 @@ impl Step {
         format!("{:016x}.{index}", self.id)
     }
 
-    /// Deletes the record of command `index` (a large one: a dense step's bytes from before)
-    /// once its reply is in hand. A failure is ignored: the ring drops it in time.
+    /// The record of command `index` (a large one: a dense step's bytes from before) may go,
+    /// its reply in hand: deleted now, or, when a `WAIT` for replicas follows the write, once
+    /// the step is over ([`settle`](Step::settle)). A `WAIT` that fails sends the command
+    /// again with it, and only its record keeps that retry from applying it twice (a counting
+    /// filter's counts taken down again, "new" answered "seen").
     pub(crate) async fn acknowledge<C>(&self, exec: &Exec<C>, key: &str, index: usize)
+    where
+        C: ConnectionLike + Clone + Send + Sync,
+    {
+        if exec.options().replicas.is_some() {
+            let mut pending = self.pending.lock().unwrap_or_else(PoisonError::into_inner);
+            pending.push((key.to_owned(), index));
+            return;
+        }
+        self.forget(exec, key, index).await;
+    }
+
+    /// Deletes the records [`acknowledge`](Step::acknowledge) kept for the `WAIT`: the step
+    /// is over (answered, or failed for good).
+    pub(crate) async fn settle<C>(&self, exec: &Exec<C>)
+    where
+        C: ConnectionLike + Clone + Send + Sync,
+    {
+        let pending =
+            std::mem::take(&mut *self.pending.lock().unwrap_or_else(PoisonError::into_inner));
+        for (key, index) in pending {
+            self.forget(exec, &key, index).await;
+        }
+    }
+
+    /// Deletes the record of command `index` now: its reply is in hand and the caller never
+    /// sends the command again (it keeps the answers). A failure is ignored: the ring drops it
+    /// in time.
+    pub(crate) async fn forget<C>(&self, exec: &Exec<C>, key: &str, index: usize)
     where
         C: ConnectionLike + Clone + Send + Sync,
     {

@@ -93,6 +93,9 @@ pub(super) async fn run<C: Conn>(
         Some(_) => None,
     };
     let swapped = swap(ctx, (cells, op), (&keys, adds), step.as_ref()).await;
+    if let Some(step) = &step {
+        step.settle(exec).await;
+    }
     if let Some(lease) = lease {
         lease.release().await;
     }

@@ -237,7 +237,7 @@ async fn attempt<C: Conn>(
             applied.answers = answers.iter().map(|&a| a == b'1').collect();
             applied.full = full == b'F';
             if let Some((step, index)) = once {
-                step.acknowledge(exec, &part.counts, index).await;
+                step.forget(exec, &part.counts, index).await;
             }
             Ok(Some(applied))
         }

@@ -145,7 +145,7 @@ impl Bits {
                     merge.mark_new(&batches, old, std::slice::from_mut(&mut done.new));
                     done.done[merge.r()] = true;
                 }
-                step.acknowledge(ctx.exec, &self.key, index).await;
+                step.forget(ctx.exec, &self.key, index).await;
                 Ok::<_, Error>(())
             }
         };

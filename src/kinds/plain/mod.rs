@@ -290,18 +290,23 @@ impl Seam for Plain {
             step: step.as_ref(),
             ..ctx.kind().run(&ctx)
         };
-        ctx.retried(|| async {
-            if let Some(guard) = run.guard {
-                guard.ensure(run.exec, write).await?;
-            }
-            if !write {
-                return part.read(run, &batch).await;
-            }
-            let new = part.write(run, &batch).await?;
-            run.exec.confirm(&part.key, run.engine).await?;
-            Ok(new)
-        })
-        .await
+        let answers = ctx
+            .retried(|| async {
+                if let Some(guard) = run.guard {
+                    guard.ensure(run.exec, write).await?;
+                }
+                if !write {
+                    return part.read(run, &batch).await;
+                }
+                let new = part.write(run, &batch).await?;
+                run.exec.confirm(&part.key, run.engine).await?;
+                Ok(new)
+            })
+            .await;
+        if let Some(step) = &step {
+            step.settle(run.exec).await;
+        }
+        answers
     }
 
     async fn part_info<'a, C: Conn>(ctx: Ctx<'a, C, Self>) -> Result<FilterInfo> {

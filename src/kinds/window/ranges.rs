@@ -302,7 +302,7 @@ async fn merge_range<C: Conn>(
     match classify(reply)? {
         Reply::Done(Value::BulkString(old)) => {
             if let Some((step, index)) = step {
-                step.acknowledge(exec, &ring_key(part), index).await;
+                step.forget(exec, &ring_key(part), index).await;
             }
             Ok(Merged::Done(merge, old))
         }

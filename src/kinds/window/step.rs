@@ -29,10 +29,15 @@ pub(super) async fn batch<C: Conn>(
         return attempt(ctx, items, (write, step), false).await;
     }
     let prefix = &ctx.part().prefix;
-    ctx.written(prefix, Engine::Scripts, || {
-        attempt(ctx, items, (write, step), true)
-    })
-    .await
+    let answers = ctx
+        .written(prefix, Engine::Scripts, || {
+            attempt(ctx, items, (write, step), true)
+        })
+        .await;
+    if let Some(step) = step {
+        step.settle(ctx.exec()).await;
+    }
+    answers
 }
 
 /// The part's items by the dense path, or in commands of a bounded size, each retried unless
