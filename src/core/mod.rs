@@ -177,7 +177,10 @@ impl<C: Conn, K: Kind> Core<C, K> {
                 return Ok(vec![self.grouped(clock, op, item).await?]);
             }
         }
-        self.batch_now(clock, op, items).await
+        // Boxed, as the step of a group is: the future of a call that waits for its group
+        // holds neither, so it stays small (a future of some kilobytes was copied whole at
+        // every call: BENCHMARKS.md "Group commit").
+        Box::pin(self.batch_now(clock, op, items)).await
     }
 
     /// A single item's `op` by group commit ([`group`]): in the next step of its op and part,
@@ -186,9 +189,11 @@ impl<C: Conn, K: Kind> Core<C, K> {
         let part = self.parts.part_of(item);
         let lane = op_index(op) * self.parts.count() as usize + part;
         let deadline = (clock.deadline(), clock.timeout().unwrap_or_default());
-        let step = |items: Vec<Vec<u8>>| async move {
-            let items: Vec<&[u8]> = items.iter().map(Vec::as_slice).collect();
-            self.batch_now(clock, op, &items).await
+        let step = |items: Vec<Vec<u8>>| {
+            Box::pin(async move {
+                let items: Vec<&[u8]> = items.iter().map(Vec::as_slice).collect();
+                self.batch_now(clock, op, &items).await
+            })
         };
         self.lanes.call(lane, item, deadline, &self.key, step).await
     }
@@ -292,19 +297,30 @@ impl<C: Conn, K: Kind> Core<C, K> {
     /// a failed write that may have been applied) counts as an invalidation.
     pub(crate) async fn write(&self, op: Op, items: &[&[u8]]) -> Result<Vec<bool>> {
         let clock = self.exec.clock();
-        if !items.is_empty() {
-            self.writable(&clock, false).await?;
-            self.make_parts(&clock).await?;
+        // What a write asks first, once per filter, boxed: a call's future stays small (see
+        // `batch`).
+        let ttl = self.kind.expiring();
+        let made = self.inline() || !self.kind.keeps_parts() || self.guard.is_checked();
+        let asked = made && self.exec.eviction().passed(ttl);
+        if !items.is_empty() && !asked {
+            Box::pin(async {
+                self.writable(&clock, false).await?;
+                self.make_parts(&clock).await
+            })
+            .await?;
         }
         let answers = self.batch(&clock, op, items).await;
         if self.kind.keeps_parts() && self.guard.restored() {
             // The parameters were stored again beside this write (another client cleared the
             // filter, or it expired): the parts this write did not touch are made again (by
             // the next write, should this one fail).
-            let parts = &self.part_makers();
-            self.exec
-                .retried(&clock, || lost::make_parts(&self.exec, parts))
-                .await?;
+            Box::pin(async {
+                let parts = &self.part_makers();
+                self.exec
+                    .retried(&clock, || lost::make_parts(&self.exec, parts))
+                    .await
+            })
+            .await?;
             self.guard.parts_made();
         }
         if let Some(near) = &self.near {

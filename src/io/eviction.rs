@@ -89,6 +89,12 @@ impl Eviction {
         }
     }
 
+    /// Whether [`ensure`](Eviction::ensure) already passed (for keys with a TTL when `ttl`):
+    /// nothing to ask.
+    pub(crate) fn passed(&self, ttl: bool) -> bool {
+        self.passed[usize::from(ttl)].load(Ordering::Acquire)
+    }
+
     /// `Ok` when no server holding `groups` may evict the filter's keys, keys that carry a
     /// TTL when `ttl` (a window filter's generations; an `expire` about to give them one), or
     /// when the builder accepted that it may (a WARN event, once). The servers are asked once
