@@ -202,23 +202,16 @@ async fn the_cli_waits_for_replicas_with_a_counting_filter() {
 async fn a_dense_write_retried_for_its_wait_applies_once() {
     let (primary, replica) = primary_and_replica().await;
     let key = common::unique_key("counting-wait-retried");
-    let bloom = counting(&key, (1, CAPACITY))
-        .retry(common::fault_retry())
-        .wait_for_replicas(1, Duration::from_secs(2))
-        .build(common::impatient(&primary.url(), Duration::from_millis(300)).await)
-        .unwrap();
+    let filter = counting(&key, (1, CAPACITY));
+    let bloom = wait::filter(&primary.url(), filter.clone(), Some(Duration::from_secs(5))).await;
     let batch = items("twice", CAPACITY as usize / 2);
     for _ in 0..2 {
         bloom.add_many(&batch).await.unwrap();
     }
-    replica.pause();
-    let resume = tokio::spawn(async move {
-        tokio::time::sleep(Duration::from_millis(1_500)).await;
-        replica.resume();
-        replica
-    });
-    let removed = bloom.remove_many(&batch).await.unwrap();
-    let _replica = resume.await.unwrap();
+    let impatient = wait::impatient_waiting(&primary, filter).await;
+    let (removed, _replica) =
+        wait::with_replica_stopped(replica, impatient.remove_many(&batch)).await;
+    let removed = removed.unwrap();
     assert!(removed.iter().all(|&r| r), "each removed once");
     let present = bloom.exists_many(&batch).await.unwrap();
     let gone = present.iter().filter(|&&p| !p).count();

@@ -136,33 +136,13 @@ fn the_cli_fails_fast_naming_how_many_replicas_confirmed() {
     }
 }
 
-/// A dense add whose `WAIT` fails goes again with it (the `WAIT` outlasts the connection's
-/// response timeout while the replica is stopped): its answers are read back from its record
-/// every time, so the items it added are still "new" (an attempt applied again would find
-/// their bits set and answer "seen").
+/// A dense add whose `WAIT` fails goes again with it: still "new" for what it added.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dense_add_retried_for_its_wait_answers_new() {
-    let (primary, replica) = primary_and_replica().await;
     let key = common::unique_key("plain-wait-retried");
-    let bloom = RedisBloom::builder(&key)
+    let plain = RedisBloom::builder(&key)
         .layout(redbloom::Layout::Native)
         .expected_items(20_000)
-        .false_positive_rate(0.01)
-        .retry(common::fault_retry())
-        .wait_for_replicas(1, Duration::from_secs(2))
-        .build(common::impatient(&primary.url(), Duration::from_millis(300)).await)
-        .unwrap();
-    bloom.add("first").await.unwrap();
-    let batch = kinds::items("dense", 10_000);
-    replica.pause();
-    let resume = tokio::spawn(async move {
-        tokio::time::sleep(Duration::from_millis(1_500)).await;
-        replica.resume();
-        replica
-    });
-    let answers = bloom.add_many(&batch).await.unwrap();
-    let _replica = resume.await.unwrap();
-    let new = answers.iter().filter(|&&n| n).count();
-    assert!(new > 9_900, "{new} of 10,000 new");
-    assert!(bloom.exists_many(&batch).await.unwrap().iter().all(|&p| p));
+        .false_positive_rate(0.01);
+    kinds::wait::dense_add_retried_for_its_wait(plain).await;
 }

@@ -84,6 +84,61 @@ pub async fn on_primary_and_replica<K: Kind>(
     (waiting, filter(&replica.url(), builder, None).await)
 }
 
+/// The filter of `builder` on `primary`, its writes waiting up to 5 s for the replica on a
+/// connection whose replies time out after 300 ms (a `WAIT` longer than that is a transient
+/// error, and the write goes again with it), retried for up to 20 s.
+pub async fn impatient_waiting<K: Kind>(
+    primary: &RedisServer,
+    builder: Builder<K>,
+) -> Bloom<redis::aio::ConnectionManager, K> {
+    builder
+        .retry(common::fault_retry())
+        .wait_for_replicas(1, Duration::from_secs(5))
+        .build(common::impatient(&primary.url(), Duration::from_millis(300)).await)
+        .unwrap()
+}
+
+/// Runs `write` while `replica` is stopped (SIGSTOP) for its first 1.5 s: its `WAIT`s time out
+/// on the client until the replica is back. The write's outcome, and the replica (running).
+pub async fn with_replica_stopped<T, F: Future<Output = T>>(
+    replica: RedisServer,
+    write: F,
+) -> (T, RedisServer) {
+    replica.pause();
+    let resume = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(1_500)).await;
+        replica.resume();
+        replica
+    });
+    let outcome = write.await;
+    (outcome, resume.await.unwrap())
+}
+
+/// A dense add of 10,000 items, under [`with_replica_stopped`], into the filter of `builder`
+/// (sized so that such a batch takes its dense path, which records its reply): its answers are
+/// read back from its record at every retry, so the items it added are still "new" (an
+/// attempt applied again would find their bits set and answer "seen").
+pub async fn dense_add_retried_for_its_wait<K: Kind>(builder: Builder<K>) {
+    let (primary, replica) = primary_and_replica().await;
+    let bloom = filter(
+        &primary.url(),
+        builder.clone(),
+        Some(Duration::from_secs(5)),
+    )
+    .await;
+    bloom.add("first").await.unwrap();
+    let impatient = impatient_waiting(&primary, builder).await;
+    let batch = super::items("dense", 10_000);
+    let (answers, _replica) = with_replica_stopped(replica, impatient.add_many(&batch)).await;
+    let answers = answers.unwrap();
+    let new = super::count(&answers);
+    assert!(new > 9_900, "{new} of 10,000 new");
+    assert_eq!(
+        super::count(&bloom.exists_many(&batch).await.unwrap()),
+        10_000
+    );
+}
+
 /// Asserts that the filter `on_replica` (read on the replica) finds every one of `items` the
 /// primary acknowledged.
 pub async fn assert_on_the_replica<K: Kind>(
