@@ -13,7 +13,8 @@
 -- filter keeps none). ARGV[4]: E. ARGV[5..N+4]: each section's length in bytes. ARGV[N+5..2N+4]: each
 -- section's TTL in ms (-1: none; below -1: the negated moment, in ms, it expires at).
 -- ARGV[2N+5..3N+4]: the type each key may hold besides none
--- ("string" or "hash").
+-- ("string" or "hash"). ARGV[3N+5]: the type the keys of E may hold besides none and a string
+-- (a window's generations of module filters, beside its ledger string).
 -- Reply: 1 when done; {"params", STORED} when the keys hold a filter with other parameters
 -- ("" when bits without any); {"staged", KEY} when a staging key is gone (expired: the import
 -- took longer than its TTL); a WRONGTYPE error when a key holds something other than a string.
@@ -31,7 +32,7 @@ for i = 1, n do
 end
 for i = 1, e do
     local kind = redis.call("type", KEYS[2 * n + i]).ok
-    if kind ~= "none" and kind ~= "string" then
+    if kind ~= "none" and kind ~= "string" and kind ~= ARGV[5 + 3 * n] then
         return redis.error_reply("WRONGTYPE Operation against a key holding the wrong kind of value")
     end
 end

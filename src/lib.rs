@@ -11,6 +11,7 @@ mod bitfield;
 mod core;
 mod dense;
 mod engine;
+mod epochs;
 mod error;
 mod geometry;
 mod hash;

@@ -2,13 +2,15 @@
 //! server's clock, against a private `redis-server` with RedisBloom loaded
 //! (tests/common/module.rs), with real time and short windows: the boundaries of the
 //! guarantee, "new" exactly once across generations, each generation's expiry from its
-//! creation, lost generations, mismatches, info, clear, expire and shards.
+//! creation, lost generations, mismatches, info, clear, expire, shards and snapshots.
 
 mod common;
 
 use common::keys_like;
 use common::module::{redis_with_bloom, redis_without_bloom};
-use redbloom::{Error, KeyTtl, ModuleBloom};
+use redbloom::{
+    Error, ImportMode, KeyTtl, ModuleBloom, SectionHeader, SnapshotError, SnapshotReader,
+};
 use redis::aio::MultiplexedConnection;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -279,22 +281,227 @@ async fn a_deleted_live_generation_is_lost() {
     recent.clear().await.unwrap();
 }
 
-/// Snapshots of a window over module filters are not offered yet: `export` is refused before
-/// it writes a byte.
+/// The epoch of the server's time `ms` over `generations` generations of the window W.
+fn epoch_over(ms: u64, generations: u32) -> u64 {
+    ms * u64::from(generations - 1) / W.as_millis() as u64
+}
+
+/// Waits (bounded: 5 s) until the server's clock reaches epoch `at` over `generations`.
+async fn until_epoch(conn: &mut MultiplexedConnection, generations: u32, at: u64) {
+    for _ in 0..500 {
+        if epoch_over(server_ms(conn).await, generations) >= at {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("the server's clock did not reach epoch {at} in 5 s");
+}
+
+fn items(prefix: &str, n: usize) -> Vec<String> {
+    (0..n).map(|i| format!("{prefix}:{i}")).collect()
+}
+
+async fn export(bloom: &ModuleBloom<MultiplexedConnection>) -> Vec<u8> {
+    let mut file = Vec::new();
+    let moved = bloom.export(&mut file).await.unwrap();
+    assert_eq!(moved.file_bytes, file.len() as u64);
+    file
+}
+
+/// A file's sections that begin a dump (iterator 1): each generation's header chunk.
+async fn dump_headers(file: &[u8]) -> Vec<SectionHeader> {
+    let (mut reader, _) = SnapshotReader::open(file).await.unwrap();
+    let mut heads = Vec::new();
+    while let Some(section) = reader.next_section().await.unwrap() {
+        while reader.next_chunk().await.unwrap().is_some() {}
+        if section.meta.ends_with(":1") {
+            heads.push(section);
+        }
+    }
+    heads
+}
+
+/// A window of 2 generations (W = 2 s each) exported from one server while both hold items,
+/// imported into another (over a windowed filter that held other items, and under another
+/// key): the same answers for the items of both generations and for 2,000 never added, each
+/// generation expiring when it does on the first server, no ledger, no staging key left. Once
+/// the older generation has left the window, an import restores only the newer (and deletes
+/// the generation the file lacks); once both have, the file is refused.
 #[tokio::test]
-async fn export_of_a_windowed_filter_is_refused() {
-    let redis = redis_with_bloom();
-    let key = common::unique_key("module-window-export");
-    let recent = windowed(&key).build(redis.connection().await).unwrap();
-    recent.add("a").await.unwrap();
-    let mut out = Vec::new();
-    let err = recent.export(&mut out).await.unwrap_err();
+async fn round_trip_between_two_servers() {
+    const TWO: u32 = 2;
+    let (a, b) = (redis_with_bloom(), redis_with_bloom());
+    let key = common::unique_key("module-window-snap");
+    let (mut conn_a, mut conn_b) = (a.connection().await, b.connection().await);
+    let two = |key: &str| windowed(key).generations(TWO);
+    let source = two(&key).build(conn_a.clone()).unwrap();
+    let target = two(&key).build(conn_b.clone()).unwrap();
+    let (old, new) = (items("old", 200), items("new", 200));
+    let (other, absent) = (items("other", 200), items("absent", 2_000));
+    let e0 = epoch_over(server_ms(&mut conn_a).await, TWO) + 1;
+    until_epoch(&mut conn_a, TWO, e0).await;
+    source.add_many(&old).await.unwrap();
+    target.add_many(&other[..100]).await.unwrap();
+    until_epoch(&mut conn_a, TWO, e0 + 1).await;
+    source.add_many(&new).await.unwrap();
+    target.add_many(&other[100..]).await.unwrap();
+    let file = export(&source).await;
+    let heads = dump_headers(&file).await;
+    let metas: Vec<&str> = heads.iter().map(|h| h.meta.as_str()).collect();
+    assert_eq!(
+        metas,
+        [format!("{}:1", e0 + 1), format!("{e0}:1")],
+        "newest first"
+    );
+    assert!(heads.iter().all(|h| h.ttl_ms.is_some()), "{heads:?}");
+    let expected = source.exists_many(&absent).await.unwrap();
+    let expected_other = source.exists_many(&other).await.unwrap();
+    let made_a = generations(&mut conn_a, &key).await;
+    assert_eq!(made_a.len(), 2, "{made_a:?}");
+
+    let copy_key = format!("{key}:copy");
+    let copy = two(&copy_key).build(conn_b.clone()).unwrap();
+    for (into, into_key) in [(&target, &key), (&copy, &copy_key)] {
+        let moved = into.import(&file[..], ImportMode::Replace).await.unwrap();
+        assert_eq!(moved.file_bytes, file.len() as u64);
+        assert!(into.exists_many(&old).await.unwrap().iter().all(|&f| f));
+        assert!(into.exists_many(&new).await.unwrap().iter().all(|&f| f));
+        assert_eq!(into.exists_many(&absent).await.unwrap(), expected);
+        // The items the filter held before are gone with the generations replaced.
+        assert_eq!(into.exists_many(&other).await.unwrap(), expected_other);
+        // Each generation expires when it does on the first server.
+        for generation in &made_a {
+            let there = generation.replacen(&key, into_key, 1);
+            let (ttl_a, ttl_b) = (
+                pttl(&mut conn_a, generation).await,
+                pttl(&mut conn_b, &there).await,
+            );
+            assert!(ttl_a > 0 && (ttl_a - ttl_b).abs() < 300, "{ttl_a} {ttl_b}");
+        }
+        assert_eq!(generations(&mut conn_b, into_key).await.len(), 2);
+        let ledger = keys_like(&mut conn_b, &format!("{{{into_key}}}:redbloom:made:*")).await;
+        assert!(
+            ledger.is_empty(),
+            "an import's generations are not listed: {ledger:?}"
+        );
+        let staging = keys_like(&mut conn_b, &format!("*{into_key}*import*")).await;
+        assert!(staging.is_empty(), "{staging:?}");
+    }
+    // The imported filter is this client's: it adds, and says "seen" for the file's items.
+    assert!(!target.add(&new[0]).await.unwrap());
+    assert!(target.add("after").await.unwrap());
+
+    // The older generation has left the window: only the newer one is restored.
+    until_epoch(&mut conn_a, TWO, e0 + 2).await;
+    let later_key = format!("{key}:later");
+    let later = two(&later_key).build(conn_b.clone()).unwrap();
+    // It held items in a generation the file lacks: that generation is deleted.
+    later.add_many(&other).await.unwrap();
+    later.import(&file[..], ImportMode::Replace).await.unwrap();
+    let restored = generations(&mut conn_b, &later_key).await;
+    assert_eq!(restored.len(), 1, "{restored:?}");
     assert!(
-        matches!(&err, Error::InvalidConfig(why) if why.contains("window")),
+        restored[0].ends_with(&format!(":{}", e0 + 1)),
+        "{restored:?}"
+    );
+    assert!(pttl(&mut conn_b, &restored[0]).await > 0);
+    assert!(later.exists_many(&new).await.unwrap().iter().all(|&f| f));
+    for forgotten in [&old, &other] {
+        let found = later.exists_many(forgotten).await.unwrap();
+        let found = found.iter().filter(|&&f| f).count();
+        assert!(found <= 2, "{found} of {:?}… found", forgotten[0]);
+    }
+
+    // Both have: the file is refused, nothing written.
+    until_epoch(&mut conn_a, TWO, e0 + 3).await;
+    let gone_key = format!("{key}:gone");
+    let gone = two(&gone_key).build(conn_b.clone()).unwrap();
+    let err = gone
+        .import(&file[..], ImportMode::Replace)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, Error::Snapshot(SnapshotError::Expired { .. })),
         "{err}"
     );
-    assert!(out.is_empty(), "{} bytes written", out.len());
-    recent.clear().await.unwrap();
+    assert!(keys_like(&mut conn_b, &format!("*{gone_key}*"))
+        .await
+        .is_empty());
+}
+
+/// A sharded window's snapshot: every shard's generations back, each expiring.
+#[tokio::test]
+async fn sharded_round_trip() {
+    let redis = redis_with_bloom();
+    let key = common::unique_key("module-window-snap-shards");
+    let mut conn = redis.connection().await;
+    let source = windowed(&key).shards(3).build(conn.clone()).unwrap();
+    let added = items("in", 300);
+    source.add_many(&added).await.unwrap();
+    let file = export(&source).await;
+    let copy_key = format!("{key}:copy");
+    let copy = windowed(&copy_key).shards(3).build(conn.clone()).unwrap();
+    copy.import(&file[..], ImportMode::Replace).await.unwrap();
+    assert!(copy.exists_many(&added).await.unwrap().iter().all(|&f| f));
+    let absent = items("out", 1_000);
+    assert_eq!(
+        copy.exists_many(&absent).await.unwrap(),
+        source.exists_many(&absent).await.unwrap()
+    );
+    let made = keys_like(&mut conn, &format!("*{copy_key}*redbloom:gen:*")).await;
+    assert!(made.len() >= 3, "{made:?}");
+    for generation in &made {
+        assert!(pttl(&mut conn, generation).await > 0, "{generation}");
+    }
+}
+
+/// A merge, a file of another window, a file of a module filter without a window into a
+/// windowed one and the reverse, and a file into a key whose filter has another window: each
+/// refused, nothing written.
+#[tokio::test]
+async fn snapshot_mismatches_and_merges_are_refused() {
+    let redis = redis_with_bloom();
+    let mut conn = redis.connection().await;
+    let source = windowed(&common::unique_key("module-window-snap-src"))
+        .build(conn.clone())
+        .unwrap();
+    source.add_many(&items("in", 100)).await.unwrap();
+    let file = export(&source).await;
+    let flat_key = common::unique_key("module-window-snap-flat");
+    let flat = ModuleBloom::builder(flat_key.clone())
+        .expected_items(10_000)
+        .false_positive_rate(0.01)
+        .build(conn.clone())
+        .unwrap();
+    flat.add("f").await.unwrap();
+    let flat_file = export(&flat).await;
+    let key = common::unique_key("module-window-snap-into");
+    let target = windowed(&key).build(conn.clone()).unwrap();
+    target.add("old").await.unwrap();
+    // The file's parameters, but the filter at the key has another window.
+    let taken = common::unique_key("module-window-snap-taken");
+    let three = windowed(&taken).window(Duration::from_secs(3));
+    three.build(conn.clone()).unwrap().add("x").await.unwrap();
+    let same = windowed(&taken).build(conn.clone()).unwrap();
+    let before = common::keyspace(&mut conn).await;
+
+    let err = target.import(&file[..], ImportMode::Merge).await;
+    assert!(matches!(err, Err(Error::InvalidConfig(_))), "{err:?}");
+    for other in [
+        windowed(&key).window(Duration::from_secs(3)),
+        windowed(&key).generations(5),
+    ] {
+        let other = other.build(conn.clone()).unwrap();
+        let err = other.import(&file[..], ImportMode::Replace).await;
+        assert!(matches!(err, Err(Error::FileMismatch { .. })), "{err:?}");
+    }
+    let err = target.import(&flat_file[..], ImportMode::Replace).await;
+    assert!(matches!(err, Err(Error::FileMismatch { .. })), "{err:?}");
+    let err = flat.import(&file[..], ImportMode::Replace).await;
+    assert!(matches!(err, Err(Error::FileMismatch { .. })), "{err:?}");
+    let err = same.import(&file[..], ImportMode::Replace).await;
+    assert!(matches!(err, Err(Error::ParamsMismatch { .. })), "{err:?}");
+    assert_eq!(common::keyspace(&mut conn).await, before);
 }
 
 /// Other parameters, a filter without a window, a window over a filter without one: refused,

@@ -1,12 +1,14 @@
 //! Windows over module filters (SPEC.md §7) on a Redis Cluster of 3 masters, each loading
 //! RedisBloom (started by the test): a windowed filter of one key and one of 4 shards, whose
 //! generations live in their part's slot, each with its expiry, through adds, checks, info
-//! and clear, the generations checked on the nodes themselves.
+//! and clear, the generations checked on the nodes themselves; the sharded one exported and
+//! imported over another that held other items (staged beside each shard and swapped in per
+//! slot group, the generations it lacks deleted).
 
 mod common;
 
 use common::cluster::{cli, RedisCluster};
-use redbloom::{Error, ModuleBloom};
+use redbloom::{Error, ImportMode, ModuleBloom};
 use std::collections::BTreeSet;
 use std::time::Duration;
 
@@ -57,6 +59,69 @@ async fn windowed_shards_spread_over_the_masters() {
     }
     assert_eq!(shards.len(), 4, "{shards:?}");
     assert!(masters.len() >= 3, "4 shards over 3 masters: {masters:?}");
+    // Its snapshot, imported over a sharded window that held other items.
+    let mut file = Vec::new();
+    sharded.export(&mut file).await.unwrap();
+    let copy = build("module:window:copy", 4);
+    let others: Vec<String> = (0..400).map(|i| format!("other{i}")).collect();
+    copy.add_many(&others).await.unwrap();
+    copy.import(&file[..], ImportMode::Replace).await.unwrap();
+    assert!(copy.exists_many(&items).await.unwrap().iter().all(|&f| f));
+    assert_eq!(
+        copy.exists_many(&others).await.unwrap(),
+        sharded.exists_many(&others).await.unwrap()
+    );
+    assert_eq!(copy.info().await.unwrap().items, 4_001);
+    for master in cluster.master_ports() {
+        let found = cli(master, &["KEYS", "*module:window:copy*"]);
+        let found = found.lines().map(str::trim);
+        for key in found.filter(|k| !k.is_empty() && !k.ends_with(":redbloom:params")) {
+            assert!(
+                key.contains(":redbloom:gen:"),
+                "no ledger, no staging: {key}"
+            );
+            let pttl: i64 = cli(master, &["PTTL", key]).trim().parse().unwrap();
+            assert!(pttl > 0 && pttl <= 80_000, "{key}: {pttl}");
+        }
+    }
+    assert!(copy.clear().await.unwrap());
+
+    // A live generation the file lacks (a later epoch's) is deleted by a replace: a window of
+    // 2 s over 2 generations, the file of one epoch imported in the next (the servers run on
+    // this machine's clock).
+    let short = |key: &str| {
+        ModuleBloom::builder(key)
+            .expected_items(40_000)
+            .false_positive_rate(0.001)
+            .window(Duration::from_secs(2))
+            .generations(2)
+            .shards(4)
+            .build(conn.clone())
+            .unwrap()
+    };
+    let ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    tokio::time::sleep(Duration::from_millis(2_050 - ms % 2_000)).await;
+    let (early, late) = (short("module:window:early"), short("module:window:late"));
+    early.add_many(&items[..400]).await.unwrap();
+    let mut file = Vec::new();
+    early.export(&mut file).await.unwrap();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    late.add_many(&others).await.unwrap();
+    late.import(&file[..], ImportMode::Replace).await.unwrap();
+    assert!(late
+        .exists_many(&items[..400])
+        .await
+        .unwrap()
+        .iter()
+        .all(|&f| f));
+    assert_eq!(
+        late.info().await.unwrap().items,
+        400,
+        "the later generations deleted"
+    );
     assert!(sharded.clear().await.unwrap());
     assert!(!sharded.exists("w1").await.unwrap());
 

@@ -23,6 +23,17 @@ const WINDOW: &[&str] = &[
     "0.01",
 ];
 
+/// Another window over the same module filters' sizes.
+const OTHER_WINDOW: &[&str] = &[
+    "--module",
+    "--window",
+    "3s",
+    "--capacity",
+    "10000",
+    "--fpr",
+    "0.01",
+];
+
 fn args<'a>(extra: &[&'a str]) -> Vec<&'a str> {
     let mut all: Vec<&str> = WINDOW.to_vec();
     all.extend_from_slice(extra);
@@ -111,17 +122,7 @@ async fn mismatches_write_nothing() {
     let key = common::unique_key("cli-module-window-mismatch");
     assert_eq!(run(redbloom(url, &key, &args(&["add", "a"]))).0, 0);
     let before = keys_like(&mut conn, &format!("{{{key}}}:*")).await;
-    let other_window = [
-        "--module",
-        "--window",
-        "3s",
-        "--capacity",
-        "10000",
-        "--fpr",
-        "0.01",
-        "add",
-        "b",
-    ];
+    let other_window = [OTHER_WINDOW, &["add", "b"]].concat();
     assert_fails(redbloom(url, &key, &other_window), &["--window 2s"], None);
     assert_fails(
         redbloom(url, &key, &args(&["--generations", "5", "add", "b"])),
@@ -242,5 +243,78 @@ async fn skewed_client_clocks_agree() {
         };
         let (code, json, _) = run(cmd);
         assert_eq!((code, json["present"].as_u64()), (1, Some(0)), "{name}");
+    }
+}
+
+/// `export FILE` from one server and `import FILE` into another (over a windowed filter that
+/// held other items): the copy finds the file's items and no longer the others, each
+/// generation expiring when it does on the first server, with no ledger. `import --merge`, a
+/// file of another window, and a file of a module filter without a window (and the reverse):
+/// one line each, exit 2, nothing written.
+#[tokio::test]
+async fn export_and_import_between_two_servers() {
+    let (a, b) = (redis_with_bloom(), redis_with_bloom());
+    let (url_a, url_b) = (a.url().to_owned(), b.url().to_owned());
+    let (mut conn_a, mut conn_b) = (a.connection().await, b.connection().await);
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("window.rbloom");
+    let file = file.to_str().unwrap();
+    let key = common::unique_key("cli-module-window-snap");
+    assert_eq!(run(redbloom(&url_a, &key, &args(&["add", "a", "b"]))).0, 0);
+    assert_eq!(run(redbloom(&url_b, &key, &args(&["add", "old"]))).0, 0);
+    let (code, json, err) = run(redbloom(&url_a, &key, &args(&["--json", "export", file])));
+    assert_eq!(code, 0, "{err}");
+    let size = std::fs::metadata(file).unwrap().len();
+    assert_eq!(json["bytes"].as_u64(), Some(size));
+
+    let (code, json, err) = run(redbloom(&url_b, &key, &args(&["--json", "import", file])));
+    assert_eq!((code, json["bytes"].as_u64()), (0, Some(size)), "{err}");
+    let (code, json, _) = run(redbloom(
+        &url_b,
+        &key,
+        &args(&["--json", "exists", "a", "b", "old"]),
+    ));
+    assert_eq!((code, json["present"].as_u64()), (1, Some(2)), "{json}");
+    let made = keys_like(&mut conn_a, &format!("{{{key}}}:redbloom:gen:*")).await;
+    assert_eq!(
+        keys_like(&mut conn_b, &format!("{{{key}}}:redbloom:gen:*")).await,
+        made
+    );
+    for generation in &made {
+        let (there, here) = (
+            common::pttl(&mut conn_a, generation).await,
+            common::pttl(&mut conn_b, generation).await,
+        );
+        assert!(there > 0 && (there - here).abs() < 300, "{there} {here}");
+    }
+    assert!(
+        keys_like(&mut conn_b, &format!("{{{key}}}:redbloom:made:*"))
+            .await
+            .is_empty()
+    );
+
+    let flat_file = dir.path().join("flat.rbloom");
+    let flat_file = flat_file.to_str().unwrap();
+    let flat = ["--module", "--capacity", "10000", "--fpr", "0.01"];
+    let flat_key = common::unique_key("cli-module-window-snap-flat");
+    let with = |extra: &[&'static str]| [&flat[..], extra].concat();
+    assert_eq!(run(redbloom(&url_b, &flat_key, &with(&["add", "f"]))).0, 0);
+    let export_flat = [with(&["export"]), vec![flat_file]].concat();
+    assert_eq!(run(redbloom(&url_b, &flat_key, &export_flat)).0, 0);
+    let before = keys_like(&mut conn_b, "*").await;
+    let three = [OTHER_WINDOW, &["import", file]].concat();
+    let cases: Vec<(&str, Vec<&str>, &[&str])> = vec![
+        (&key, args(&["import", "--merge", file]), &["merge"]),
+        (&key, three, &["window_ms=2000"]),
+        (&key, args(&["import", flat_file]), &["window_ms"]),
+        (
+            &flat_key,
+            [with(&["import"]), vec![file]].concat(),
+            &["window_ms"],
+        ),
+    ];
+    for (at, argv, words) in cases {
+        assert_fails(redbloom(&url_b, at, &argv), words, None);
+        assert_eq!(keys_like(&mut conn_b, "*").await, before, "{argv:?}");
     }
 }

@@ -1,8 +1,10 @@
 //! Snapshots of keys the server's Bloom module holds (type `MBbloom--`, SPEC.md §7): read with
 //! `BF.SCANDUMP` and written back with `BF.LOADCHUNK`, each dump chunk its own section of the
 //! file (role [`CHUNK`], meta: the iterator `BF.SCANDUMP` returned with it, which is what
-//! `BF.LOADCHUNK` takes), the header chunk (iterator 1) first. A part whose key does not exist
-//! is one empty section with iterator 0: an import deletes the key there.
+//! `BF.LOADCHUNK` takes, after the key's own meta and a colon when the kind gives one: a
+//! window's generation, `EPOCH:ITER`), the header chunk (iterator 1, with the key's TTL) first.
+//! A key that does not exist is one empty section with iterator 0: an import deletes the key
+//! there.
 //!
 //! **Consistency.** The module's dump header describes the filter's sub-filters ("links") and
 //! their sizes; `BF.LOADCHUNK` refuses a data chunk past the links of the header it loaded. A
@@ -85,6 +87,14 @@ impl Links {
     }
 }
 
+/// A chunk section's meta: the key's own (`None`: the kind gives none) and the iterator.
+pub(crate) fn chunk_meta(meta: &str) -> (Option<&str>, &str) {
+    match meta.rsplit_once(':') {
+        Some((own, iter)) => (Some(own), iter),
+        None => (None, meta),
+    }
+}
+
 /// One `BF.SCANDUMP` of `key` at `iter`: the next iterator and the chunk; `None` when the key
 /// does not exist.
 async fn scandump<C>(exec: &Exec<C>, key: &str, iter: u64) -> Result<Option<(u64, Vec<u8>)>>
@@ -151,7 +161,10 @@ where
     let key = &stored.key;
     let section = |iter: u64, len: u64, ttl: Option<u64>| {
         let mut section = SectionHeader::new(stored.shard, CHUNK, len);
-        section.meta = iter.to_string();
+        section.meta = match stored.meta.as_str() {
+            "" => iter.to_string(),
+            own => format!("{own}:{iter}"),
+        };
         section.ttl_ms = ttl;
         section
     };
@@ -228,8 +241,8 @@ where
     let result = async {
         while let Some(section) = reader.next_section().await? {
             let target = place(&section)?;
-            let iter: u64 = section
-                .meta
+            let iter: u64 = chunk_meta(&section.meta)
+                .1
                 .parse()
                 .map_err(|_| invalid(format!("a dump chunk without its iterator: {section}")))?;
             if section.len > MAX_CHUNK {

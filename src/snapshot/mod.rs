@@ -11,6 +11,7 @@ mod dump;
 mod error;
 mod export;
 mod format;
+mod generations;
 mod idle;
 mod input;
 mod reader;
@@ -32,9 +33,11 @@ pub use self::{
 };
 
 pub(crate) use self::dump::{
-    export_dumps, missing_dump_instead, stage_dumps, CHUNK, DUMP_COMMANDS, MAX_CHUNK, MODULE_TYPE,
+    chunk_meta, export_dumps, missing_dump_instead, stage_dumps, CHUNK, DUMP_COMMANDS, MAX_CHUNK,
+    MODULE_TYPE,
 };
 pub(crate) use self::export::export;
+pub(crate) use self::generations::{server_now, Generations, WindowPart};
 pub(crate) use self::idle::{Idle, IDLE_INPUT};
 pub(crate) use self::stage::{drop_staged, stage};
 pub(crate) use self::swap::swap_checked;

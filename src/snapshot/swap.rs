@@ -130,6 +130,7 @@ where
                 &lens,
                 &ttls,
                 &types,
+                &key_type,
             ],
         )
         .await;
@@ -213,12 +214,21 @@ where
             let targets = group
                 .staged
                 .iter()
-                .map(|s| (s.target.as_str(), if s.hash { "hash" } else { key_type }))
-                .chain(group.extra.iter().map(|k| (k.as_str(), "string")));
-            for (key, want) in targets {
+                .map(|s| {
+                    let want = if s.hash { "hash" } else { key_type };
+                    (s.target.as_str(), [want, want])
+                })
+                // A key the file lacks: a string (a ledger), or of the filter's keys' type.
+                .chain(
+                    group
+                        .extra
+                        .iter()
+                        .map(|k| (k.as_str(), ["string", key_type])),
+                );
+            for (key, wants) in targets {
                 let cmd = redis::cmd("TYPE").arg(key).to_owned();
                 let found: String = exec.query(key, &cmd).await?;
-                if found != "none" && found != want {
+                if found != "none" && !wants.contains(&found.as_str()) {
                     return Err(Error::WrongType {
                         key: key.to_owned(),
                         found: found.clone(),

@@ -58,7 +58,8 @@ pub(crate) const PER_COMMAND: usize = 1_000;
 /// A server without the module's commands gives [`Error::MissingCommands`] naming them. A near
 /// cache is refused when the filter is built (the server hashes items its own way).
 /// [`export`](Bloom::export) and [`import`](Bloom::import) go through the module's
-/// `BF.SCANDUMP`/`BF.LOADCHUNK` (a server without them: [`Error::MissingCommands`]); a
+/// `BF.SCANDUMP`/`BF.LOADCHUNK` (a server without them: [`Error::MissingCommands`]; a
+/// window's: its live generations, each imported one expiring with its epoch); a
 /// module file imports only into a module filter, and never as a merge
 /// ([`Error::InvalidConfig`]).
 ///
@@ -383,21 +384,6 @@ impl Cached for Module {
     }
 }
 
-impl Module {
-    /// Snapshots move a module filter's keys by their dump chunks: not yet the generations of
-    /// a window over module filters.
-    fn snapshots_offered(&self) -> Result<()> {
-        match self.window {
-            Some(_) => Err(Error::InvalidConfig(
-                "export and import of a module filter with a window are not offered yet (its \
-                 generations are module filters of their own)"
-                    .into(),
-            )),
-            None => Ok(()),
-        }
-    }
-}
-
 #[allow(private_interfaces, private_bounds)]
 impl Sections for Module {
     const DUMPED: bool = true;
@@ -407,7 +393,6 @@ impl Sections for Module {
     }
 
     async fn sections<'a, C: Conn>(ctx: Ctx<'a, C, Self>) -> Result<Vec<Stored>> {
-        ctx.kind().snapshots_offered()?;
         snapshot::sections(ctx).await
     }
 
@@ -416,15 +401,14 @@ impl Sections for Module {
     }
 
     fn place(&self, parts: &Shards<Part>, nonce: &str, section: &SectionHeader) -> Result<Staged> {
-        self.snapshots_offered()?;
-        snapshot::place(parts, nonce, section)
+        snapshot::place(self, parts, nonce, section)
     }
 
     async fn groups<'a, C: Conn>(
         ctx: Ctx<'a, C, Self>,
         staged: &'a [Staged],
-        _: ImportMode,
+        mode: ImportMode,
     ) -> Result<Vec<Group>> {
-        snapshot::groups(ctx, staged).await
+        snapshot::groups(ctx, staged, mode).await
     }
 }

@@ -16,6 +16,7 @@ use super::{steps, Module, ModuleOptions, PER_COMMAND};
 use crate::core::kind::{Answers, Op};
 use crate::core::{Bloom, Conn, Ctx};
 use crate::engine::Engine;
+use crate::epochs::Epochs;
 use crate::error::{Error, Result};
 use crate::info::KeyTtl;
 use crate::io::exec::{self, Cap};
@@ -166,25 +167,38 @@ impl Spec {
         }
     }
 
+    /// Its window's arithmetic.
+    pub(super) fn epochs(&self) -> Epochs {
+        Epochs {
+            window_ms: self.window_ms,
+            generations: self.generations,
+        }
+    }
+
     /// The client's guess of the server's current epoch.
     fn guess(&self) -> i64 {
-        let epoch = u128::from(self.server.now_ms()) * u128::from(self.generations - 1)
-            / u128::from(self.window_ms);
-        i64::try_from(epoch).unwrap_or(i64::MAX)
+        self.epochs().epoch_of(self.server.now_ms())
+    }
+
+    /// The generations of the part at `key`: generation E is the key `{prefix}:{E}`.
+    pub(super) fn prefix(&self, key: &str) -> String {
+        keys::sidecar(key, &self.named)
+    }
+
+    /// The ledger of the generations the part at `key` made.
+    pub(super) fn ledger(&self, key: &str) -> String {
+        keys::sidecar(key, &self.named.replacen(":gen:", ":made:", 1))
     }
 
     /// The keys a script on the part at `key` declares when the client guesses epoch `guess`:
     /// generations `guess + 1` down to `guess - G`, the ledger, then (`checked`: a filter of
     /// one key) the parameters key and the bare key (see `lua/window_args.lua`).
     fn keys(&self, key: &str, guess: i64, checked: Option<&Guard>) -> Vec<String> {
-        let prefix = keys::sidecar(key, &self.named);
+        let prefix = self.prefix(key);
         let mut keys: Vec<String> = (-1..=i64::from(self.generations))
             .map(|back| format!("{prefix}:{}", guess - back))
             .collect();
-        keys.push(keys::sidecar(
-            key,
-            &self.named.replacen(":gen:", ":made:", 1),
-        ));
+        keys.push(self.ledger(key));
         if let Some(guard) = checked {
             keys.push(guard.key().to_owned());
             keys.push(guard.bits_key().to_owned());
@@ -258,7 +272,7 @@ struct Run<'a> {
 }
 
 /// The window of a module filter that has one.
-fn spec<'a, C>(ctx: Ctx<'a, C, Module>) -> Result<&'a Spec> {
+pub(super) fn spec<'a, C>(ctx: Ctx<'a, C, Module>) -> Result<&'a Spec> {
     ctx.kind()
         .window
         .as_ref()
@@ -492,38 +506,62 @@ fn check<'a, C: Conn>(
     })
 }
 
+/// A live generation that exists: its epoch, key and `PTTL`.
+pub(super) struct Live {
+    pub(super) epoch: i64,
+    pub(super) key: String,
+    pttl: i64,
+}
+
+/// The part's live generations that exist, newest first, and the parameters' `PTTL` (-3: a
+/// sharded filter's, not in the part's slot group), read by one read-only script that checks
+/// the stored parameters (a filter of one key), retried.
+pub(super) async fn live<C: Conn>(ctx: Ctx<'_, C, Module>) -> Result<(i64, Vec<Live>)> {
+    let run = Run {
+        script: &INFO,
+        read_only: true,
+        store: false,
+        step: None,
+    };
+    let reply = ctx.retried(|| call(ctx, run, &[])).await?;
+    let unexpected = || Error::UnexpectedReply(format!("{reply:?} from a module window's info"));
+    let Value::Array(values) = &reply else {
+        return Err(unexpected());
+    };
+    let Some(Value::Int(params_pttl)) = values.get(2) else {
+        return Err(unexpected());
+    };
+    let live = values
+        .get(3..)
+        .unwrap_or_default()
+        .chunks(3)
+        .map(|generation| {
+            let [Value::Int(epoch), Value::BulkString(key), Value::Int(pttl)] = generation else {
+                return Err(unexpected());
+            };
+            Ok(Live {
+                epoch: *epoch,
+                key: String::from_utf8_lossy(key).into_owned(),
+                pttl: *pttl,
+            })
+        });
+    Ok((*params_pttl, live.collect::<Result<_>>()?))
+}
+
 /// One part's info: `BF.INFO` of each live generation, added up; the TTL the parameters'
 /// (a filter of one key), else the longest-lived generation's.
 pub(super) async fn part_info<C: Conn>(ctx: Ctx<'_, C, Module>) -> Result<super::info::PartInfo> {
     let done = async {
         steps::ensure_commands(ctx).await?;
-        let run = Run {
-            script: &INFO,
-            read_only: true,
-            store: false,
-            step: None,
-        };
-        let reply = ctx.retried(|| call(ctx, run, &[])).await?;
-        let unexpected = || Error::UnexpectedReply(format!("{reply:?} from a module window's info"));
-        let Value::Array(values) = &reply else {
-            return Err(unexpected());
-        };
-        let params_pttl = match values.get(2) {
-            Some(Value::Int(pttl)) => *pttl,
-            _ => return Err(unexpected()),
-        };
+        let (params_pttl, live) = live(ctx).await?;
         let mut ttl = KeyTtl::from_pttl(params_pttl);
         let mut reported: Option<super::info::Reported> = None;
-        for generation in values.get(3..).unwrap_or_default().chunks(3) {
-            let [Value::Int(_), Value::BulkString(key), Value::Int(pttl)] = generation else {
-                return Err(unexpected());
-            };
-            let key = String::from_utf8_lossy(key);
+        for generation in live {
             let found = ctx
-                .retried(|| super::info::read(ctx.exec(), &key))
+                .retried(|| super::info::read(ctx.exec(), &generation.key))
                 .await?;
             if params_pttl == -3 {
-                ttl = ttl.longest_lived(KeyTtl::from_pttl(*pttl));
+                ttl = ttl.longest_lived(KeyTtl::from_pttl(generation.pttl));
             }
             let sum = reported.get_or_insert_with(Default::default);
             sum.capacity += found.capacity;

@@ -5,10 +5,11 @@
 //! them. The estimate lags the server by at most the read's round trip, so the copy may find
 //! an item that long past its window, never forget one early.
 
-use super::part::{epoch_of, server_ms, Part};
+use super::part::Part;
 use super::Window;
 use crate::core::sharded::Shards;
 use crate::core::{Conn, Ctx};
+use crate::epochs::{epoch_of, server_ms};
 use crate::error::Result;
 use crate::hash::ItemHash;
 use crate::layout::Layout;

@@ -88,17 +88,6 @@ pub(super) fn millis(duration: Duration) -> u64 {
     u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
 }
 
-/// The generation of the time `ms`, as the scripts compute it.
-pub(super) fn epoch_of(ms: u64, window_ms: u64, generations: u32) -> i64 {
-    let epoch = u128::from(ms) * u128::from(generations - 1) / u128::from(window_ms);
-    i64::try_from(epoch).unwrap_or(i64::MAX)
-}
-
-/// The server's time in ms from `TIME`'s reply.
-pub(super) fn server_ms((secs, micros): (u64, u64)) -> u64 {
-    secs * 1_000 + micros / 1_000
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -135,17 +124,5 @@ mod tests {
             a,
             generations_of("kind=window window_ms=2000 generations=4")
         );
-    }
-
-    #[test]
-    fn epochs_are_whole_generations_of_the_window() {
-        // W = 3000 ms over 4 generations: 1000 ms each.
-        assert_eq!(epoch_of(0, 3000, 4), 0);
-        assert_eq!(epoch_of(999, 3000, 4), 0);
-        assert_eq!(epoch_of(1000, 3000, 4), 1);
-        // W = 2000 ms over 4 generations: 666.67 ms each.
-        assert_eq!(epoch_of(666, 2000, 4), 0);
-        assert_eq!(epoch_of(667, 2000, 4), 1);
-        assert_eq!(epoch_of(1_795_382_209_000, 3_600_000, 4), 1_496_151);
     }
 }

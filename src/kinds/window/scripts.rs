@@ -196,7 +196,7 @@ pub(super) async fn call<C: Conn>(
 impl Window {
     /// The client's guess of the server's current epoch.
     pub(super) fn guess(&self) -> i64 {
-        super::part::epoch_of(self.server.now_ms(), self.window_ms, self.generations)
+        crate::epochs::epoch_of(self.server.now_ms(), self.window_ms, self.generations)
     }
 
     /// The arguments every window script starts with (see `lua/window_args.lua`); `ro`: the

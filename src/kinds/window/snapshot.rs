@@ -12,45 +12,27 @@
 //! that has left the window since the export goes at once; a file whose generations all have
 //! is refused.
 
-use super::part::{epoch_of, server_ms, Part};
+use super::part::Part;
 use super::Window;
 use crate::core::sharded::Shards;
 use crate::core::{Conn, Ctx};
+use crate::epochs::Epochs;
 use crate::error::{Error, Result};
-use crate::io::exec::Exec;
 use crate::io::guard::Guard;
-use crate::snapshot::{self, Group, ImportMode, SectionHeader, SnapshotError, Staged, Stored};
-use std::ops::RangeInclusive;
+use crate::snapshot::{
+    self, Generations, Group, ImportMode, SectionHeader, Staged, Stored, WindowPart,
+};
 
 /// The role of a generation's section.
 const GENERATION: &str = "generation";
 
 impl Window {
-    /// The server's epoch now, read on the slot group of `part`.
-    async fn epoch_now<C: Conn>(&self, exec: &Exec<C>, part: &Part) -> Result<i64> {
-        Ok(self.now(exec, part).await?.1)
-    }
-
-    /// The server's time (ms) and epoch now, read on the slot group of `part`.
-    async fn now<C: Conn>(&self, exec: &Exec<C>, part: &Part) -> Result<(u64, i64)> {
-        let time = exec.query(&part.anchor(), &redis::cmd("TIME")).await?;
-        let now = server_ms(time);
-        Ok((now, epoch_of(now, self.window_ms, self.generations)))
-    }
-
-    /// The moment (ms) generation `epoch` leaves the window, as the add script that makes it
-    /// sets it: the last millisecond before `(epoch + G) · W / (G − 1)`.
-    fn leaves_at(&self, epoch: i64) -> u64 {
-        let g = u128::from(self.generations);
-        let end = u128::try_from(epoch).unwrap_or(0) + g;
-        let at = (end * u128::from(self.window_ms)).div_ceil(g - 1);
-        u64::try_from(at.saturating_sub(1)).unwrap_or(u64::MAX)
-    }
-
-    /// The generations a part may have at `epoch`: from the oldest live one to the next (a
-    /// client whose clock runs ahead may have made it).
-    fn live(&self, epoch: i64) -> RangeInclusive<i64> {
-        epoch - i64::from(self.generations) + 1..=epoch + 1
+    /// Its window's arithmetic.
+    fn epochs(&self) -> Epochs {
+        Epochs {
+            window_ms: self.window_ms,
+            generations: self.generations,
+        }
     }
 }
 
@@ -61,9 +43,10 @@ pub(super) async fn sections<C: Conn>(ctx: Ctx<'_, C, Window>) -> Result<Vec<Sto
     if let Some(guard) = ctx.guard() {
         window.check_stored(exec, guard, ctx.key()).await?;
     }
-    let epoch = window.epoch_now(exec, part).await?;
+    let now = snapshot::server_now(exec, &part.anchor()).await?;
+    let epochs = window.epochs();
     let mut sections = Vec::new();
-    for e in window.live(epoch) {
+    for e in epochs.live(epochs.epoch_of(now)) {
         let key = part.generation(e);
         let exists: bool = exec.query(&key, redis::cmd("EXISTS").arg(&key)).await?;
         if exists {
@@ -124,50 +107,15 @@ pub(super) async fn groups<C: Conn>(
     mode: ImportMode,
 ) -> Result<Vec<Group>> {
     let (exec, window) = (ctx.exec(), ctx.kind());
-    let mut groups = Vec::new();
-    let (mut sections, mut gone) = (0, 0);
+    let mut generations = Generations::default();
     for part in ctx.parts.parts() {
-        let head = format!("{}:", part.prefix);
-        let (now, epoch) = window.now(exec, part).await?;
-        let mut group = Vec::new();
-        for s in staged {
-            let Some(e) = s.target.strip_prefix(&head).and_then(|e| e.parse().ok()) else {
-                continue;
-            };
-            // A generation expires with its epoch (the file's TTL is how long it had left
-            // when it was read: sooner, only when the filter was given a shorter TTL), so
-            // one that has since left the window goes at once.
-            let mut at = window.leaves_at(e);
-            if let Some(ttl) = s.ttl_ms {
-                at = at.min(now.saturating_add(ttl));
-            }
-            sections += 1;
-            gone += usize::from(at <= now);
-            group.push(Staged {
-                expire_at_ms: Some(at),
-                ..s.clone()
-            });
-        }
-        // A replace deletes the ledger of the generations made (it lists the ones replaced;
-        // the imported ones are not listed).
-        let extra: Vec<String> = match mode {
-            ImportMode::Merge => Vec::new(),
-            ImportMode::Replace => window
-                .live(epoch)
-                .map(|e| part.generation(e))
-                .filter(|k| !group.iter().any(|s| s.target == *k))
-                .chain([part.made.clone()])
-                .collect(),
+        let now = snapshot::server_now(exec, &part.anchor()).await?;
+        let at = WindowPart {
+            prefix: &part.prefix,
+            ledger: &part.made,
+            epochs: window.epochs(),
         };
-        groups.push(Group {
-            staged: group,
-            extra,
-        });
+        generations.part(at, staged, now, mode);
     }
-    if sections > 0 && gone == sections {
-        return Err(Error::Snapshot(SnapshotError::Expired {
-            what: format!("all {sections} generation(s): each has left the window"),
-        }));
-    }
-    Ok(groups)
+    generations.groups()
 }
