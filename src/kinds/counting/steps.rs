@@ -13,8 +13,8 @@ use crate::error::{Error, Result};
 use crate::io::exec::{self, Cap, Exec};
 use crate::io::guard::Guard;
 use crate::io::once::{self, Step};
-use crate::scripts::Arg;
 use crate::io::tx::{Slot, Tx};
+use crate::scripts::Arg;
 use futures_util::future::BoxFuture;
 use redis::Value;
 use std::sync::atomic::AtomicBool;
@@ -262,8 +262,20 @@ async fn command_once<C: Conn>(
         keys.extend(guard.key());
         keys.push(&ring);
         let fingerprint = guard.fingerprint();
-        let args: [&dyn Arg; 9] = [&"incr", &k, &fingerprint, &bit_offsets, &id, &epoch, &retry, &keep, &answer];
-        let reply = exec.script(&part.key, &once::BITFIELD, &keys, &args).await?;
+        let args: [&dyn Arg; 9] = [
+            &"incr",
+            &k,
+            &fingerprint,
+            &bit_offsets,
+            &id,
+            &epoch,
+            &retry,
+            &keep,
+            &answer,
+        ];
+        let reply = exec
+            .script(&part.key, &once::BITFIELD, &keys, &args)
+            .await?;
         guard.check(&reply)?;
         return once::flags(&reply, count);
     }
@@ -275,7 +287,16 @@ async fn command_once<C: Conn>(
         _ => &once::COUNTING_ADD_ABSENT,
     };
     let fingerprint = params.fingerprint();
-    let args: [&dyn Arg; 8] = [&fingerprint, &k, &bit_offsets, &id, &epoch, &retry, &keep, &answer];
+    let args: [&dyn Arg; 8] = [
+        &fingerprint,
+        &k,
+        &bit_offsets,
+        &id,
+        &epoch,
+        &retry,
+        &keep,
+        &answer,
+    ];
     let reply = exec.script(&part.key, script, &keys, &args).await?;
     if let Some(refusal) = params.refused(&reply) {
         return Err(refusal);

@@ -128,7 +128,10 @@ pub(super) async fn levels<C: Conn>(ctx: Ctx<'_, C, Growing>) -> Result<(usize, 
             segments.push(segment.take(&mut replies)?);
         }
         // A segment that holds a level is never empty.
-        confirm(&ctx, levels, |s| segments.get(s).is_some_and(|b| !b.is_empty())).await?;
+        confirm(&ctx, levels, |s| {
+            segments.get(s).is_some_and(|b| !b.is_empty())
+        })
+        .await?;
         return Ok((levels, segments));
     }
 }
@@ -224,7 +227,10 @@ async fn words<C: Conn>(
         return Ok(None);
     }
     if present.contains(&false) {
-        confirm(&ctx, count as usize, |s| seen.get(s).copied().unwrap_or(false)).await?;
+        confirm(&ctx, count as usize, |s| {
+            seen.get(s).copied().unwrap_or(false)
+        })
+        .await?;
     }
     Ok(Some(present))
 }

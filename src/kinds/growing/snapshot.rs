@@ -55,7 +55,9 @@ impl Growing {
                     .parse()
                     .ok()
                     .filter(|&s| s < part.segment_keys.len())
-                    .ok_or_else(|| invalid(format!("the filter has no segment for the {section}")))?;
+                    .ok_or_else(|| {
+                        invalid(format!("the filter has no segment for the {section}"))
+                    })?;
                 let most = self.segments[s].div_ceil(8);
                 if section.len > most {
                     return Err(invalid(format!(
@@ -65,14 +67,18 @@ impl Growing {
                 }
                 (part.segment_keys[s].clone(), staging(&s.to_string()), false)
             }
-            _ => return Err(invalid(format!("the filter has no place for the {section}"))),
+            _ => {
+                return Err(invalid(format!(
+                    "the filter has no place for the {section}"
+                )))
+            }
         };
         Ok(Staged {
             target,
             staging,
             len: section.len,
             ttl_ms: section.ttl_ms,
-        expire_at_ms: None,
+            expire_at_ms: None,
             hash,
             pieces: None,
         })

@@ -67,9 +67,7 @@ pub(super) async fn read<C>(exec: &Exec<C>, key: &str) -> Result<Reported>
 where
     C: ConnectionLike + Clone + Send + Sync,
 {
-    let reply: Value = exec
-        .query(key, redis::cmd("BF.INFO").arg(key))
-        .await?;
+    let reply: Value = exec.query(key, redis::cmd("BF.INFO").arg(key)).await?;
     parse(&reply)
 }
 
@@ -109,15 +107,16 @@ fn parse(reply: &Value) -> Result<Reported> {
                 _ => None,
             })
     };
-    let error_rate = pairs
-        .iter()
-        .find(|(n, _)| n == "error rate")
-        .and_then(|(_, value)| match value {
-            Value::Double(rate) => Some(*rate),
-            Value::BulkString(text) => std::str::from_utf8(text).ok()?.parse().ok(),
-            Value::SimpleString(text) => text.parse().ok(),
-            _ => None,
-        });
+    let error_rate =
+        pairs
+            .iter()
+            .find(|(n, _)| n == "error rate")
+            .and_then(|(_, value)| match value {
+                Value::Double(rate) => Some(*rate),
+                Value::BulkString(text) => std::str::from_utf8(text).ok()?.parse().ok(),
+                Value::SimpleString(text) => text.parse().ok(),
+                _ => None,
+            });
     Ok(Reported {
         error_rate,
         capacity: number("capacity").ok_or_else(unexpected)?,
@@ -198,7 +197,11 @@ pub(super) fn total<C>(ctx: Ctx<'_, C, Module>, parts: Vec<PartInfo>) -> ModuleI
         false_positive_rate: ctx.kind().fpr,
         ttl: KeyTtl::Missing,
         window: ctx.kind().window.as_ref().map(super::window::Spec::window),
-        generations: ctx.kind().window.as_ref().map(super::window::Spec::generations),
+        generations: ctx
+            .kind()
+            .window
+            .as_ref()
+            .map(super::window::Spec::generations),
     };
     for part in parts {
         info.ttl = info.ttl.longest_lived(part.ttl);

@@ -236,7 +236,10 @@ impl Seam for Module {
         let fingerprint = format!(
             "kind=module capacity={capacity} fpr={fpr} growth={}{}{}",
             growth.map_or_else(|| "default".to_owned(), |g| g.to_string()),
-            window.as_ref().map(window::Spec::fingerprint).unwrap_or_default(),
+            window
+                .as_ref()
+                .map(window::Spec::fingerprint)
+                .unwrap_or_default(),
             match shards {
                 1 => String::new(),
                 n => format!(" shards={n}"),

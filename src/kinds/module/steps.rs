@@ -83,10 +83,7 @@ pub(super) async fn add<C: Conn>(ctx: Ctx<'_, C, Module>, items: &[&[u8]]) -> Re
 /// Checks the items of one part (`BF.MEXISTS`; a missing filter holds no items). A batch of
 /// one command goes in one round trip with what else it needs: the parameters of a filter of
 /// one key not checked yet, and whether the key exists (for an answer of all "absent").
-pub(super) async fn exists<C: Conn>(
-    ctx: Ctx<'_, C, Module>,
-    items: &[&[u8]],
-) -> Result<Vec<bool>> {
+pub(super) async fn exists<C: Conn>(ctx: Ctx<'_, C, Module>, items: &[&[u8]]) -> Result<Vec<bool>> {
     let part = ctx.part();
     let exec = ctx.exec();
     let attempt = || async move {

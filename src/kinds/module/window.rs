@@ -308,7 +308,10 @@ async fn call<C: Conn>(ctx: Ctx<'_, C, Module>, run: Run<'_>, tail: &[&dyn Arg])
             args.extend(once.iter().map(|arg| arg as &dyn Arg));
         }
         let reply = match run.read_only {
-            true => exec.script_ro(&part.key, (run.script, &keys, &args)).await?,
+            true => {
+                exec.script_ro(&part.key, (run.script, &keys, &args))
+                    .await?
+            }
             false => exec.script(&part.key, run.script, &keys, &args).await?,
         };
         match classify(reply) {
@@ -676,6 +679,9 @@ mod tests {
         };
         assert!(Spec::of(&no_window).is_err());
         assert!(Spec::of(&ModuleOptions::default()).unwrap().is_none());
-        assert_eq!(spec(3_000, 4).fingerprint(), " window_ms=3000 generations=4");
+        assert_eq!(
+            spec(3_000, 4).fingerprint(),
+            " window_ms=3000 generations=4"
+        );
     }
 }

@@ -2,6 +2,7 @@
 //! commands (`BITFIELD`, or go-zero's scripts), the dense merge and the whole-filter read (or,
 //! for large keys, by ranges: the `ranges` and `merge` modules), and its info.
 
+use super::merge::RangesDone;
 use super::ranges::{Answer, Direction, Queue};
 use crate::bitfield::{self, Fold, MAX_OFFSETS_PER_COMMAND};
 use crate::dense::{self, Grouped};
@@ -19,7 +20,6 @@ use crate::keys;
 use crate::scripts;
 use crate::sizing::{current_fpr, estimate_items};
 use redis::Value;
-use super::merge::RangesDone;
 use std::sync::{Arc, Mutex, OnceLock};
 
 /// What a refused dense merge falls back to.
@@ -394,9 +394,20 @@ impl Bits {
             keys.push(&ring);
             let fingerprint = guard.fingerprint();
             let [id, epoch, retry, keep, answer] = step.args(index);
-            let args: [&dyn scripts::Arg; 9] =
-                [&"set", &k, &fingerprint, &offsets, &id, &epoch, &retry, &keep, &answer];
-            let reply = exec.script(&self.key, &once::BITFIELD, &keys, &args).await?;
+            let args: [&dyn scripts::Arg; 9] = [
+                &"set",
+                &k,
+                &fingerprint,
+                &offsets,
+                &id,
+                &epoch,
+                &retry,
+                &keep,
+                &answer,
+            ];
+            let reply = exec
+                .script(&self.key, &once::BITFIELD, &keys, &args)
+                .await?;
             guard.check(&reply)?;
             return once::flags(&reply, items);
         }
@@ -411,8 +422,11 @@ impl Bits {
                 Ok(vec![reply == Value::Int(1)])
             }
             _ => {
-                let args: [&dyn scripts::Arg; 7] = [&hashes, &offsets, &id, &epoch, &retry, &keep, &answer];
-                let reply = exec.script(&self.key, &once::ADD_MANY, &keys, &args).await?;
+                let args: [&dyn scripts::Arg; 7] =
+                    [&hashes, &offsets, &id, &epoch, &retry, &keep, &answer];
+                let reply = exec
+                    .script(&self.key, &once::ADD_MANY, &keys, &args)
+                    .await?;
                 fold(&reply, 1, items, Fold::AllOne)
             }
         }
@@ -595,14 +609,24 @@ impl Bits {
         let fingerprint = guard.fingerprint();
         let [id, epoch, retry, keep, answer] = step.args(0);
         let bitmap = dense::bitmap(offsets);
-        let args: [&dyn scripts::Arg; 7] = [&bitmap, &fingerprint, &id, &epoch, &retry, &keep, &answer];
-        let reply = ctx.exec.script(&self.key, &once::MERGE, &keys, &args).await?;
+        let args: [&dyn scripts::Arg; 7] =
+            [&bitmap, &fingerprint, &id, &epoch, &retry, &keep, &answer];
+        let reply = ctx
+            .exec
+            .script(&self.key, &once::MERGE, &keys, &args)
+            .await?;
         guard.check(&reply)?;
         let Value::BulkString(old) = reply else {
-            return Err(Error::UnexpectedReply(format!("{reply:?} from a dense add")));
+            return Err(Error::UnexpectedReply(format!(
+                "{reply:?} from a dense add"
+            )));
         };
         step.acknowledge(ctx.exec, &self.key, 0).await;
-        Ok(dense::new_flags(old, offsets, self.geometry.hashes as usize))
+        Ok(dense::new_flags(
+            old,
+            offsets,
+            self.geometry.hashes as usize,
+        ))
     }
 
     /// The filter's bytes, in chunks of a few MiB, in one round trip (the dense check).

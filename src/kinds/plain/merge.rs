@@ -129,8 +129,15 @@ impl Bits {
                     ring.as_str(),
                 ];
                 let [id, epoch, retry, keep, answer] = step.args(index);
-                let args: [&dyn scripts::Arg; 7] =
-                    [&merge.first_byte, &bitmap, &id, &epoch, &retry, &keep, &answer];
+                let args: [&dyn scripts::Arg; 7] = [
+                    &merge.first_byte,
+                    &bitmap,
+                    &id,
+                    &epoch,
+                    &retry,
+                    &keep,
+                    &answer,
+                ];
                 let reply = ctx
                     .exec
                     .script(&self.key, &once::MERGE_RANGE, &keys, &args)
@@ -149,9 +156,9 @@ impl Bits {
                 Ok::<_, Error>(())
             }
         };
-        let mut pending = to_do.into_iter().filter_map(|r| {
-            RangeMerge::new(&batches, r, &mut buffer, <[u8]>::to_vec)
-        });
+        let mut pending = to_do
+            .into_iter()
+            .filter_map(|r| RangeMerge::new(&batches, r, &mut buffer, <[u8]>::to_vec));
         // The first range alone, as the unrecorded pass does: a refusal (ACL) writes nothing
         // anywhere, and the batch goes by recorded commands instead.
         if let Some(first) = pending.next() {

@@ -257,9 +257,7 @@ impl Seam for Plain {
         let shards = setup.shards;
         let (per_shard, geometry) = kind::split(layout, bits, hashes, shards)?;
         let parts = (0..shards)
-            .map(|i| {
-                Bits::new(keys::shard_key(key, i, shards), per_shard)
-            })
+            .map(|i| Bits::new(keys::shard_key(key, i, shards), per_shard))
             .collect();
         // The parameters are checked once, for the whole filter, in a slot of their own.
         let fingerprint = geometry.fingerprint(shards);

@@ -10,8 +10,8 @@
 //! - **Check**: one pipeline of the head's checks (a read-only script replying the epoch), then
 //!   `GETRANGE` of every declared generation in chunks; the live ones are tested here.
 
-use super::scripts::{classify, clock_moved, index, Reply, TRIES, WINDOW_AT, WINDOW_MERGE};
 use super::scripts::WINDOW_MERGE_ONCE;
+use super::scripts::{classify, clock_moved, index, Reply, TRIES, WINDOW_AT, WINDOW_MERGE};
 use super::Window;
 use crate::core::{Conn, Ctx};
 use crate::dense;
@@ -85,7 +85,10 @@ pub(super) async fn batch<C: Conn>(
     let offsets = offsets.as_slice();
     let step = step.filter(|_| exec.has(Cap::Exact));
     let answers = match (write, step) {
-        (true, Some(step)) => match ctx.retried_unless(whole, || add_once(ctx, offsets, step)).await {
+        (true, Some(step)) => match ctx
+            .retried_unless(whole, || add_once(ctx, offsets, step))
+            .await
+        {
             // The ACL refuses the scratch key, BITOP or the ring: the per-item script (which
             // records its answers where the ring is granted), as the plain filter does.
             Err(err) if exec.lacks(MERGE, ctx.key(), &err) => return Ok(None),
@@ -145,7 +148,11 @@ async fn add<C: Conn>(ctx: Ctx<'_, C, Window>, offsets: &[u64]) -> Result<Vec<bo
 /// is the first attempt's or a retry's record; a retry that no longer finds an older
 /// generation that existed (it left the window meanwhile) cannot tell them:
 /// [`Error::OutcomeUnknown`], nothing applied again.
-async fn add_once<C: Conn>(ctx: Ctx<'_, C, Window>, offsets: &[u64], step: &Step) -> Result<Vec<bool>> {
+async fn add_once<C: Conn>(
+    ctx: Ctx<'_, C, Window>,
+    offsets: &[u64],
+    step: &Step,
+) -> Result<Vec<bool>> {
     let (exec, window, part) = (ctx.exec(), ctx.kind(), ctx.part());
     let (g, k) = (window.generations as usize, part.geometry.hashes as usize);
     let ring = step.ring(&format!("{}:", part.prefix));
@@ -159,13 +166,21 @@ async fn add_once<C: Conn>(ctx: Ctx<'_, C, Window>, offsets: &[u64], step: &Step
         let mut merge = window.eval("EVAL", &WINDOW_MERGE_ONCE, &keys, guess, true, ro);
         let [id, epoch, retry, _, answer] = step.args(0);
         // The first key is a generation, whose TTL is not the filter's: "0".
-        merge.arg(&bitmap).arg(id).arg(epoch).arg(retry).arg("0").arg(answer);
+        merge
+            .arg(&bitmap)
+            .arg(id)
+            .arg(epoch)
+            .arg(retry)
+            .arg("0")
+            .arg(answer);
         let merged: Slot<Value> = tx.add(merge);
         let mut replies = exec.run(&keys[1], &tx).await?;
         let record = match classify(replies.take(merged)?)? {
             Reply::Done(Value::BulkString(record)) => record,
             Reply::Done(other) => {
-                return Err(Error::UnexpectedReply(format!("{other:?} from a dense add")))
+                return Err(Error::UnexpectedReply(format!(
+                    "{other:?} from a dense add"
+                )))
             }
             Reply::Epoch(now) => {
                 window.server.learn(now);
@@ -196,11 +211,14 @@ async fn add_once<C: Conn>(ctx: Ctx<'_, C, Window>, offsets: &[u64], step: &Step
             let get = redis::cmd("GET").arg(&key).to_owned();
             let bytes: Option<Vec<u8>> = exec.query(&key, &get).await?;
             let Some(bytes) = bytes else {
-                return Err(Error::OutcomeUnknown { key: ctx.key().to_owned() });
+                return Err(Error::OutcomeUnknown {
+                    key: ctx.key().to_owned(),
+                });
             };
             mark_present(&mut new, &bytes, offsets, k);
         }
-        step.acknowledge(exec, &format!("{}:", part.prefix), 0).await;
+        step.acknowledge(exec, &format!("{}:", part.prefix), 0)
+            .await;
         return Ok(new);
     }
     Err(clock_moved())
@@ -211,10 +229,7 @@ type Olds = Vec<Slot<Option<Vec<u8>>>>;
 
 /// The keys a dense add declares for `guess` (the generations, the checked keys, the scratch
 /// key), and a transaction that first reads every declared generation (`GET`).
-fn generations_read<C>(
-    ctx: Ctx<'_, C, Window>,
-    guess: i64,
-) -> (Vec<String>, Tx, Olds) {
+fn generations_read<C>(ctx: Ctx<'_, C, Window>, guess: i64) -> (Vec<String>, Tx, Olds) {
     let (window, part) = (ctx.kind(), ctx.part());
     let mut keys = part.keys(guess, window.generations, ctx.guard());
     keys.push(part.scratch.clone());

@@ -68,7 +68,9 @@ async fn lost<C: Conn>(
 ) -> Result<()> {
     let exec = ctx.exec();
     let g = i64::from(ctx.kind().generations);
-    let ledger: Option<String> = exec.query(&part.made, redis::cmd("GET").arg(&part.made)).await?;
+    let ledger: Option<String> = exec
+        .query(&part.made, redis::cmd("GET").arg(&part.made))
+        .await?;
     let ledger = ledger.unwrap_or_default();
     let listed = ledger.split(',').filter_map(|entry| {
         let (e, at) = entry.split_once(':')?;

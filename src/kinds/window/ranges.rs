@@ -54,7 +54,12 @@ const RECORD_BASE: usize = 1 << 12;
 /// Whether a batch of `items` goes by ranges: generations too large for the whole-generation
 /// dense path (`whole`: what that path takes), and enough offsets to pay for the ranges of all
 /// the live generations.
-pub(super) fn pays<C: Conn>(ctx: Ctx<'_, C, Window>, items: usize, write: bool, whole: u64) -> bool {
+pub(super) fn pays<C: Conn>(
+    ctx: Ctx<'_, C, Window>,
+    items: usize,
+    write: bool,
+    whole: u64,
+) -> bool {
     let geometry = ctx.part().geometry;
     let g = u64::from(ctx.kind().generations);
     let all = geometry.max_bytes() * g;
@@ -96,8 +101,8 @@ pub(super) async fn add<C: Conn>(
         };
         let mut buffer = vec![0u8; range_bytes(ctx) as usize];
         let batches = [&grouped];
-        let mut pending = (0..ranges)
-            .filter_map(|r| RangeMerge::new(&batches, r, &mut buffer, <[u8]>::to_vec));
+        let mut pending =
+            (0..ranges).filter_map(|r| RangeMerge::new(&batches, r, &mut buffer, <[u8]>::to_vec));
         let merge = |(merge, bitmap): (RangeMerge, Vec<u8>)| {
             let index = RECORD_BASE + pin * ranges + merge.r();
             merge_range(ctx, (epoch, step.map(|s| (s, index))), merge, bitmap)
@@ -158,7 +163,10 @@ pub(super) async fn add<C: Conn>(
 
 /// The part's batch checked by ranges: the head's checks and the epoch (a live generation the
 /// ledger lists that is gone is [`Error::Lost`]), then the ranges of each live generation.
-pub(super) async fn check<C: Conn>(ctx: Ctx<'_, C, Window>, items: &[&[u8]]) -> Result<Option<Vec<bool>>> {
+pub(super) async fn check<C: Conn>(
+    ctx: Ctx<'_, C, Window>,
+    items: &[&[u8]],
+) -> Result<Option<Vec<bool>>> {
     let Some(grouped) = grouped(ctx, items)? else {
         return Ok(None);
     };
@@ -172,7 +180,9 @@ pub(super) async fn check<C: Conn>(ctx: Ctx<'_, C, Window>, items: &[&[u8]]) -> 
     };
     let window_at = || async {
         let reply = call(ctx, run, &[]).await?;
-        window.at_from(ctx.key(), reply)?.ok_or_else(scripts::clock_moved)
+        window
+            .at_from(ctx.key(), reply)?
+            .ok_or_else(scripts::clock_moved)
     };
     let (epoch, gone) = ctx.retried(window_at).await?;
     let mut found = vec![false; grouped.items()];
@@ -219,7 +229,12 @@ fn grouped<C: Conn>(ctx: Ctx<'_, C, Window>, items: &[&[u8]]) -> Result<Option<G
     let geometry = ctx.part().geometry;
     let offsets = geometry.offsets(items)?;
     let range = range_bytes(ctx);
-    Ok(Grouped::of(&offsets, geometry.hashes as usize, geometry.bits, range))
+    Ok(Grouped::of(
+        &offsets,
+        geometry.hashes as usize,
+        geometry.bits,
+        range,
+    ))
 }
 
 /// The ranges' size (`Builder::merge_chunk_bytes`), at most a generation's.
@@ -272,7 +287,11 @@ async fn merge_range<C: Conn>(
     let target = part.generation(epoch);
     let reply = ctx
         .retried(|| async {
-            let mut keys = vec![target.as_str(), part.scratch.as_str(), part.scratch_or.as_str()];
+            let mut keys = vec![
+                target.as_str(),
+                part.scratch.as_str(),
+                part.scratch_or.as_str(),
+            ];
             let ring = step.map(|(step, _)| step.ring(&ring_key(part)));
             if let Some(ring) = &ring {
                 keys.push(ring);

@@ -70,9 +70,8 @@ async fn attempt<C: Conn>(
         return command(ctx, items, (write, step.map(|s| (s, 0))), whole).await;
     }
     let commands = items.chunks(per_command).enumerate();
-    let commands = commands.map(|(index, chunk)| {
-        command(ctx, chunk, (write, step.map(|s| (s, index))), whole)
-    });
+    let commands = commands
+        .map(|(index, chunk)| command(ctx, chunk, (write, step.map(|s| (s, index))), whole));
     exec::in_order(commands.collect()).await
 }
 
@@ -104,7 +103,9 @@ fn command<'a, C: Conn>(
         let once = || async {
             match call(ctx, run, &tail).await {
                 // The ACL refuses the recording script's ring: the plain add, from now on.
-                Err(err) if step.is_some() && ctx.exec().lacks(Cap::Exact, &ctx.part().prefix, &err) => {
+                Err(err)
+                    if step.is_some() && ctx.exec().lacks(Cap::Exact, &ctx.part().prefix, &err) =>
+                {
                     let run = Run {
                         script: &WINDOW_ADD,
                         step: None,
