@@ -269,10 +269,11 @@ async fn insert<C: Conn>(ctx: Ctx<'_, C, Module>, items: &[&[u8]]) -> Result<Opt
                 flags.push(match value {
                     Value::Int(1) => b'1',
                     Value::Int(0) => b'0',
-                    Value::ServerError(_) => break,
+                    Value::ServerError(err) if is_full(err) => break,
                     other => {
                         return Err(Error::UnexpectedReply(format!(
-                            "{other:?} in BF.INSERT's reply for one item"
+                            "{other:?} in BF.INSERT's reply for one item (before it, {} added)",
+                            flags.len()
                         )))
                     }
                 });
@@ -298,6 +299,14 @@ async fn insert<C: Conn>(ctx: Ctx<'_, C, Module>, items: &[&[u8]]) -> Result<Opt
         }
         Err(err) => Err(err),
     }
+}
+
+/// Whether an item's error in `BF.INSERT`'s reply says the filter is full (RedisBloom: "non
+/// scaling filter is full"; valkey-bloom: "non scaling filter is full" too, or "bloom object
+/// reached max memory" when it cannot scale further).
+fn is_full(err: &redis::ServerError) -> bool {
+    let text = err.details().unwrap_or_default().to_ascii_lowercase();
+    text.contains("full") || text.contains("max memory") || text.contains("limit")
 }
 
 /// Whether `err` is `BF.INSERT … NOCREATE`'s refusal of a key that does not exist
