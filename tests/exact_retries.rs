@@ -48,7 +48,9 @@ fn items(shape: Shape, task: usize, call: usize) -> Vec<String> {
 
 /// Runs `op` on every task's calls at once while the server is stopped twice for 700 ms with
 /// commands in flight (once a quarter of the calls are done, and once half are); the number of
-/// `true` answers.
+/// `true` answers. A call that would start once a stall is due waits until the server is
+/// stopped, and then goes into it: every stall meets calls in flight, however fast the calls
+/// before it ran (a few large calls could otherwise all finish before the stall began).
 async fn under_stalls<F, Fut>(server: &RedisServer, shape: Shape, op: F) -> usize
 where
     F: Fn(Vec<String>) -> Fut + Send + Sync + 'static,
@@ -56,12 +58,18 @@ where
 {
     let op = Arc::new(op);
     let progress = Arc::new(AtomicUsize::new(0));
+    let total = shape.tasks * shape.calls;
+    let stalls = [total / 4, total / 2];
+    let (begun, stopped) = tokio::sync::watch::channel(0usize);
     let tasks: Vec<_> = (0..shape.tasks)
         .map(|task| {
-            let (op, progress) = (op.clone(), progress.clone());
+            let (op, progress, mut stopped) = (op.clone(), progress.clone(), stopped.clone());
             tokio::spawn(async move {
                 let mut yes = 0;
                 for call in 0..shape.calls {
+                    let done = progress.load(Ordering::Relaxed);
+                    let due = stalls.iter().filter(|&&at| done >= at).count();
+                    stopped.wait_for(|&begun| begun >= due).await.unwrap();
                     yes += op(items(shape, task, call))
                         .await
                         .iter()
@@ -73,13 +81,13 @@ where
             })
         })
         .collect();
-    let total = shape.tasks * shape.calls;
-    for at in [total / 4, total / 2] {
+    for (n, at) in stalls.into_iter().enumerate() {
         while progress.load(Ordering::Relaxed) < at {
             tokio::time::sleep(Duration::from_millis(1)).await;
         }
         server.pause();
         let paused_at = progress.load(Ordering::Relaxed);
+        begun.send_replace(n + 1);
         tokio::time::sleep(Duration::from_millis(700)).await;
         server.resume();
         assert!(paused_at < total, "the calls were done before the stall");
