@@ -172,15 +172,19 @@ impl<C: Conn, K: Kind> Core<C, K> {
         if items.is_empty() {
             return Ok(Vec::new());
         }
-        if let [item] = items {
-            if self.exec.options().group_commit() && (op.writes() || K::GROUPS_CHECKS) {
-                return Ok(vec![self.grouped(clock, op, item).await?]);
-            }
+        if let (true, [item]) = (self.goes_grouped(op, items), items) {
+            return Ok(vec![self.grouped(clock, op, item).await?]);
         }
         // Boxed, as the step of a group is: the future of a call that waits for its group
         // holds neither, so it stays small (a future of some kilobytes was copied whole at
         // every call: BENCHMARKS.md "Group commit").
         Box::pin(self.batch_now(clock, op, items)).await
+    }
+
+    /// Whether `items` of `op` go by group commit: a single item, when the filter groups
+    /// (writes always, checks when the kind groups them).
+    fn goes_grouped(&self, op: Op, items: &[&[u8]]) -> bool {
+        items.len() == 1 && self.exec.options().group_commit() && (op.writes() || K::GROUPS_CHECKS)
     }
 
     /// A single item's `op` by group commit ([`group`]): in the next step of its op and part,
@@ -337,6 +341,11 @@ impl<C: Conn, K: Kind> Core<C, K> {
     async fn check(&self, items: &[&[u8]]) -> Result<Vec<bool>> {
         let clock = self.exec.clock();
         let Some(near) = &self.near else {
+            // A single check is boxed by its caller (`Bloom::exists`) already: a check that
+            // does not wait for a group goes at once, not boxed again.
+            if !self.goes_grouped(Op::Exists, items) && !items.is_empty() {
+                return self.batch_now(&clock, Op::Exists, items).await;
+            }
             return self.batch(&clock, Op::Exists, items).await;
         };
         let answer = |copy: &K::Copy, item: &[u8]| self.kind.in_copy(&self.parts, copy, item);
