@@ -3,12 +3,14 @@
 //! call over all of them), so that many tasks calling one item at a time cost Redis what
 //! batches cost.
 //!
-//! No timer: a lone call goes at once. A lane (one op on one part) has at most
-//! [`STEPS_IN_FLIGHT`] steps in flight; the caller that sends one is the step's *leader*. When
-//! the step returns, the leader answers each item's caller, then hands its place to the first
-//! caller waiting, which leads the next step with everything waiting (at most
-//! [`Lanes::max_items`] items): no task runs steps for others after its own answer but the one
-//! step it leads. A caller whose deadline
+//! No timer: a call to a lane (one op on one part) with no step in flight goes at once; one
+//! that finds a step in flight waits. The caller that sends a step is its *leader*. When the
+//! step returns, the leader answers each item's caller, then hands its place on to the callers
+//! waiting: the first of them leads the next step with the others, up to a fair share (the
+//! lane's callers, in flight or waiting, over [`STEPS_IN_FLIGHT`], at most
+//! [`Lanes::max_items`] items), and while callers are left and the lane has fewer than
+//! [`STEPS_IN_FLIGHT`] steps in flight, the next waiting caller leads another share. No task
+//! runs steps for others after its own answer but the one step it leads. A caller whose deadline
 //! passes while it waits is withdrawn (nothing of it was sent: [`Error::Deadline`]); one whose
 //! item went in a step that has not answered gets [`Error::OutcomeUnknown`] while the step
 //! goes on for the others. A leader whose call is dropped mid-step hands the lane on as it
@@ -21,12 +23,12 @@ use std::sync::{Arc, Mutex, PoisonError};
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
-/// Steps a lane keeps in flight at once: one step alone leaves the server idle while its reply
-/// travels and the next step is made; a few keep it busy, as a few concurrent batches do. 64
-/// tasks' single go-zero adds (`bench --concurrency 64 --batch 1`, one server, 2 cores):
-/// 80,000-90,000 items/s with 1 or 2, 92,000-96,000 with 4, 101,000-105,000 with 8,
-/// 90,000-94,000 with 16 (smaller steps: more server CPU per item), 69,000 with 64.
-pub(crate) const STEPS_IN_FLIGHT: usize = 8;
+/// Steps a lane keeps in flight at most: one step alone leaves the server idle while its reply
+/// travels and the next step is made; a few keep it busy, as a few concurrent batches do, and
+/// more cost the server more per item (each step is one script call, whose own cost its items
+/// share: about 16 µs against 8 µs per item of a native add, Redis 7.0.15). BENCHMARKS.md
+/// "Group commit" has the figures for 1 to 8.
+pub(crate) const STEPS_IN_FLIGHT: usize = 4;
 
 /// A waiting caller's item not yet taken into a step.
 const WAITING: u8 = 0;
@@ -49,6 +51,8 @@ pub(crate) struct Lanes {
 struct Lane {
     /// Steps in flight (or about to be) for this lane, at most its lanes' depth.
     in_flight: usize,
+    /// The items those steps carry.
+    items: usize,
     waiting: VecDeque<Waiter>,
 }
 
@@ -98,7 +102,7 @@ impl Lanes {
     {
         let lane = &self.lanes[lane];
         let others = {
-            if let Some((rx, taken)) = enter(lane, item, self.depth) {
+            if let Some((rx, taken)) = enter(lane, item) {
                 let mut waiting = Waiting {
                     lanes: self,
                     lane,
@@ -146,6 +150,7 @@ impl Lanes {
         let mut lead = Lead {
             lanes: self,
             lane,
+            count: others.len() + 1,
             others,
         };
         let mut items = Vec::with_capacity(lead.others.len() + 1);
@@ -153,6 +158,9 @@ impl Lanes {
         // Moved, not copied: a waiter taken into a step never goes back to the queue.
         items.extend(lead.others.iter_mut().map(|w| std::mem::take(&mut w.item)));
         let answers = step(items).await;
+        // Its callers are about to be answered, and may call again before the lane is handed
+        // on: no longer counted in flight.
+        lock(lane).items -= std::mem::take(&mut lead.count);
         let others = std::mem::take(&mut lead.others);
         let mine = match answers {
             Ok(answers) => {
@@ -176,16 +184,29 @@ impl Lanes {
         mine
     }
 
-    /// The lane goes to the first caller waiting in it (with the others waiting, up to
-    /// [`max_items`](Lanes::max_items) in all), or becomes free.
-    fn hand_on(&self, lane: &Mutex<Lane>) {
-        self.hand_on_locked(&mut lock(lane));
+    /// A step of `count` items is over (or its leader's call was dropped): its place goes on
+    /// ([`hand_on_locked`](Lanes::hand_on_locked)).
+    fn hand_on(&self, lane: &Mutex<Lane>, count: usize) {
+        let mut state = lock(lane);
+        state.items -= count;
+        self.hand_on_locked(&mut state);
     }
 
+    /// Hands on a lane whose step is over (its items no longer counted): its place, and any
+    /// other free one, goes to the callers waiting, a fair share each (the active callers, in
+    /// flight or waiting, over the lane's depth), so that the steps come to carry as many
+    /// items each. Taking all that wait into one step would keep the sizes the steps first
+    /// had: with 64 callers and 8 places, eight steps of one item each (the first callers,
+    /// which found the lane free) beside one of 56, for good; the single-item steps each cost
+    /// the server a script call.
     fn hand_on_locked(&self, state: &mut Lane) {
-        loop {
+        state.in_flight -= 1;
+        while state.in_flight < self.depth {
             let mut taken = Vec::new();
-            while taken.len() < self.max_items {
+            let share = (state.items + state.waiting.len())
+                .div_ceil(self.depth)
+                .clamp(1, self.max_items);
+            while taken.len() < share {
                 let Some(waiter) = state.waiting.pop_front() else {
                     break;
                 };
@@ -200,12 +221,15 @@ impl Lanes {
                 }
             }
             if taken.is_empty() {
-                state.in_flight -= 1;
                 return;
             }
             let leader = taken.remove(0);
+            let count = taken.len() + 1;
             match leader.turn.send(Turn::Lead(taken)) {
-                Ok(()) => return,
+                Ok(()) => {
+                    state.in_flight += 1;
+                    state.items += count;
+                }
                 // Its caller is gone: the others go back to the front of the queue, for the
                 // next one.
                 Err(Turn::Lead(back)) => requeue(state, back),
@@ -218,6 +242,7 @@ impl Lanes {
     /// callers go back to the front of the queue and the lane goes on.
     fn give_back(&self, lane: &Mutex<Lane>, others: Vec<Waiter>) {
         let mut state = lock(lane);
+        state.items -= others.len() + 1;
         requeue(&mut state, others);
         self.hand_on_locked(&mut state);
     }
@@ -258,26 +283,25 @@ impl Drop for Waiting<'_> {
 struct Lead<'a> {
     lanes: &'a Lanes,
     lane: &'a Mutex<Lane>,
+    /// The items of its step (its own and the others').
+    count: usize,
     others: Vec<Waiter>,
 }
 
 impl Drop for Lead<'_> {
     fn drop(&mut self) {
         self.others.clear();
-        self.lanes.hand_on(self.lane);
+        self.lanes.hand_on(self.lane, self.count);
     }
 }
 
-/// Takes the lane when it is free (`None`); else queues `item` and returns what its caller
-/// waits on.
-fn enter(
-    lane: &Mutex<Lane>,
-    item: &[u8],
-    depth: usize,
-) -> Option<(oneshot::Receiver<Turn>, Arc<AtomicU8>)> {
+/// Takes the lane when no step of it is in flight (`None`); else queues `item` and returns what
+/// its caller waits on.
+fn enter(lane: &Mutex<Lane>, item: &[u8]) -> Option<(oneshot::Receiver<Turn>, Arc<AtomicU8>)> {
     let mut state = lock(lane);
-    if state.in_flight < depth {
+    if state.in_flight == 0 {
         state.in_flight += 1;
+        state.items += 1;
         return None;
     }
     let (tx, rx) = oneshot::channel();
@@ -353,6 +377,43 @@ mod tests {
             sent,
             [vec![b"a".to_vec()], vec![b"c".to_vec()]],
             "b was never sent"
+        );
+    }
+
+    /// 64 callers calling again as soon as they are answered, on a lane of 4 steps in flight:
+    /// the steps come to carry as many items each (16), where taking all that wait into one
+    /// step kept the sizes of the first steps for good (three of one item beside one of 61).
+    #[tokio::test(start_paused = true)]
+    async fn steps_come_to_carry_fair_shares() {
+        let lanes = Lanes::new(1, 1, 1000, 4);
+        let sizes = Mutex::new(Vec::<usize>::new());
+        let step = |items: Vec<Vec<u8>>| {
+            let sizes = &sizes;
+            async move {
+                sizes.lock().unwrap().push(items.len());
+                tokio::time::sleep(Duration::from_millis(1)).await;
+                Ok(vec![true; items.len()])
+            }
+        };
+        let forever = (None, Duration::ZERO);
+        let callers = (0u8..64).map(|i| {
+            let (step, lanes) = (&step, &lanes);
+            async move {
+                for _ in 0..100 {
+                    assert!(lanes.call(0, &[i], forever, "k", step).await.unwrap());
+                }
+            }
+        });
+        futures_util::future::join_all(callers).await;
+        let sizes = sizes.into_inner().unwrap();
+        assert_eq!(sizes.iter().sum::<usize>(), 6400);
+        // Past the first round of steps, every step carries about a quarter of the callers
+        // (until the callers start to finish: a step's leader calls again after the steps it
+        // handed its place to, and so lags one step behind the others of its step).
+        let later = &sizes[8..sizes.len() / 2];
+        assert!(
+            later.iter().all(|&n| (12..=20).contains(&n)),
+            "step sizes {later:?}"
         );
     }
 
