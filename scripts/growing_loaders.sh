@@ -6,7 +6,8 @@
 # run's wall time, and the server's EVALSHA calls (the per-item add script) and their time.
 # Each load gives up after 200 s.
 # Usage: scripts/growing_loaders.sh BASE_BIN NEW_BIN     (LOADERS="2 4": the counts of loaders;
-# FLAGS="--counting --capacity 1000000 --fpr 0.01": another filter than the growing one)
+# FLAGS="--counting --capacity 1000000 --fpr 0.01": another filter than the growing one;
+# REPLICA=1: a replica of the server too, for FLAGS with --wait-replicas 1)
 set -euo pipefail
 base=$1 new=$2
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
@@ -14,6 +15,18 @@ redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no --daemoni
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"; redis-cli -p "$port" shutdown nosave >/dev/null 2>&1 || true' EXIT
 for _ in $(seq 50); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.1; done
+if [ -n "${REPLICA:-}" ]; then
+    rport=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+    # Both servers' files (the full sync's RDB) in the scratch directory.
+    redis-cli -p "$port" config set dir "$tmp" >/dev/null
+    redis-server --port "$rport" --bind 127.0.0.1 --save '' --appendonly no --daemonize yes \
+        --logfile /dev/null --dir "$tmp" --replicaof 127.0.0.1 "$port"
+    trap 'rm -rf "$tmp"; redis-cli -p "$port" shutdown nosave >/dev/null 2>&1 || true; redis-cli -p "$rport" shutdown nosave >/dev/null 2>&1 || true' EXIT
+    for _ in $(seq 100); do
+        redis-cli -p "$rport" info replication | grep -q 'master_link_status:up' && break
+        sleep 0.1
+    done
+fi
 for i in 1 2 3 4; do seq 1000000 | sed "s/^/l$i:/" > "$tmp/items$i"; done
 for n in ${LOADERS:-2 4}; do
     for label in base new; do

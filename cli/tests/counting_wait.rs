@@ -130,6 +130,7 @@ async fn counting_writes_wait_for_a_replica() {
 #[tokio::test]
 async fn counting_writes_fail_when_no_replica_confirms() {
     let primary = RedisServer::start().expect("redis-server on PATH");
+    let mut admin = common::connect(&primary.url()).await;
     for shards in [1, 4] {
         let key = common::unique_key(&format!("counting-not-durable-{shards}"));
         let filter = counting(&key, (shards, CAPACITY));
@@ -146,8 +147,13 @@ async fn counting_writes_fail_when_no_replica_confirms() {
         let write = blocked.add_many_if_absent(&small);
         assert_not_replicated_quickly(key, "add_many_if_absent", write).await;
         assert_not_replicated_quickly(key, "big add_many", blocked.add_many(&big)).await;
+        let waits = common::calls(&mut admin, "wait").await;
         let write = blocked.remove_many(&big);
         assert_not_replicated_quickly(key, "big remove_many", write).await;
+        // Every shard's swap went (below), and one `WAIT` for all: the first to fail stands
+        // for the other shards', which would each hold the connection for their timeout.
+        let waits = common::calls(&mut admin, "wait").await - waits;
+        assert_eq!(waits, 1, "{key}: WAITs for one write of {shards} shards");
 
         // The writes are on the primary; reads do not wait.
         assert!(!blocked.exists("d").await.unwrap(), "{key}: added, removed");

@@ -3,8 +3,10 @@
 //! call over all of them), so that many tasks calling one item at a time cost Redis what
 //! batches cost.
 //!
-//! No timer: a call to a lane (one op on one part) with no step in flight goes at once; one
-//! that finds a step in flight waits. The caller that sends a step is its *leader*. When the
+//! No timer: a call to a lane (one op on one part) goes at once when every active caller may
+//! have a step of its own (nobody waits, and fewer items than [`STEPS_IN_FLIGHT`] are in
+//! flight), so a lone call, or a few, go as without group commit; else it waits. The caller
+//! that sends a step is its *leader*. When the
 //! step returns, the leader answers each item's caller, then hands its place on to the callers
 //! waiting: the first of them leads the next step with the others, up to a fair share (the
 //! lane's callers, in flight or waiting, over [`STEPS_IN_FLIGHT`], at most
@@ -23,11 +25,12 @@ use std::sync::{Arc, Mutex, PoisonError};
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
-/// Steps a lane keeps in flight at most: one step alone leaves the server idle while its reply
-/// travels and the next step is made; a few keep it busy, as a few concurrent batches do, and
-/// more cost the server more per item (each step is one script call, whose own cost its items
-/// share: about 16 µs against 8 µs per item of a native add, Redis 7.0.15). BENCHMARKS.md
-/// "Group commit" has the figures for 1 to 8.
+/// Steps a lane keeps in flight at most (unless its kind says otherwise,
+/// `Seam::STEPS_IN_FLIGHT`): one step alone leaves the server idle while its reply travels and
+/// the next step is made; a few keep it busy, as a few concurrent batches do, and more cost the
+/// server more per item (each step is one script call, whose own cost its items share: about
+/// 16 µs against 8 µs per item of a native add, Redis 7.0.15). BENCHMARKS.md "Group commit"
+/// has the figures for 2 to 8.
 pub(crate) const STEPS_IN_FLIGHT: usize = 4;
 
 /// A waiting caller's item not yet taken into a step.
@@ -102,7 +105,7 @@ impl Lanes {
     {
         let lane = &self.lanes[lane];
         let others = {
-            if let Some((rx, taken)) = enter(lane, item) {
+            if let Some((rx, taken)) = enter(lane, item, self.depth) {
                 let mut waiting = Waiting {
                     lanes: self,
                     lane,
@@ -295,11 +298,16 @@ impl Drop for Lead<'_> {
     }
 }
 
-/// Takes the lane when no step of it is in flight (`None`); else queues `item` and returns what
-/// its caller waits on.
-fn enter(lane: &Mutex<Lane>, item: &[u8]) -> Option<(oneshot::Receiver<Turn>, Arc<AtomicU8>)> {
+/// Takes a place in the lane (`None`) when every active caller may have one of its own: nobody
+/// waits, and fewer items than `depth` are in flight (a fair share is one item); else queues
+/// `item` and returns what its caller waits on.
+fn enter(
+    lane: &Mutex<Lane>,
+    item: &[u8],
+    depth: usize,
+) -> Option<(oneshot::Receiver<Turn>, Arc<AtomicU8>)> {
     let mut state = lock(lane);
-    if state.in_flight == 0 {
+    if state.waiting.is_empty() && state.items < depth {
         state.in_flight += 1;
         state.items += 1;
         return None;
@@ -415,6 +423,36 @@ mod tests {
             later.iter().all(|&n| (12..=20).contains(&n)),
             "step sizes {later:?}"
         );
+    }
+
+    /// Fewer callers than places: each goes at once in a step of its own, all in flight
+    /// together, as without group commit (none waits for another's step to return).
+    #[tokio::test(start_paused = true)]
+    async fn fewer_callers_than_places_go_at_once() {
+        let lanes = Lanes::new(1, 1, 1000, 4);
+        let sizes = Mutex::new(Vec::<usize>::new());
+        let step = |items: Vec<Vec<u8>>| {
+            let sizes = &sizes;
+            async move {
+                sizes.lock().unwrap().push(items.len());
+                tokio::time::sleep(Duration::from_millis(1)).await;
+                Ok(vec![true; items.len()])
+            }
+        };
+        let forever = (None, Duration::ZERO);
+        let started = Instant::now();
+        let callers = (0u8..3).map(|i| {
+            let (step, lanes) = (&step, &lanes);
+            async move {
+                for _ in 0..10 {
+                    assert!(lanes.call(0, &[i], forever, "k", step).await.unwrap());
+                }
+            }
+        });
+        futures_util::future::join_all(callers).await;
+        assert_eq!(sizes.into_inner().unwrap(), [1; 30]);
+        let took = started.elapsed();
+        assert!(took < Duration::from_millis(12), "{took:?} for 10 rounds");
     }
 
     /// Callers waiting behind a step go together as the next one, each with its own answer.

@@ -5,10 +5,11 @@
 use crate::error::Result;
 use crate::hash;
 use crate::info::{FilterInfo, KeyTtl};
+use crate::io::exec::one_wait_failure;
 use crate::io::exec::Exec;
 use crate::io::guard::Guard;
 use crate::retry::Clock;
-use futures_util::future::{join, try_join_all};
+use futures_util::future::{join, join_all, try_join_all};
 use redis::aio::ConnectionLike;
 use std::future::Future;
 
@@ -78,8 +79,11 @@ impl<P> Shards<P> {
     /// A sharded filter's call on `items`: the parameters checked (`guard`, as `check` says),
     /// each part's items sent at once (`call(part, its items)`), and the answers put back in
     /// input order. The first error ends the call: the other parts' futures are dropped
-    /// (their writes may be applied, as with any failed write) instead of waiting, say, for
-    /// each of their `WAIT`s to time out in turn.
+    /// (their writes may be applied, as with any failed write). Not for a write that waits
+    /// for replicas, whose [`Error::NotReplicated`](crate::Error::NotReplicated) says the write
+    /// is on the primary: every part's write goes to its end (the first `WAIT` that fails
+    /// stands for the others', [`one_wait_failure`]), and the error is then the first that is
+    /// not `NotReplicated`, else that.
     pub(crate) async fn fan_out<'a, C, T, F, Fut>(
         &self,
         exec: &Exec<C>,
@@ -111,7 +115,23 @@ impl<P> Shards<P> {
                 Check::Read | Check::WriteFirst => Ok(()),
             }
         };
-        let (beside, answers) = join(beside, try_join_all(calls)).await;
+        let all = async {
+            if check == Check::Read || exec.options().replicas.is_none() {
+                return try_join_all(calls).await;
+            }
+            let (mut answers, mut not_replicated) = (Vec::new(), None);
+            for answer in one_wait_failure(join_all(calls)).await {
+                match answer {
+                    Ok(answer) => answers.push(answer),
+                    Err(err @ crate::Error::NotReplicated { .. }) => {
+                        not_replicated.get_or_insert(err);
+                    }
+                    Err(err) => return Err(err),
+                }
+            }
+            not_replicated.map_or(Ok(answers), Err)
+        };
+        let (beside, answers) = join(beside, all).await;
         beside?;
         Ok(gather(items.len(), answers?))
     }

@@ -16,6 +16,31 @@ use redis::{Cmd, FromRedisValue, Value};
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+tokio::task_local! {
+    /// The replicas a `WAIT` of this call found too few ([`Exec::confirm`], as `(acked,
+    /// wanted)`), within [`one_wait_failure`].
+    static NOT_REPLICATED: std::cell::Cell<Option<(u32, u32)>>;
+}
+
+/// `write` (a sharded write's parts, each of which waits for replicas after its own write)
+/// with one `WAIT` failure for all: once a part's `WAIT` finds too few replicas, the other
+/// parts' writes still go (the call's [`Error::NotReplicated`] says the write is on the
+/// primary) but their own `WAIT`s are not sent: each would hold the shared connection for its
+/// whole timeout, one after the other, to fail the same way.
+pub(crate) async fn one_wait_failure<F: Future>(write: F) -> F::Output {
+    NOT_REPLICATED
+        .scope(std::cell::Cell::new(None), write)
+        .await
+}
+
+/// The failure of a `WAIT` already sent by this call (within [`one_wait_failure`]).
+fn not_replicated() -> Result<()> {
+    match NOT_REPLICATED.try_with(std::cell::Cell::get) {
+        Ok(Some((acked, wanted))) => Err(Error::NotReplicated { acked, wanted }),
+        _ => Ok(()),
+    }
+}
+
 /// The connections a filter takes: any redis-rs async connection that can be cloned and
 /// shared (a `MultiplexedConnection`, a `ConnectionManager`, a cluster connection).
 pub(crate) trait Conn: ConnectionLike + Clone + Send + Sync {}
@@ -354,9 +379,12 @@ where
             wait.arg(wanted).arg(millis);
             wait
         });
+        not_replicated()?;
         let _turn = self.wait_turn.lock().await;
+        not_replicated()?;
         let acked = self.run(key, &tx).await?.take(acked)?;
         if acked < wanted {
+            let _ = NOT_REPLICATED.try_with(|failed| failed.set(Some((acked, wanted))));
             return Err(Error::NotReplicated { acked, wanted });
         }
         Ok(())

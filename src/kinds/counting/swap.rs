@@ -84,21 +84,16 @@ pub(super) async fn run<C: Conn>(
     if let Some(ring) = &ring {
         keys.push(ring);
     }
-    // Concurrent writers' swaps take turns, instead of failing each other's. Not those of a
-    // filter that waits for replicas: the lease's round trip before each shard's swap lets a
-    // first shard's `WAIT`, which holds the shared connection for its timeout, go out before
-    // the other shards' swaps, which its error then drops unsent (cli/tests/counting_wait.rs).
-    let lease = match exec.options().replicas {
-        None => Some(Lease::take(exec, &part.lease).await),
-        Some(_) => None,
-    };
+    // Concurrent writers' swaps take turns, instead of failing each other's. (With a filter
+    // that waits for replicas, the lease's round trip before each shard's swap lets a first
+    // shard's `WAIT` go out before the other shards' swaps: those still go when it fails,
+    // `Shards::fan_out`; cli/tests/counting_wait.rs.)
+    let lease = Lease::take(exec, &part.lease).await;
     let swapped = swap(ctx, (cells, op), (&keys, adds), step.as_ref()).await;
     if let Some(step) = &step {
         step.settle(exec).await;
     }
-    if let Some(lease) = lease {
-        lease.release().await;
-    }
+    lease.release().await;
     swapped
 }
 
