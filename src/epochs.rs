@@ -3,6 +3,8 @@
 //! filters), as the scripts compute it (`lua/window_args.lua`, `lua/window_epoch.lua`).
 
 use std::ops::RangeInclusive;
+use std::sync::{Mutex, PoisonError};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// A window of `window_ms` over `generations` generations (at least 2).
 #[derive(Debug, Clone, Copy)]
@@ -42,6 +44,32 @@ pub(crate) fn epoch_of(ms: u64, window_ms: u64, generations: u32) -> i64 {
 /// The server's time in ms from `TIME`'s reply.
 pub(crate) fn server_ms((secs, micros): (u64, u64)) -> u64 {
     secs * 1_000 + micros / 1_000
+}
+
+/// The client's guess of the server's clock: its own clock until the server has said
+/// otherwise, then the server's time it last heard plus the time elapsed since.
+#[derive(Debug, Default)]
+pub(crate) struct ServerClock(Mutex<Option<(Instant, u64)>>);
+
+impl ServerClock {
+    pub(crate) fn now_ms(&self) -> u64 {
+        let heard = *self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        match heard {
+            Some((at, ms)) => ms.saturating_add(millis(at.elapsed())),
+            None => SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map_or(0, millis),
+        }
+    }
+
+    pub(crate) fn learn(&self, server_ms: u64) {
+        *self.0.lock().unwrap_or_else(PoisonError::into_inner) = Some((Instant::now(), server_ms));
+    }
+}
+
+/// `duration` in whole milliseconds (saturating).
+pub(crate) fn millis(duration: Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
 }
 
 #[cfg(test)]

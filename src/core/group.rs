@@ -4,18 +4,17 @@
 //! batches cost.
 //!
 //! No timer: a call to a lane (one op on one part) goes at once when every active caller may
-//! have a step of its own (nobody waits, and fewer items than [`STEPS_IN_FLIGHT`] are in
-//! flight), so a lone call, or a few, go as without group commit; else it waits. The caller
-//! that sends a step is its *leader*. When the
+//! have a step of its own (nobody waits, and fewer items are in flight than the lane has
+//! places: [`STEPS_IN_FLIGHT`] unless its kind says otherwise), so a lone call, or a few, go as
+//! without group commit; else it waits. The caller that sends a step is its *leader*. When the
 //! step returns, the leader answers each item's caller, then hands its place on to the callers
 //! waiting: the first of them leads the next step with the others, up to a fair share (the
-//! lane's callers, in flight or waiting, over [`STEPS_IN_FLIGHT`], at most
-//! [`Lanes::max_items`] items), and while callers are left and the lane has fewer than
-//! [`STEPS_IN_FLIGHT`] steps in flight, the next waiting caller leads another share. No task
-//! runs steps for others after its own answer but the one step it leads. A caller whose deadline
-//! passes while it waits is withdrawn (nothing of it was sent: [`Error::Deadline`]); one whose
-//! item went in a step that has not answered gets [`Error::OutcomeUnknown`] while the step
-//! goes on for the others. A leader whose call is dropped mid-step hands the lane on as it
+//! lane's callers, in flight or waiting, over its places, at most [`Lanes::max_items`] items),
+//! and while callers are left and places are free, the next waiting caller leads another share.
+//! No task runs steps for others after its own answer but the one step it leads. A caller whose
+//! deadline passes while it waits is withdrawn (nothing of it was sent: [`Error::Deadline`]);
+//! one whose item went in a step that has not answered gets [`Error::OutcomeUnknown`] while the
+//! step goes on for the others. A leader whose call is dropped mid-step hands the lane on as it
 //! goes: the callers of its step get `OutcomeUnknown`, and the next waiting caller leads.
 
 use crate::error::{Error, Result};
@@ -199,9 +198,9 @@ impl Lanes {
     /// other free one, goes to the callers waiting, a fair share each (the active callers, in
     /// flight or waiting, over the lane's depth), so that the steps come to carry as many
     /// items each. Taking all that wait into one step would keep the sizes the steps first
-    /// had: with 64 callers and 8 places, eight steps of one item each (the first callers,
-    /// which found the lane free) beside one of 56, for good; the single-item steps each cost
-    /// the server a script call.
+    /// had: with 64 callers and 8 places, seven steps of one item each (first callers, which
+    /// found the lane free) beside one of 56, for good; the single-item steps each cost the
+    /// server a script call.
     fn hand_on_locked(&self, state: &mut Lane) {
         state.in_flight -= 1;
         while state.in_flight < self.depth {

@@ -16,7 +16,7 @@ use super::{steps, Module, ModuleOptions, PER_COMMAND};
 use crate::core::kind::{Answers, Op};
 use crate::core::{Bloom, Conn, Ctx};
 use crate::engine::Engine;
-use crate::epochs::Epochs;
+use crate::epochs::{millis, Epochs, ServerClock};
 use crate::error::{Error, Result};
 use crate::info::KeyTtl;
 use crate::io::exec::{self, Cap};
@@ -27,8 +27,7 @@ use crate::scripts::{script, Arg, LuaScript};
 use crate::{keys, Builder};
 use futures_util::future::BoxFuture;
 use redis::Value;
-use std::sync::{Mutex, PoisonError};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 /// Declares a module window script: the window kind's head, then the parts named, from `lua/`.
 macro_rules! module_window_script {
@@ -601,31 +600,6 @@ pub(super) async fn drop_part<C: Conn>(ctx: Ctx<'_, C, Module>, how: Removal) ->
         }
     };
     steps::or_missing(ctx, done.await).await
-}
-
-/// The client's guess of the server's clock: its own clock until the server has said
-/// otherwise, then the server's time it last heard plus the time elapsed since.
-#[derive(Debug, Default)]
-struct ServerClock(Mutex<Option<(Instant, u64)>>);
-
-impl ServerClock {
-    fn now_ms(&self) -> u64 {
-        let heard = *self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        match heard {
-            Some((at, ms)) => ms.saturating_add(millis(at.elapsed())),
-            None => SystemTime::now()
-                .duration_since(UNIX_EPOCH)
-                .map_or(0, millis),
-        }
-    }
-
-    fn learn(&self, server_ms: u64) {
-        *self.0.lock().unwrap_or_else(PoisonError::into_inner) = Some((Instant::now(), server_ms));
-    }
-}
-
-fn millis(duration: Duration) -> u64 {
-    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
 }
 
 #[cfg(test)]

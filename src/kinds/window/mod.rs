@@ -27,13 +27,14 @@ mod snapshot;
 mod step;
 
 use self::info::PartInfo;
-use self::part::{generations_of, millis, Part, ServerClock};
+use self::part::{generations_of, Part};
 use crate::core::kind::{
     self, Answers, Cached, Fields, Items, Made, Op, Seam, Sections, Setup, Sizes,
 };
 use crate::core::sharded::Shards;
 use crate::core::{Bloom, Conn, Ctx};
 use crate::engine::Engine;
+use crate::epochs::{millis, ServerClock};
 use crate::error::{Error, Result};
 use crate::geometry::Geometry;
 use crate::info::WindowInfo;

@@ -3,8 +3,6 @@
 
 use crate::geometry::Geometry;
 use crate::io::guard::Guard;
-use std::sync::{Mutex, PoisonError};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// One slot group's generations.
 #[derive(Debug, Clone)]
@@ -55,37 +53,12 @@ impl Part {
     }
 }
 
-/// The client's guess of the server's clock: its own clock until the server has said
-/// otherwise, then the server's time it last heard plus the time elapsed since.
-#[derive(Debug, Default)]
-pub(super) struct ServerClock(Mutex<Option<(Instant, u64)>>);
-
-impl ServerClock {
-    pub(super) fn now_ms(&self) -> u64 {
-        let heard = *self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        match heard {
-            Some((at, ms)) => ms.saturating_add(millis(at.elapsed())),
-            None => SystemTime::now()
-                .duration_since(UNIX_EPOCH)
-                .map_or(0, millis),
-        }
-    }
-
-    pub(super) fn learn(&self, server_ms: u64) {
-        *self.0.lock().unwrap_or_else(PoisonError::into_inner) = Some((Instant::now(), server_ms));
-    }
-}
-
 /// The generations' name beside a filter's key: `redbloom:gen:HASH`, HASH naming the filter's
 /// parameters, so that a client with other parameters can never touch this filter's
 /// generations (an add checks the stored parameters only when it creates a generation).
 pub(super) fn generations_of(fingerprint: &str) -> String {
     let (h1, _) = crate::hash::murmur3_x64_128(fingerprint.as_bytes());
     format!("redbloom:gen:{:08x}", h1 >> 32)
-}
-
-pub(super) fn millis(duration: Duration) -> u64 {
-    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
 }
 
 #[cfg(test)]
