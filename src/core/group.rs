@@ -387,11 +387,9 @@ mod tests {
         );
     }
 
-    /// 64 callers calling again as soon as they are answered, on a lane of 4 steps in flight:
-    /// the steps come to carry as many items each (16), where taking all that wait into one
-    /// step kept the sizes of the first steps for good (three of one item beside one of 61).
-    #[tokio::test(start_paused = true)]
-    async fn steps_come_to_carry_fair_shares() {
+    /// `callers` callers on a lane of 4 places, each calling `calls` times, again as soon as
+    /// it is answered; every step takes 1 ms. The steps' sizes, in the order they went.
+    async fn closed_loop(callers: u8, calls: usize) -> Vec<usize> {
         let lanes = Lanes::new(1, 1, 1000, 4);
         let sizes = Mutex::new(Vec::<usize>::new());
         let step = |items: Vec<Vec<u8>>| {
@@ -403,16 +401,24 @@ mod tests {
             }
         };
         let forever = (None, Duration::ZERO);
-        let callers = (0u8..64).map(|i| {
+        let callers = (0..callers).map(|i| {
             let (step, lanes) = (&step, &lanes);
             async move {
-                for _ in 0..100 {
+                for _ in 0..calls {
                     assert!(lanes.call(0, &[i], forever, "k", step).await.unwrap());
                 }
             }
         });
         futures_util::future::join_all(callers).await;
-        let sizes = sizes.into_inner().unwrap();
+        sizes.into_inner().unwrap()
+    }
+
+    /// 64 callers calling again as soon as they are answered, on a lane of 4 steps in flight:
+    /// the steps come to carry as many items each (16), where taking all that wait into one
+    /// step kept the sizes of the first steps for good (three of one item beside one of 61).
+    #[tokio::test(start_paused = true)]
+    async fn steps_come_to_carry_fair_shares() {
+        let sizes = closed_loop(64, 100).await;
         assert_eq!(sizes.iter().sum::<usize>(), 6400);
         // Past the first round of steps, every step carries about a quarter of the callers
         // (until the callers start to finish: a step's leader calls again after the steps it
@@ -428,28 +434,9 @@ mod tests {
     /// together, as without group commit (none waits for another's step to return).
     #[tokio::test(start_paused = true)]
     async fn fewer_callers_than_places_go_at_once() {
-        let lanes = Lanes::new(1, 1, 1000, 4);
-        let sizes = Mutex::new(Vec::<usize>::new());
-        let step = |items: Vec<Vec<u8>>| {
-            let sizes = &sizes;
-            async move {
-                sizes.lock().unwrap().push(items.len());
-                tokio::time::sleep(Duration::from_millis(1)).await;
-                Ok(vec![true; items.len()])
-            }
-        };
-        let forever = (None, Duration::ZERO);
         let started = Instant::now();
-        let callers = (0u8..3).map(|i| {
-            let (step, lanes) = (&step, &lanes);
-            async move {
-                for _ in 0..10 {
-                    assert!(lanes.call(0, &[i], forever, "k", step).await.unwrap());
-                }
-            }
-        });
-        futures_util::future::join_all(callers).await;
-        assert_eq!(sizes.into_inner().unwrap(), [1; 30]);
+        let sizes = closed_loop(3, 10).await;
+        assert_eq!(sizes, [1; 30]);
         let took = started.elapsed();
         assert!(took < Duration::from_millis(12), "{took:?} for 10 rounds");
     }
