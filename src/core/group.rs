@@ -11,11 +11,18 @@
 //! waiting: the first of them leads the next step with the others, up to a fair share (the
 //! lane's callers, in flight or waiting, over its places, at most [`Lanes::max_items`] items),
 //! and while callers are left and places are free, the next waiting caller leads another share.
+//! Leads handed out together send their steps one turn of the scheduler apart (the n-th after
+//! n turns): steps sent together reach the server in one read, are answered in one write, and
+//! come back together, so the client made all the next steps while the server had none (a
+//! convoy: 64 single native adds from 64 tasks left the server idle a fifth of the time, in
+//! lockstep rounds of four steps); apart, the server works on some while the client answers
+//! the others.
 //! No task runs steps for others after its own answer but the one step it leads. A caller whose
 //! deadline passes while it waits is withdrawn (nothing of it was sent: [`Error::Deadline`]);
 //! one whose item went in a step that has not answered gets [`Error::OutcomeUnknown`] while the
 //! step goes on for the others. A leader whose call is dropped mid-step hands the lane on as it
-//! goes: the callers of its step get `OutcomeUnknown`, and the next waiting caller leads.
+//! goes: the callers of its step get `OutcomeUnknown` (wait again, when it was not sent yet),
+//! and the next waiting caller leads.
 
 use crate::error::{Error, Result};
 use std::collections::VecDeque;
@@ -24,12 +31,12 @@ use std::sync::{Arc, Mutex, PoisonError};
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
-/// Steps a lane keeps in flight at most (unless its kind says otherwise,
-/// `Seam::STEPS_IN_FLIGHT`): one step alone leaves the server idle while its reply travels and
-/// the next step is made; a few keep it busy, as a few concurrent batches do, and more cost the
-/// server more per item (each step is one script call, whose own cost its items share: about
-/// 16 µs against 8 µs per item of a native add, Redis 7.0.15). BENCHMARKS.md "Group commit"
-/// has the figures for 2 to 8.
+/// Steps a lane keeps in flight at most, for every kind: one step alone leaves the server idle
+/// while its reply travels and the next step is made; a few, sent apart, keep it busy, as a
+/// few concurrent batches do; more cost the server more per item (each step is one script
+/// call, whose own cost its items share: about 16 µs against 8 µs per item of a native add,
+/// Redis 7.0.15). BENCHMARKS.md "Group commit" has the figures for 2 to 8 (with steps sent
+/// apart, 2 or 4 did best; a window filter's lanes, which kept 8, do best with 4 too).
 pub(crate) const STEPS_IN_FLIGHT: usize = 4;
 
 /// A waiting caller's item not yet taken into a step.
@@ -55,6 +62,8 @@ struct Lane {
     in_flight: usize,
     /// The items those steps carry.
     items: usize,
+    /// Leads handed out whose steps have not been sent yet.
+    unsent: usize,
     waiting: VecDeque<Waiter>,
 }
 
@@ -71,8 +80,9 @@ pub(crate) struct Waiter {
 enum Turn {
     /// Its answer, from a step another caller led.
     Answer(Result<bool>),
-    /// It leads the next step, with these callers' items after its own.
-    Lead(Vec<Waiter>),
+    /// It leads the next step, with these callers' items after its own, sent after `after`
+    /// turns of the scheduler (the leads handed out before it and not sent yet).
+    Lead { others: Vec<Waiter>, after: usize },
 }
 
 impl Lanes {
@@ -103,7 +113,7 @@ impl Lanes {
         Fut: std::future::Future<Output = Result<Vec<bool>>>,
     {
         let lane = &self.lanes[lane];
-        let others = {
+        let (others, after) = {
             if let Some((rx, taken)) = enter(lane, item, self.depth) {
                 let mut waiting = Waiting {
                     lanes: self,
@@ -118,7 +128,7 @@ impl Lanes {
                 waiting.done = true;
                 match turn {
                     Some(Ok(Turn::Answer(answer))) => return answer,
-                    Some(Ok(Turn::Lead(others))) => others,
+                    Some(Ok(Turn::Lead { others, after })) => (others, Some(after)),
                     // The leader's call was dropped with this item in its step.
                     Some(Err(_)) => return Err(unknown(key)),
                     None => {
@@ -127,7 +137,7 @@ impl Lanes {
                         waiting.rx.close();
                         match waiting.rx.try_recv() {
                             Ok(Turn::Answer(answer)) => return answer,
-                            Ok(Turn::Lead(others)) => {
+                            Ok(Turn::Lead { others, .. }) => {
                                 self.give_back(lane, others);
                                 return Err(Error::Deadline(timeout));
                             }
@@ -146,7 +156,7 @@ impl Lanes {
                     }
                 }
             } else {
-                Vec::new()
+                (Vec::new(), None)
             }
         };
         let mut lead = Lead {
@@ -154,7 +164,18 @@ impl Lanes {
             lane,
             count: others.len() + 1,
             others,
+            unsent: after.is_some(),
         };
+        if let Some(after) = after {
+            // Leads handed out together go one turn of the scheduler apart, so that their
+            // steps reach the server apart (module docs: no convoy).
+            for _ in 0..after {
+                tokio::task::yield_now().await;
+            }
+            lead.unsent = false;
+            let mut state = lock(lane);
+            state.unsent = state.unsent.saturating_sub(1);
+        }
         let mut items = Vec::with_capacity(lead.others.len() + 1);
         items.push(item.to_vec());
         // Moved, not copied: a waiter taken into a step never goes back to the queue.
@@ -227,23 +248,29 @@ impl Lanes {
             }
             let leader = taken.remove(0);
             let count = taken.len() + 1;
-            match leader.turn.send(Turn::Lead(taken)) {
+            let lead = Turn::Lead {
+                others: taken,
+                after: state.unsent,
+            };
+            match leader.turn.send(lead) {
                 Ok(()) => {
                     state.in_flight += 1;
                     state.items += count;
+                    state.unsent += 1;
                 }
                 // Its caller is gone: the others go back to the front of the queue, for the
                 // next one.
-                Err(Turn::Lead(back)) => requeue(state, back),
+                Err(Turn::Lead { others: back, .. }) => requeue(state, back),
                 Err(Turn::Answer(_)) => unreachable!("a Lead was sent"),
             }
         }
     }
 
-    /// A lead that came to a caller that gave up (or was dropped) before taking it: its
-    /// callers go back to the front of the queue and the lane goes on.
+    /// A lead that came to a caller that gave up (or was dropped) before sending its step:
+    /// its callers go back to the front of the queue and the lane goes on.
     fn give_back(&self, lane: &Mutex<Lane>, others: Vec<Waiter>) {
         let mut state = lock(lane);
+        state.unsent = state.unsent.saturating_sub(1);
         state.items -= others.len() + 1;
         requeue(&mut state, others);
         self.hand_on_locked(&mut state);
@@ -273,7 +300,7 @@ impl Drop for Waiting<'_> {
             return;
         }
         self.rx.close();
-        if let Ok(Turn::Lead(others)) = self.rx.try_recv() {
+        if let Ok(Turn::Lead { others, .. }) = self.rx.try_recv() {
             self.lanes.give_back(self.lane, others);
         }
     }
@@ -281,18 +308,25 @@ impl Drop for Waiting<'_> {
 
 /// The lane while its leader's step runs: handed on when dropped, whether the step returned
 /// or the leader's call was dropped (then the callers of its step, told nothing, get
-/// [`Error::OutcomeUnknown`]).
+/// [`Error::OutcomeUnknown`]; those of a step not sent yet wait again).
 struct Lead<'a> {
     lanes: &'a Lanes,
     lane: &'a Mutex<Lane>,
     /// The items of its step (its own and the others').
     count: usize,
     others: Vec<Waiter>,
+    /// A lead handed out, its step not sent yet.
+    unsent: bool,
 }
 
 impl Drop for Lead<'_> {
     fn drop(&mut self) {
-        self.others.clear();
+        let others = std::mem::take(&mut self.others);
+        if self.unsent {
+            self.lanes.give_back(self.lane, others);
+            return;
+        }
+        drop(others);
         self.lanes.hand_on(self.lane, self.count);
     }
 }
@@ -390,12 +424,21 @@ mod tests {
     /// `callers` callers on a lane of 4 places, each calling `calls` times, again as soon as
     /// it is answered; every step takes 1 ms. The steps' sizes, in the order they went.
     async fn closed_loop(callers: u8, calls: usize) -> Vec<usize> {
+        let steps = closed_loop_turns(callers, calls).await;
+        steps.into_iter().map(|(size, _)| size).collect()
+    }
+
+    /// [`closed_loop`], each step's size with the turn of the scheduler it was sent in (the
+    /// callers' task's polls).
+    async fn closed_loop_turns(callers: u8, calls: usize) -> Vec<(usize, u64)> {
         let lanes = Lanes::new(1, 1, 1000, 4);
-        let sizes = Mutex::new(Vec::<usize>::new());
+        let turns = std::sync::atomic::AtomicU64::new(0);
+        let sizes = Mutex::new(Vec::<(usize, u64)>::new());
         let step = |items: Vec<Vec<u8>>| {
-            let sizes = &sizes;
+            let (sizes, turns) = (&sizes, &turns);
             async move {
-                sizes.lock().unwrap().push(items.len());
+                let turn = turns.load(Ordering::Relaxed);
+                sizes.lock().unwrap().push((items.len(), turn));
                 tokio::time::sleep(Duration::from_millis(1)).await;
                 Ok(vec![true; items.len()])
             }
@@ -409,8 +452,26 @@ mod tests {
                 }
             }
         });
-        futures_util::future::join_all(callers).await;
+        let mut all = Box::pin(futures_util::future::join_all(callers));
+        std::future::poll_fn(|cx| {
+            turns.fetch_add(1, Ordering::Relaxed);
+            std::future::Future::poll(all.as_mut(), cx)
+        })
+        .await;
+        drop(all);
         sizes.into_inner().unwrap()
+    }
+
+    /// Steps whose places free together (all four return in the same instant) are sent one
+    /// turn of the scheduler apart, not together: sent together, they would reach the server
+    /// in one read and come back together, for good (a convoy).
+    #[tokio::test(start_paused = true)]
+    async fn steps_handed_on_together_go_apart() {
+        let steps = closed_loop_turns(64, 20).await;
+        let later = &steps[8..steps.len() / 2];
+        let mut turns: Vec<u64> = later.iter().map(|&(_, turn)| turn).collect();
+        turns.dedup();
+        assert_eq!(turns.len(), later.len(), "steps and their turns: {later:?}");
     }
 
     /// 64 callers calling again as soon as they are answered, on a lane of 4 steps in flight:

@@ -252,10 +252,6 @@ pub trait Seam: Sized + Send + Sync + Debug + 'static {
     /// alone against 155,000 grouped; BENCHMARKS.md "Group commit").
     const GROUPS_CHECKS: bool = false;
 
-    /// How many steps of group commit a lane of this kind keeps in flight at most
-    /// ([`STEPS_IN_FLIGHT`](super::group::STEPS_IN_FLIGHT) unless the kind says otherwise).
-    const STEPS_IN_FLIGHT: usize = super::group::STEPS_IN_FLIGHT;
-
     /// The command that routes a question to a part's master on a cluster
     /// ([`Exec::route`](crate::io::exec::Exec::route)): `BITFIELD` without operations
     /// ([`Engine::Fast`]) where the part's key from [`part_keys`](Seam::part_keys) is a string

@@ -272,11 +272,6 @@ impl Seam for Window {
 
     const EXPIRING: bool = true;
     const GROUPS_CHECKS: bool = true;
-    /// A window step's script costs the server per item (one `BITFIELD` each, over the
-    /// generations) more than per call, so more, smaller steps in flight cost it little and
-    /// keep it busier: 64 tasks' single adds, 4 places against 8 (BENCHMARKS.md "Group
-    /// commit").
-    const STEPS_IN_FLIGHT: usize = 8;
 
     fn route_engine(&self) -> Engine {
         Engine::Fast
