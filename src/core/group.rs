@@ -502,6 +502,80 @@ mod tests {
         assert!(took < Duration::from_millis(12), "{took:?} for 10 rounds");
     }
 
+    /// A leader whose call is dropped while it waits its turn to send (a lead handed out
+    /// while others were unsent) sent nothing: the callers of its step wait again and go with
+    /// the next leader, answered (not `OutcomeUnknown`), and the lane goes on.
+    #[tokio::test(start_paused = true)]
+    async fn a_lead_dropped_before_it_is_sent_gives_its_callers_back() {
+        let lanes = Lanes::new(1, 1, 100, 3);
+        let sent = Mutex::new(Vec::<Vec<u8>>::new());
+        let gate = tokio::sync::Notify::new();
+        let step = |items: Vec<Vec<u8>>| {
+            let (sent, gate) = (&sent, &gate);
+            async move {
+                let first = {
+                    let mut sent = sent.lock().unwrap();
+                    sent.push(items.iter().map(|item| item[0]).collect());
+                    sent.len() <= 3
+                };
+                if first {
+                    gate.notified().await;
+                }
+                Ok(vec![true; items.len()])
+            }
+        };
+        let forever = (None, Duration::ZERO);
+        let caller = |item: u8, after: u64| {
+            let (lanes, step) = (&lanes, &step);
+            async move {
+                tokio::time::sleep(Duration::from_millis(after)).await;
+                lanes.call(0, &[item], forever, "k", step).await
+            }
+        };
+        // a, b and x go at once (three places) and return together; c to h wait, in order,
+        // and go as three shares: c with d, e with f one turn later, g with h two turns later.
+        // g's call is dropped when e's step is sent: g has its lead, and has not sent.
+        let g = async {
+            let call = caller(b'g', 7);
+            let e_sent = std::future::poll_fn(|_| match sent.lock().unwrap().len() >= 5 {
+                true => std::task::Poll::Ready(()),
+                false => std::task::Poll::Pending,
+            });
+            tokio::select! {
+                biased;
+                () = e_sent => None,
+                answer = call => Some(answer),
+            }
+        };
+        let release = async {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            gate.notify_waiters();
+        };
+        // Polled in this order each time: the leaders hand on before the others look.
+        let (a, b, x, c, d, e, f, g, h, ()) = futures_util::join!(
+            caller(b'a', 0),
+            caller(b'b', 0),
+            caller(b'x', 0),
+            caller(b'c', 3),
+            caller(b'd', 4),
+            caller(b'e', 5),
+            caller(b'f', 6),
+            g,
+            caller(b'h', 8),
+            release
+        );
+        assert!(g.is_none(), "g was to be dropped before sending: {g:?}");
+        for answer in [a, b, x, c, d, e, f, h] {
+            assert!(matches!(answer, Ok(true)), "{answer:?}");
+        }
+        let sent = sent.into_inner().unwrap();
+        let expected: [&[u8]; 6] = [b"a", b"b", b"x", b"cd", b"ef", b"h"];
+        assert_eq!(
+            sent, expected,
+            "g never sent, h sent after it was given back"
+        );
+    }
+
     /// Callers waiting behind a step go together as the next one, each with its own answer.
     #[tokio::test]
     async fn waiting_callers_go_as_one_step() {
