@@ -16,6 +16,15 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+/// Held by the tests that emit the crate's eviction warning. `accepting_the_risk_warns_once`
+/// counts it with a subscriber of its own thread (`set_default`); tracing caches, process-wide,
+/// whether a callsite is of interest when it is first hit, and while one subscriber is made it
+/// asks the hitting thread's: another test's thread, which has none, first to hit the warning
+/// while the count runs, caches "never", and the count reads 0 (one CI run did). A callsite
+/// cached before the subscriber is made is asked again when it is made; one at a time, no
+/// other test hits it meanwhile.
+static WARNING: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 /// A server of the test's own (it reconfigures it) with `maxmemory 100mb` and `policy`.
 async fn server_with(policy: &str) -> (RedisServer, MultiplexedConnection) {
     let server = RedisServer::start_evicting(policy).expect("a private redis-server");
@@ -94,6 +103,7 @@ macro_rules! each_kind {
 
 #[tokio::test]
 async fn an_allkeys_policy_refuses_every_kinds_writes() {
+    let _one_at_a_time = WARNING.lock().await;
     let (_server, mut conn) = server_with("allkeys-lru").await;
     let mut file = Vec::new();
     let donor = RedisBloom::builder("donor")
@@ -153,6 +163,7 @@ async fn an_allkeys_policy_refuses_every_kinds_writes() {
 
 #[tokio::test]
 async fn a_volatile_policy_refuses_keys_with_a_ttl() {
+    let _one_at_a_time = WARNING.lock().await;
     let (_server, conn) = server_with("volatile-lru").await;
     let mut admin = conn.clone();
     let plain = |name: &str| {
@@ -234,12 +245,13 @@ impl tracing::Subscriber for Warnings {
 
 #[test]
 fn accepting_the_risk_warns_once() {
-    let warnings = Warnings::default();
-    let _default = tracing::subscriber::set_default(warnings.clone());
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .unwrap();
+    let _one_at_a_time = runtime.block_on(WARNING.lock());
+    let warnings = Warnings::default();
+    let _default = tracing::subscriber::set_default(warnings.clone());
     runtime.block_on(async {
         let (_server, conn) = server_with("allkeys-lfu").await;
         let bloom = RedisBloom::builder("warned")
