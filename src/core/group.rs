@@ -375,22 +375,8 @@ mod tests {
     #[tokio::test]
     async fn a_caller_past_its_deadline_is_withdrawn_and_never_sent() {
         let lanes = Lanes::new(1, 1, 100, 1);
-        let sent = Mutex::new(Vec::<Vec<Vec<u8>>>::new());
-        let gate = tokio::sync::Notify::new();
-        let step = |items: Vec<Vec<u8>>| {
-            let (sent, gate) = (&sent, &gate);
-            async move {
-                let first = {
-                    let mut sent = sent.lock().unwrap();
-                    sent.push(items.clone());
-                    sent.len() == 1
-                };
-                if first {
-                    gate.notified().await;
-                }
-                Ok(vec![true; items.len()])
-            }
-        };
+        let (sent, gate) = (Mutex::default(), tokio::sync::Notify::new());
+        let step = |items| gated(&sent, &gate, 1, items);
         let forever = (None, Duration::ZERO);
         let leader = lanes.call(0, b"a", forever, "k", step);
         // c waits first, then b, whose deadline passes while a's step runs.
@@ -419,6 +405,25 @@ mod tests {
             [vec![b"a".to_vec()], vec![b"c".to_vec()]],
             "b was never sent"
         );
+    }
+
+    /// A step that records its items in `sent`, the first `held` steps answering only once
+    /// `gate` is notified.
+    async fn gated(
+        sent: &Mutex<Vec<Vec<Vec<u8>>>>,
+        gate: &tokio::sync::Notify,
+        held: usize,
+        items: Vec<Vec<u8>>,
+    ) -> Result<Vec<bool>> {
+        let hold = {
+            let mut sent = sent.lock().unwrap();
+            sent.push(items.clone());
+            sent.len() <= held
+        };
+        if hold {
+            gate.notified().await;
+        }
+        Ok(vec![true; items.len()])
     }
 
     /// `callers` callers on a lane of 4 places, each calling `calls` times, again as soon as
@@ -508,22 +513,8 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_lead_dropped_before_it_is_sent_gives_its_callers_back() {
         let lanes = Lanes::new(1, 1, 100, 3);
-        let sent = Mutex::new(Vec::<Vec<u8>>::new());
-        let gate = tokio::sync::Notify::new();
-        let step = |items: Vec<Vec<u8>>| {
-            let (sent, gate) = (&sent, &gate);
-            async move {
-                let first = {
-                    let mut sent = sent.lock().unwrap();
-                    sent.push(items.iter().map(|item| item[0]).collect());
-                    sent.len() <= 3
-                };
-                if first {
-                    gate.notified().await;
-                }
-                Ok(vec![true; items.len()])
-            }
-        };
+        let (sent, gate) = (Mutex::default(), tokio::sync::Notify::new());
+        let step = |items| gated(&sent, &gate, 3, items);
         let forever = (None, Duration::ZERO);
         let caller = |item: u8, after: u64| {
             let (lanes, step) = (&lanes, &step);
@@ -568,7 +559,9 @@ mod tests {
         for answer in [a, b, x, c, d, e, f, h] {
             assert!(matches!(answer, Ok(true)), "{answer:?}");
         }
-        let sent = sent.into_inner().unwrap();
+        let sent: Vec<Vec<u8>> = (sent.into_inner().unwrap().into_iter())
+            .map(|step| step.iter().map(|item| item[0]).collect())
+            .collect();
         let expected: [&[u8]; 6] = [b"a", b"b", b"x", b"cd", b"ef", b"h"];
         assert_eq!(
             sent, expected,
