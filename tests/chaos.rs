@@ -3,7 +3,9 @@
 //! its clients' connections killed (`CLIENT KILL`), in turns, until the writers are done. Every
 //! acknowledged item is found after; "new" answers equal a clean load's; a counting filter's
 //! items added twice and removed once are each still counted once, and removed once more leave
-//! every counter at zero.
+//! every counter at zero. Each restart mends the AOF first, as `redis-check-aof --fix` does: a
+//! kill mid-append can leave a transaction's head that Redis 7.0 would run two starts later
+//! (`a_transaction_cut_short_by_a_kill_is_never_run`, at the end).
 
 mod common;
 
@@ -267,5 +269,58 @@ async fn a_counting_filter_keeps_every_count() {
     assert_eq!(
         left, 0,
         "counter bits left after every item was removed twice"
+    );
+}
+
+/// What the fault tests rely on from the harness (`RedisServer::restart`): a transaction that a
+/// kill cut short in the AOF is never run. Written as a crash leaves it (`MULTI`, a whole
+/// command, half of the next), then a script's two writes (a transaction of their own), and
+/// a second restart: Redis 7.0 loads the torn head at the first restart (it cuts inside the
+/// block) and runs it with the script's transaction at the second; the harness cuts it off.
+#[tokio::test]
+async fn a_transaction_cut_short_by_a_kill_is_never_run() {
+    let mut server = durable();
+    let mut conn = common::connect(&server.url()).await;
+    let _: () = redis::cmd("SET")
+        .arg("before")
+        .arg(1)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    server.kill();
+    let dir = server.dir().join("appendonlydir");
+    let manifest = std::fs::read_to_string(dir.join("appendonly.aof.manifest")).unwrap();
+    let incr = manifest
+        .lines()
+        .rev()
+        .find(|line| line.ends_with("type i"))
+        .and_then(|line| line.split(' ').nth(1))
+        .expect("an incr file");
+    let torn = "*1\r\n$5\r\nMULTI\r\n*3\r\n$3\r\nSET\r\n$5\r\nghost\r\n$1\r\n1\r\n*3\r\n$3\r\nSET\r\n$1\r\nx";
+    let mut file = std::fs::OpenOptions::new()
+        .append(true)
+        .open(dir.join(incr))
+        .unwrap();
+    std::io::Write::write_all(&mut file, torn.as_bytes()).unwrap();
+    drop(file);
+    server.restart().unwrap();
+    let mut conn = common::connect(&server.url()).await;
+    let _: () = redis::cmd("EVAL")
+        .arg("redis.call('set', 'after', 1) redis.call('set', 'after2', 1)")
+        .arg(0)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    server.restart().unwrap();
+    let mut conn = common::connect(&server.url()).await;
+    let values: Vec<Option<i64>> = redis::cmd("MGET")
+        .arg(&["before", "after", "after2", "ghost"])
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(
+        values,
+        [Some(1), Some(1), Some(1), None],
+        "acknowledged writes kept, the torn transaction never run"
     );
 }
