@@ -14,9 +14,9 @@
 //! Leads handed out together send their steps one turn of the scheduler apart (the n-th after
 //! n turns): steps sent together reach the server in one read, are answered in one write, and
 //! come back together, so the client made all the next steps while the server had none (a
-//! convoy: 64 single native adds from 64 tasks left the server idle a fifth of the time, in
-//! lockstep rounds of four steps); apart, the server works on some while the client answers
-//! the others.
+//! convoy: 64 single native adds from 64 tasks left the server idle a fifth to a quarter of
+//! the time, in lockstep rounds of four steps); apart, the server works on some while the
+//! client answers the others.
 //! No task runs steps for others after its own answer but the one step it leads. A caller whose
 //! deadline passes while it waits is withdrawn (nothing of it was sent: [`Error::Deadline`]);
 //! one whose item went in a step that has not answered gets [`Error::OutcomeUnknown`] while the
@@ -174,6 +174,7 @@ impl Lanes {
             }
             lead.unsent = false;
             let mut state = lock(lane);
+            debug_assert!(state.unsent > 0, "a lead sent that was not counted unsent");
             state.unsent = state.unsent.saturating_sub(1);
         }
         let mut items = Vec::with_capacity(lead.others.len() + 1);
@@ -270,6 +271,10 @@ impl Lanes {
     /// its callers go back to the front of the queue and the lane goes on.
     fn give_back(&self, lane: &Mutex<Lane>, others: Vec<Waiter>) {
         let mut state = lock(lane);
+        debug_assert!(
+            state.unsent > 0,
+            "a lead given back that was not counted unsent"
+        );
         state.unsent = state.unsent.saturating_sub(1);
         state.items -= others.len() + 1;
         requeue(&mut state, others);
