@@ -176,7 +176,7 @@ impl RedisServer {
     /// block, as `redis-check-aof --fix` does and the fixed servers do themselves, so that the
     /// fault tests test the client against a server that keeps what it acknowledged
     /// (`a_transaction_cut_short_by_a_kill_is_never_run`).
-    pub fn cut_torn_transaction(&self) -> std::io::Result<()> {
+    fn cut_torn_transaction(&self) -> std::io::Result<()> {
         let manifest = self
             .dir
             .path()
