@@ -26,7 +26,7 @@ end
 local out, get, incr = {}, {}, {"OVERFLOW", "SAT"}
 for i = 0, k - 1 do
     get[3 * i + 1], get[3 * i + 2] = "GET", "u4"
-    incr[4 * i + 3], incr[4 * i + 4], incr[4 * i + 6] = "INCRBY", "u4", 1
+    incr[4 * i + 3], incr[4 * i + 4], incr[4 * i + 6] = "INCRBY", "u4", "1"
 end
 for item = 1, (#ARGV - 2) / k do
     local first = 3 + (item - 1) * k

@@ -60,7 +60,7 @@ for item = 1, (#ARGV - 2) / k do
                 incr[4 * n + 1] = "INCRBY"
                 incr[4 * n + 2] = "u4"
                 incr[4 * n + 3] = ARGV[first + i - 1]
-                incr[4 * n + 4] = -1
+                incr[4 * n + 4] = "-1"
                 n = n + 1
             end
         end

@@ -125,7 +125,7 @@ for item = 1, (#ARGV - head + 1) / width do
             set[4 * j + 1] = "SET"
             set[4 * j + 2] = "u1"
             set[4 * j + 3] = ARGV[at + j]
-            set[4 * j + 4] = 1
+            set[4 * j + 4] = "1"
         end
         redis.call("bitfield", KEYS[1 + newest], unpack(set, 1, 4 * k[newest]))
         count = count + 1

@@ -1,8 +1,10 @@
 -- Adds items to the current generation; new = in no live generation before. One atomic step:
--- lua/window_args.lua, lua/window_epoch.lua, this, lua/window_check.lua, lua/window_add.lua.
+-- lua/window_args.lua, lua/window_epoch.lua, this, lua/window_check.lua, lua/window_create.lua,
+-- lua/window_find.lua, lua/window_add.lua.
 -- ARGV[7]: k. ARGV[8..]: k bit offsets per item.
 -- Reply: one integer per item, then `verified` (see the head); per item 1 when new, else 0.
--- (No local functions, and few calls into Redis: each costs the script about a microsecond.)
+-- (Few calls into Redis, a few per step rather than per item: each costs the script about a
+-- microsecond.)
 local read, k = ARGV[6], tonumber(ARGV[7])
 local current = live[1]
 -- The parameters are checked when this step creates the generation; one that exists was

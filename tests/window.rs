@@ -571,3 +571,96 @@ async fn dense_adds_see_older_generations() {
     }
     recent.clear().await.unwrap();
 }
+
+/// Steps of the per-item scripts (batches too small for the dense path): the add and the check
+/// call Redis a few times per step, not per item (`lua/window_find.lua`), in calls of at most
+/// 1,000 offsets. Their answers match one call per item across those calls' boundaries: an item
+/// found only in an older generation is not new, an item twice in one batch is new at most
+/// once, and a check finds what either way added.
+#[tokio::test]
+async fn script_steps_match_one_call_per_item() {
+    let redis = common::redis().await;
+    let mut conn = redis.connection().await;
+    let window_ms = W.as_millis() as u64;
+    let epoch = |ms: u64| ms * u64::from(G - 1) / window_ms;
+    // (false-positive rate, capacity, batch): k = 8 with four BITFIELD calls in the add's
+    // step; k = 2 with a first-bit read of two calls in the check's.
+    for (fpr, capacity, size) in [(0.01, 100_000, 500_usize), (0.4, 1_000_000, 1_500)] {
+        'round: loop {
+            let build = |key: &str| {
+                WindowBloom::builder(key, W)
+                    .generations(G)
+                    .expected_items(capacity)
+                    .false_positive_rate(fpr)
+                    .build(conn.clone())
+                    .unwrap()
+            };
+            let (batched_key, single_key) = (
+                common::unique_key("window-steps-batched"),
+                common::unique_key("window-steps-single"),
+            );
+            let (batched, single) = (build(&batched_key), build(&single_key));
+            let scripts = common::calls(&mut conn, "evalsha").await;
+            let old: Vec<String> = (0..size.div_ceil(3)).map(|i| format!("old{i}")).collect();
+            for chunk in old.chunks(100) {
+                batched.add_many(chunk).await.unwrap();
+                single.add_many(chunk).await.unwrap();
+            }
+            // The next generation: the old items are in an older one only.
+            let start = epoch(server_ms(&mut conn).await);
+            while epoch(server_ms(&mut conn).await) == start {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            // Old items, young ones, and young ones again, mixed.
+            let batch: Vec<String> = (0..size)
+                .map(|i| match i % 3 {
+                    0 => format!("old{}", i / 3),
+                    1 => format!("young{}", i / 3),
+                    _ => format!("young{}", i / 6),
+                })
+                .collect();
+            let at_once = batched.add_many(&batch).await.unwrap();
+            let mut one_by_one = Vec::new();
+            for item in &batch {
+                one_by_one.push(single.add(item).await.unwrap());
+            }
+            let probes: Vec<String> = (0..size)
+                .map(|i| match i % 2 {
+                    0 => batch[i].clone(),
+                    _ => format!("absent{i}"),
+                })
+                .collect();
+            let found_at_once = batched.exists_many(&probes).await.unwrap();
+            let mut found_one_by_one = Vec::new();
+            for item in &probes {
+                found_one_by_one.push(single.exists(item).await.unwrap());
+            }
+            let moved = epoch(server_ms(&mut conn).await) != start + 1;
+            batched.clear().await.unwrap();
+            single.clear().await.unwrap();
+            if moved {
+                // A generation began during the round: the two filters' items are split
+                // differently over generations. Start over.
+                continue 'round;
+            }
+            assert!(
+                common::calls(&mut conn, "evalsha").await > scripts,
+                "the batches went by the scripts"
+            );
+            assert_eq!(at_once, one_by_one, "fpr {fpr}: the add's answers differ");
+            assert_eq!(
+                found_at_once, found_one_by_one,
+                "fpr {fpr}: the check's differ"
+            );
+            for (i, new) in at_once.iter().enumerate() {
+                if i % 3 != 1 {
+                    assert!(!new, "fpr {fpr}: {} (item {i}) was not new", batch[i]);
+                }
+            }
+            let young = (0..size).filter(|i| i % 3 == 1 && at_once[*i]).count();
+            assert!(young * 2 >= size / 3, "fpr {fpr}: {young} young items new");
+            assert!(found_at_once.iter().step_by(2).all(|&f| f), "fpr {fpr}");
+            break;
+        }
+    }
+}

@@ -24,7 +24,14 @@ macro_rules! window_script {
 window_script!(
     /// Adds items to the current generation; new when in no live generation. The parameters
     /// are checked when the step creates the generation.
-    WINDOW_ADD = ["window_epoch", "window_add_head", "window_check", "window_create", "window_add"]
+    WINDOW_ADD = [
+        "window_epoch",
+        "window_add_head",
+        "window_check",
+        "window_create",
+        "window_find",
+        "window_add"
+    ]
 );
 script!(
     /// [`WINDOW_ADD`], its reply recorded across retries ([`once`](crate::io::once)).
@@ -35,13 +42,14 @@ script!(
         include_str!("../../../lua/window_add_head.lua"),
         include_str!("../../../lua/window_check.lua"),
         include_str!("../../../lua/window_create.lua"),
+        include_str!("../../../lua/window_find.lua"),
         include_str!("../../../lua/window_add.lua"),
         include_str!("../../../lua/once_tail.lua"),
     )
 );
 window_script!(
     /// Checks items against the live generations (read-only; the clock only when needed).
-    WINDOW_EXISTS = ["window_check", "window_exists"]
+    WINDOW_EXISTS = ["window_check", "window_find", "window_exists"]
 );
 window_script!(
     /// Describes the live generations (read-only).
