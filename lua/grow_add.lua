@@ -68,9 +68,14 @@ local head = 5 + 2 * s
 local done = 0
 for item = 1, (#ARGV - head + 1) / width do
     local base = head + (item - 1) * width
-    -- Present in any level? Newest first (it holds the most items), one read of each level.
+    -- Present in any level? While the newest level has room, the older ones are read (one
+    -- call each) and then the newest is set, its old bits telling whether the item was in it
+    -- (all 1: it was, and the write changed nothing): one call less per new item. A full
+    -- newest level is read first instead, newest first (it holds the most items), since a
+    -- new item goes to the next level.
+    local room = newest > 0 and count < cap[newest]
     local present = false
-    for level = newest, 1, -1 do
+    for level = room and newest - 1 or newest, 1, -1 do
         local at = base + start[level]
         for j = 1, k[level] do
             get[3 * j - 2] = "GET"
@@ -90,7 +95,7 @@ for item = 1, (#ARGV - head + 1) / width do
         end
     end
     if not present then
-        if newest == 0 or count >= cap[newest] then
+        if not room then
             if newest >= most then
                 out[5] = 1
                 break
@@ -127,8 +132,20 @@ for item = 1, (#ARGV - head + 1) / width do
             set[4 * j + 3] = ARGV[at + j]
             set[4 * j + 4] = "1"
         end
-        redis.call("bitfield", KEYS[1 + newest], unpack(set, 1, 4 * k[newest]))
-        count = count + 1
+        local new = false
+        for _, bit in ipairs(redis.call("bitfield", KEYS[1 + newest], unpack(set, 1, 4 * k[newest]))) do
+            if bit == 0 then
+                new = true
+                break
+            end
+        end
+        -- Found in the newest level by its write (only where it had room: a level just made
+        -- holds nothing of the item's, unless another level's bits share its segment).
+        if new or not room then
+            count = count + 1
+        else
+            present = true
+        end
     end
     done = done + 1
     out[5 + done] = present and 0 or 1
