@@ -59,16 +59,13 @@ impl AclKind for Window {
         ),
         (
             "exists",
-            "first write (in Lua: the bare key); info, clear, expire (in Lua)",
+            "exists, add (in Lua: which generations exist); first write (in Lua: the bare key); \
+             info, clear, expire (in Lua)",
         ),
-        ("bitfield", "add (in Lua: sets an item's bits)"),
+        ("bitfield", "add (in Lua: sets the items' bits)"),
         (
             "bitfield_ro",
-            "exists, add (in Lua: an item's other bits in a generation)",
-        ),
-        (
-            "getbit",
-            "exists, add (in Lua: an item's first bit in a generation)",
+            "exists, add (in Lua: the items' bits in a generation)",
         ),
         (
             "pttl",
