@@ -133,14 +133,15 @@ for item = 1, (#ARGV - head + 1) / width do
             set[4 * j + 4] = "1"
         end
         local new = false
-        for _, bit in ipairs(redis.call("bitfield", KEYS[1 + newest], unpack(set, 1, 4 * k[newest]))) do
+        local old = redis.call("bitfield", KEYS[1 + newest], unpack(set, 1, 4 * k[newest]))
+        for _, bit in ipairs(old) do
             if bit == 0 then
                 new = true
                 break
             end
         end
-        -- Found in the newest level by its write (only where it had room: a level just made
-        -- holds nothing of the item's, unless another level's bits share its segment).
+        -- Found in the newest level by its write where it had room; an item that a level was
+        -- just made for is new whatever its old bits, as it was when the level was read first.
         if new or not room then
             count = count + 1
         else

@@ -1,7 +1,7 @@
 -- Checks items; read-only (EVAL_RO), so replicas can serve it. After lua/window_args.lua,
--- lua/window_check.lua and lua/window_find.lua: a generation's key exists only while the generation is live (it expires the moment it
--- leaves the window, by the server's clock), so an item found in any declared key is present
--- without asking the clock. Only an item found nowhere needs the server's time: were the
+-- lua/window_check.lua and lua/window_find.lua: a generation's key exists only while the
+-- generation is live (it expires the moment it leaves the window, by the server's clock), so an
+-- item found in any declared key is present without asking the clock. Only an item found nowhere needs the server's time: were the
 -- generations walked the live ones?
 -- ARGV[7]: k. ARGV[8..]: k bit offsets per item.
 -- Reply: one integer per item, then `verified` (see the head); per item 1 when every bit of
