@@ -62,6 +62,10 @@ local count = 0
 if newest > 0 then
     count = tonumber(redis.call("hget", counts, newest - 1)) or 0
 end
+-- The newest level's count as stored: written back only when it changed (an add of items
+-- already present writes nothing, SPEC.md §4: no HSET of the same count either, which Redis
+-- would propagate and signal as a change).
+local stored = count
 local out = {levels, 0, verified, 0, 0}
 local get, set = {}, {}
 local head = 5 + 2 * s
@@ -113,11 +117,11 @@ for item = 1, (#ARGV - head + 1) / width do
                 redis.call("set", KEYS[s + 2], ARGV[1])
                 store = false
             end
-            if newest > 0 then
+            if newest > 0 and count ~= stored then
                 redis.call("hset", counts, newest - 1, count)
             end
             newest = newest + 1
-            count = 0
+            count, stored = 0, 0
             redis.call("hset", counts, newest - 1, 0)
             -- A filter given a TTL (expire) keeps it for its new levels.
             local ttl = redis.call("pttl", counts)
@@ -151,7 +155,7 @@ for item = 1, (#ARGV - head + 1) / width do
     done = done + 1
     out[5 + done] = present and 0 or 1
 end
-if newest > 0 then
+if newest > 0 and count ~= stored then
     redis.call("hset", counts, newest - 1, count)
 end
 out[1], out[2], out[4] = newest, count, done

@@ -7,46 +7,40 @@
 -- ("" without KEYS[2]). ARGV[4..]: k bit offsets per item.
 -- Reply: one character per item, "1" when it was new (a bit was 0, or a counter was 0, before
 -- the write), else "0"; or {"params", STORED} when other parameters are stored: nothing written.
-local key, incr, k = KEYS[1], ARGV[1] == "incr", tonumber(ARGV[2])
+local key, argv, k = KEYS[1], ARGV, tonumber(ARGV[2])
 if KEYS[2] then
-    local stored = redis.call("set", KEYS[2], ARGV[3], "NX", "GET")
-    if stored and stored ~= ARGV[3] then
+    local stored = redis.call("set", KEYS[2], argv[3], "NX", "GET")
+    if stored and stored ~= argv[3] then
         return {"params", stored}
     end
 end
-local values, args = {}, {}
-local i = 4
-while i <= #ARGV do
-    local n = 0
-    if incr then
-        args[1], args[2] = "OVERFLOW", "SAT"
-        n = 2
-    end
-    local last = math.min(#ARGV, i + 999)
+-- New: a bit that was 0 (its old value), or a counter that was 0 (1 after the increment).
+local op, width, new_when, first = "SET", "u1", 0, 0
+if argv[1] == "incr" then
+    op, width, new_when, first = "INCRBY", "u4", 1, 2
+end
+-- One table of arguments for every call (OVERFLOW SAT first for increments), and the flags
+-- taken from each reply as it comes: no copy of the values (a tenth of the script's time).
+local args, flags = {"OVERFLOW", "SAT"}, {}
+local item, left, new = 1, k, "0"
+local i, total = 4, #argv
+while i <= total do
+    local last = math.min(total, i + 999)
+    local n = first
     for j = i, last do
-        if incr then
-            args[n + 1], args[n + 2], args[n + 3], args[n + 4] = "INCRBY", "u4", ARGV[j], "1"
-        else
-            args[n + 1], args[n + 2], args[n + 3], args[n + 4] = "SET", "u1", ARGV[j], "1"
-        end
+        args[n + 1], args[n + 2], args[n + 3], args[n + 4] = op, width, argv[j], "1"
         n = n + 4
     end
-    local reply = redis.call("bitfield", key, unpack(args, 1, n))
-    for _, v in ipairs(reply) do
-        values[#values + 1] = v
-    end
-    i = last + 1
-end
--- New: a bit that was 0 (its old value), or a counter that was 0 (1 after the increment).
-local new_when = incr and 1 or 0
-local flags = {}
-for item = 1, #values / k do
-    local new = "0"
-    for j = (item - 1) * k + 1, item * k do
-        if values[j] == new_when then
+    for _, v in ipairs(redis.call("bitfield", key, unpack(args, 1, n))) do
+        if v == new_when then
             new = "1"
         end
+        left = left - 1
+        if left == 0 then
+            flags[item] = new
+            item, left, new = item + 1, k, "0"
+        end
     end
-    flags[item] = new
+    i = last + 1
 end
 return table.concat(flags)

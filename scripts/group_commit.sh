@@ -6,7 +6,8 @@
 # before each run; an `exists` run checks items the same build just added). Prints the median
 # items/s and µs of server CPU per item (INFO cpu around the run) of each.
 # Usage: scripts/group_commit.sh BASE_BIN NEW_BIN [ROUNDS] [ITEMS]
-# ONLY=REGEX runs only the kinds/ops whose names match it.
+# ONLY=REGEX runs only the kinds/ops whose names match it; NEW_FLAGS="..." adds flags to NEW's
+# runs (e.g. --inexact-retries, to compare without the records of exact answers).
 set -euo pipefail
 base=$1 new=$2 rounds=${3:-3} items=${4:-200000}
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
@@ -53,8 +54,9 @@ for _ in $(seq "$rounds"); do
             name="$kind $op"
             [[ -z ${ONLY:-} || $name =~ $ONLY ]] || continue
             run "$name|base 1x64" "$base" "$op" 64 1 "${flags[@]}"
-            run "$name|new 1x64" "$new" "$op" 64 1 "${flags[@]}"
-            run "$name|new 64x4" "$new" "$op" 4 64 "${flags[@]}"
+            read -r -a extra <<< "${NEW_FLAGS:-}"
+            run "$name|new 1x64" "$new" "$op" 64 1 "${flags[@]}" "${extra[@]}"
+            run "$name|new 64x4" "$new" "$op" 4 64 "${flags[@]}" "${extra[@]}"
         done
     done
 done

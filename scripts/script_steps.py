@@ -13,6 +13,10 @@ redis-server on PATH.
                                      generations holding some items: replies must match
   script_steps.py window-time REV    400 calls of N items: adds, checks of items present and
                                      of items absent (one generation holding others)
+  script_steps.py bitfield-same REV  random steps of lua/once_bitfield.lua (sets and saturating
+                                     increments, chunks past 1,000 offsets, a parameters key):
+                                     replies and bytes must match
+  script_steps.py bitfield-time REV  1,500 calls of N items (k 14), recorded as a client sends them
 """
 import os
 import random
@@ -258,9 +262,70 @@ def window_time(rev):
         proc.terminate()
 
 
+# Recorded BITFIELD writes (plain and counting filters): lua/once_bitfield.lua in the once
+# wrapper, as src/io/once.rs puts it together.
+def bitfield_script(rev):
+    return "".join(lua(rev, p) for p in ("once_head", "once_bitfield", "once_tail"))
+
+
+def bitfield_call(sha, p, op, k, offsets, step, params=None):
+    keys = [f"{{{p}}}"] + ([f"{{{p}}}:params"] if params else []) + [f"{{{p}}}:ring"]
+    argv = [op, k, params or ""] + offsets + [step, 100, 0, 0, ""]
+    return ["EVALSHA", sha, len(keys), *keys, *argv]
+
+
+def bitfield_same(rev, trials=400):
+    r, proc = server()
+    try:
+        old = r.call("SCRIPT", "LOAD", bitfield_script(rev))
+        new = r.call("SCRIPT", "LOAD", bitfield_script(""))
+        rng = random.Random(3)
+        steps = 0
+        for trial in range(trials):
+            r.call("FLUSHALL")
+            op, k = rng.choice(["set", "incr"]), rng.randint(1, 9)
+            span = rng.choice([16, 300, 100_000])
+            params = rng.choice([None, "p1"])
+            if params and rng.random() < 0.2:
+                for p in "ab":
+                    r.call("SET", f"{{{p}}}:params", "p2")
+            for step in range(rng.randint(1, 4)):
+                n = rng.choice([1, 2, 7, 60, rng.randint(1, 400)])
+                offsets = [str(rng.randrange(span)) for _ in range(n * k)]
+                a = call(r, *bitfield_call(old, "a", op, k, offsets, step, params))
+                b = call(r, *bitfield_call(new, "b", op, k, offsets, step, params))
+                steps += 1
+                if a != b or r.call("GET", "{a}") != r.call("GET", "{b}"):
+                    print(f"different: trial {trial} step {step}: {a} against {b}")
+                    sys.exit(1)
+        print(f"same: {steps} steps")
+    finally:
+        proc.terminate()
+
+
+def bitfield_time(rev):
+    r, proc = server()
+    try:
+        shas = {"old": r.call("SCRIPT", "LOAD", bitfield_script(rev)),
+                "new": r.call("SCRIPT", "LOAD", bitfield_script(""))}
+        for op in ("set", "incr"):
+            for n in (1, 16, 64):
+                for name in ("old", "new", "old", "new"):
+                    r.call("FLUSHALL")
+                    rng = random.Random(5)
+                    commands = [Redis.encode(bitfield_call(
+                        shas[name], "x", op, 14, [str(rng.randrange(11_007_642)) for _ in range(14 * n)],
+                        step)) for step in range(1500)]
+                    us = timed(r, commands)
+                    print(f"once_bitfield {op} {name} N={n}: {us:.1f} us a call, {us / n:.2f} us an item")
+    finally:
+        proc.terminate()
+
+
 if __name__ == "__main__":
     if len(sys.argv) < 3:
         raise SystemExit(__doc__)
     what, rev, rest = sys.argv[1], sys.argv[2], [int(a) for a in sys.argv[3:]]
     {"grow-same": grow_same, "grow-time": grow_time, "window-same": window_same,
-     "window-time": window_time}[what](rev, *rest)
+     "window-time": window_time, "bitfield-same": bitfield_same,
+     "bitfield-time": bitfield_time}[what](rev, *rest)

@@ -1341,3 +1341,90 @@ async fn sharded_growing_filters() {
     assert_info_adds_up(&mut conn, &bloom, &uneven).await;
     assert!(bloom.clear().await.unwrap());
 }
+
+/// Whether a write touched any key `watcher` WATCHes: `EXEC` of an empty transaction is nil
+/// then (Redis marks a key touched only when a command changes it: a `BITFIELD SET` of bits
+/// already 1 is no write, and is not propagated to replicas or the AOF either).
+async fn touched(watcher: &mut Conn) -> bool {
+    let () = redis::cmd("MULTI").query_async(watcher).await.unwrap();
+    let () = redis::cmd("PING").query_async(watcher).await.unwrap();
+    let reply: Option<Vec<String>> = redis::cmd("EXEC").query_async(watcher).await.unwrap();
+    reply.is_none()
+}
+
+/// Watches every key of the filter `key` but its records of exact answers (the ring, which
+/// every recorded step writes).
+async fn watch_filter(watcher: &mut Conn, conn: &mut Conn, key: &str) -> Vec<String> {
+    let keys: Vec<String> = keys_like(conn, &format!("*{key}*"))
+        .await
+        .into_iter()
+        .filter(|k| !k.contains(":redbloom:once:"))
+        .collect();
+    let () = redis::cmd("WATCH")
+        .arg(&keys)
+        .query_async(watcher)
+        .await
+        .unwrap();
+    keys
+}
+
+/// SPEC.md §4: "an add that is already present in any level writes nothing": items in lower
+/// levels and in the newest (whose add sets their bits again, changing none), added again one
+/// by one, by concurrent single calls (group commit's steps) and as a batch, touch no key of
+/// the filter; a new item does (the check can fail).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn adding_present_items_again_writes_nothing() {
+    let redis = common::redis().await;
+    let key = common::unique_key("grow-again");
+    let mut conn = redis.connection().await;
+    let mut watcher = redis.connection().await;
+    let bloom = Arc::new(growing(conn.clone(), &key, 100, 0.01, 2));
+    let items: Vec<String> = (0..250).map(|i| format!("again:{i}")).collect();
+    for item in &items {
+        assert!(bloom.add(item).await.unwrap(), "{item} is new");
+    }
+    let counts = counts_key(&mut conn, &key).await;
+    assert_eq!(read_counts(&mut conn, &counts).await, vec![100, 150]);
+
+    let keys = watch_filter(&mut watcher, &mut conn, &key).await;
+    assert!(keys.len() >= 3, "counts, two levels: {keys:?}");
+    let before = snapshot(&mut conn, &format!("*{key}*")).await;
+    for item in &items {
+        assert!(!bloom.add(item).await.unwrap(), "{item} again");
+    }
+    let tasks: Vec<_> = items
+        .iter()
+        .cloned()
+        .map(|item| {
+            let bloom = Arc::clone(&bloom);
+            tokio::spawn(async move { bloom.add(&item).await.unwrap() })
+        })
+        .collect();
+    for task in tasks {
+        assert!(!task.await.unwrap(), "no item is new again");
+    }
+    assert!(bloom
+        .add_many(&items)
+        .await
+        .unwrap()
+        .iter()
+        .all(|&new| !new));
+    assert!(
+        !touched(&mut watcher).await,
+        "adding present items again wrote into {keys:?}"
+    );
+    let after: Vec<_> = snapshot(&mut conn, &format!("*{key}*"))
+        .await
+        .into_iter()
+        .filter(|(k, _, _)| !k.contains(":redbloom:once:"))
+        .collect();
+    let before: Vec<_> = before
+        .into_iter()
+        .filter(|(k, _, _)| !k.contains(":redbloom:once:"))
+        .collect();
+    assert_eq!(before, after, "the same keys and bytes");
+
+    watch_filter(&mut watcher, &mut conn, &key).await;
+    assert!(bloom.add("again:new").await.unwrap());
+    assert!(touched(&mut watcher).await, "a new item writes");
+}
