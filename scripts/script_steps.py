@@ -17,6 +17,8 @@ redis-server on PATH.
                                      increments, chunks past 1,000 offsets, a parameters key):
                                      replies and bytes must match
   script_steps.py bitfield-time REV  1,500 calls of N items (k 14), recorded as a client sends them
+  script_steps.py bitfield-parts -   where a recorded BITFIELD's time goes: the bare command, a
+                                     script taking its arguments, one calling BITFIELD with them
 """
 import os
 import random
@@ -322,10 +324,37 @@ def bitfield_time(rev):
         proc.terminate()
 
 
+def bitfield_parts(_rev):
+    """µs of server time per item of 64 items (14 offsets each), 1,000 calls, three rounds."""
+    r, proc = server()
+    try:
+        scripts = {"args only": "return 1",
+                   "calls BITFIELD": "redis.call('bitfield', KEYS[1], unpack(ARGV)) return 1"}
+        shas = {name: r.call("SCRIPT", "LOAD", body) for name, body in scripts.items()}
+        rng = random.Random(2)
+        for _ in range(3):
+            for name in ["bare BITFIELD", "args only", "calls BITFIELD"]:
+                r.call("FLUSHALL")
+                commands = []
+                for _ in range(1000):
+                    args = [a for _ in range(64 * 14)
+                            for a in ("SET", "u1", str(rng.randrange(11_007_642)), "1")]
+                    command = ["BITFIELD", "f"] if name.startswith("bare") else ["EVALSHA", shas[name], 1, "f"]
+                    commands.append(Redis.encode(command + args))
+                r.call("CONFIG", "RESETSTAT")
+                for reply in r.pipeline(commands):
+                    if isinstance(reply, RedisError):
+                        raise reply
+                us = per_call(r, "bitfield" if name.startswith("bare") else "evalsha")
+                print(f"{name}: {us / 64:.2f} us an item")
+    finally:
+        proc.terminate()
+
+
 if __name__ == "__main__":
     if len(sys.argv) < 3:
         raise SystemExit(__doc__)
     what, rev, rest = sys.argv[1], sys.argv[2], [int(a) for a in sys.argv[3:]]
     {"grow-same": grow_same, "grow-time": grow_time, "window-same": window_same,
      "window-time": window_time, "bitfield-same": bitfield_same,
-     "bitfield-time": bitfield_time}[what](rev, *rest)
+     "bitfield-time": bitfield_time, "bitfield-parts": bitfield_parts}[what](rev, *rest)
