@@ -7,6 +7,11 @@
 -- ("" without KEYS[2]). ARGV[4..]: k bit offsets per item.
 -- Reply: one character per item, "1" when it was new (a bit was 0, or a counter was 0, before
 -- the write), else "0"; or {"params", STORED} when other parameters are stored: nothing written.
+-- Setting bits is idempotent, incrementing is not: only a set that added nothing goes
+-- unrecorded (once_head.lua).
+if ARGV[1] == "set" then
+    once_quiet = {1, 0}
+end
 local key, argv, k = KEYS[1], ARGV, tonumber(ARGV[2])
 if KEYS[2] then
     local stored = redis.call("set", KEYS[2], argv[3], "NX", "GET")

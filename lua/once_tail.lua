@@ -25,6 +25,28 @@ end
 if type(reply) == "table" and (reply.err or reply.ok or type(reply[1]) == "string") then
     return reply
 end
+-- A step that only sets bits and added nothing is not recorded (once_quiet, see the head):
+-- a retry of it applies it again and answers as a fresh call would, "seen" for every item still
+-- there ("new" only for one the filter lost meanwhile, a clear). So adds of items already
+-- present write no record (SPEC.md §4: such an add writes nothing).
+if once_quiet then
+    local new = false
+    if type(reply) == "string" then
+        new = string.find(reply, "1", 1, true) ~= nil
+    elseif type(reply) == "number" then
+        new = reply ~= 0
+    else
+        for i = once_quiet[1], #reply - once_quiet[2] do
+            if reply[i] ~= 0 then
+                new = true
+                break
+            end
+        end
+    end
+    if not new then
+        return reply
+    end
+end
 local record
 if type(reply) == "string" then
     record = "s" .. reply

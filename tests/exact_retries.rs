@@ -9,7 +9,7 @@ mod common;
 
 use common::server::RedisServer;
 use redbloom::kind::Kind;
-use redbloom::{Builder, CountingBloom, GrowingBloom, RedisBloom, Retry, WindowBloom};
+use redbloom::{Builder, CountingBloom, GrowingBloom, ModuleBloom, RedisBloom, Retry, WindowBloom};
 use redis::aio::ConnectionManager;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -690,4 +690,123 @@ async fn a_retry_after_its_record_could_be_gone_applies_nothing() {
         counting.exists("first").await.unwrap(),
         "the remove was not applied"
     );
+}
+
+/// Every key of the records of exact answers beside `key` (its ring), with each one's `DUMP`.
+async fn records(conn: &mut ConnectionManager, key: &str) -> Vec<(String, Vec<u8>)> {
+    let mut keys: Vec<String> = redis::cmd("KEYS")
+        .arg(format!("*{key}*:redbloom:once:*"))
+        .query_async(conn)
+        .await
+        .unwrap();
+    keys.sort();
+    let mut all = Vec::new();
+    for key in keys {
+        let dump: Vec<u8> = redis::cmd("DUMP")
+            .arg(&key)
+            .query_async(conn)
+            .await
+            .unwrap();
+        all.push((key, dump));
+    }
+    all
+}
+
+/// Adds of items a filter already holds (one by one, grouped, and as a batch) leave its records
+/// as they were: a step that only sets bits and added nothing is not recorded (a retry of it
+/// applies it again and answers "seen" as the first did), so adds of duplicates write no
+/// record (SPEC.md §4: an add of a present item writes nothing). A step with a new item is
+/// recorded (the check can fail).
+async fn duplicates_write_no_record<K: Kind>(url: &str, kind: fn(&str) -> Builder<K>, name: &str) {
+    let key = common::unique_key(name);
+    let mut conn = common::impatient(url, Duration::from_secs(10)).await;
+    let bloom = retrying(kind(&key))
+        .build(conn.clone())
+        .unwrap_or_else(|e| panic!("{name}: {e}"));
+    let items: Vec<String> = (0..60).map(|i| format!("dup:{i}")).collect();
+    let (singles, batch) = items.split_at(30);
+    for item in singles {
+        assert!(bloom.add(item).await.unwrap(), "{name}: {item} is new");
+    }
+    assert_eq!(
+        bloom.add_many(batch).await.unwrap(),
+        vec![true; 30],
+        "{name}"
+    );
+    let before = records(&mut conn, &key).await;
+    assert!(
+        !before.is_empty(),
+        "{name}: the new items' steps were recorded"
+    );
+
+    for item in &items {
+        assert!(!bloom.add(item).await.unwrap(), "{name}: {item} again");
+    }
+    let grouped: Vec<_> = items
+        .iter()
+        .map(|item| {
+            let bloom = bloom.clone();
+            let item = item.clone();
+            tokio::spawn(async move { bloom.add(&item).await.unwrap() })
+        })
+        .collect();
+    for task in grouped {
+        assert!(!task.await.unwrap(), "{name}: no item is new again");
+    }
+    assert_eq!(
+        bloom.add_many(&items).await.unwrap(),
+        vec![false; 60],
+        "{name}"
+    );
+    assert_eq!(
+        records(&mut conn, &key).await,
+        before,
+        "{name}: adds of present items wrote records"
+    );
+
+    let mut mixed = items.clone();
+    mixed.push("dup:new".into());
+    let answers = bloom.add_many(&mixed).await.unwrap();
+    assert_eq!(answers.iter().filter(|&&new| new).count(), 1, "{name}");
+    assert_ne!(
+        records(&mut conn, &key).await,
+        before,
+        "{name}: a step with a new item is recorded"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn adds_of_present_items_write_no_record() {
+    let redis = common::redis().await;
+    let url = redis.url();
+    duplicates_write_no_record(url, native, "dup-native").await;
+    duplicates_write_no_record(url, gozero, "dup-gozero-scripts").await;
+    duplicates_write_no_record(
+        url,
+        |key| {
+            RedisBloom::builder(key)
+                .expected_items(100_000)
+                .false_positive_rate(0.01)
+        },
+        "dup-gozero",
+    )
+    .await;
+    duplicates_write_no_record(url, window, "dup-window").await;
+    duplicates_write_no_record(url, growing, "dup-growing").await;
+    // The server's own Bloom filters (BF.MADD), flat and in a window.
+    let module = common::module::redis_with_bloom();
+    let url = module.url();
+    duplicates_write_no_record(url, module_kind, "dup-module").await;
+    duplicates_write_no_record(
+        url,
+        |key| module_kind(key).window(Duration::from_secs(3600)),
+        "dup-module-window",
+    )
+    .await;
+}
+
+fn module_kind(key: &str) -> Builder<redbloom::kind::Module> {
+    ModuleBloom::builder(key)
+        .expected_items(100_000)
+        .false_positive_rate(0.01)
 }

@@ -149,6 +149,12 @@ impl Step {
         ]
     }
 
+    /// Whether command `index` went out before (its next sending would be a retry).
+    pub(crate) fn sent(&self, index: usize) -> bool {
+        let sent = self.sent.lock().unwrap_or_else(PoisonError::into_inner);
+        sent.get(index).copied().unwrap_or(false)
+    }
+
     fn id(&self, index: usize) -> String {
         format!("{:016x}.{index}", self.id)
     }
@@ -271,6 +277,19 @@ fn unique() -> u64 {
 /// Declares a script that applies a write step's script (`$body`, a path under `lua/`) and
 /// records its reply ([`once_head.lua` and `once_tail.lua`](self)).
 macro_rules! once_script {
+    // An add that only sets bits: its flags are the reply's elements FIRST .. #reply - SKIP,
+    // and a step that added nothing goes unrecorded (`once_quiet` in once_head.lua).
+    ($(#[$doc:meta])* $name:ident = quiet($first:literal, $skip:literal) $body:literal) => {
+        $crate::scripts::script! {
+            $(#[$doc])*
+            $name = concat!(
+                include_str!("../../lua/once_head.lua"),
+                "once_quiet = {", $first, ", ", $skip, "}\n",
+                include_str!(concat!("../../lua/", $body)),
+                include_str!("../../lua/once_tail.lua"),
+            );
+        }
+    };
     ($(#[$doc:meta])* $name:ident = $body:literal $(+ $more:literal)*) => {
         $crate::scripts::script! {
             $(#[$doc])*
@@ -298,12 +317,13 @@ once_script! {
     MERGE_RANGE = "once_merge_range.lua" + "merge_range.lua"
 }
 once_script! {
-    /// go-zero's set script, recorded.
-    ADD = "add.lua"
+    /// go-zero's set script, recorded (an item seen before: not recorded).
+    ADD = quiet(1, 0) "add.lua"
 }
 once_script! {
-    /// go-zero's set script over a batch, recorded.
-    ADD_MANY = "add_many.lua"
+    /// go-zero's set script over a batch, recorded (a batch of items seen before: not
+    /// recorded).
+    ADD_MANY = quiet(1, 0) "add_many.lua"
 }
 once_script! {
     /// A counting filter's remove, recorded.

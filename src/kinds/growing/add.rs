@@ -20,6 +20,8 @@ script! {
     /// [`GROW_ADD`], its reply recorded across retries ([`once`](crate::io::once)).
     GROW_ADD_ONCE = concat!(
         include_str!("../../../lua/once_head.lua"),
+        // Only sets bits: a step that added nothing goes unrecorded (lua/once_head.lua).
+        "once_quiet = {6, 0}\n",
         include_str!("../../../lua/grow_add.lua"),
         include_str!("../../../lua/once_tail.lua"),
     );

@@ -158,9 +158,10 @@ async fn attempt<C: Conn>(
     let changed: Vec<usize> = (0..applied.counts.len())
         .filter(|&i| counts.get(i) != Some(&applied.counts[i]))
         .collect();
-    // A recorded merge goes even when it changes nothing: on a retry, what looks like nothing
-    // to do may be the lost attempt's work, whose answers its record holds.
-    if changed.is_empty() && once.is_none() {
+    // A recorded merge that went out before goes again even when it changes nothing: what looks
+    // like nothing to do may be the lost attempt's work, whose answers its record holds. A first
+    // attempt with nothing to do writes nothing (no record either).
+    if changed.is_empty() && once.is_none_or(|(step, index)| !step.sent(index)) {
         // Nothing new: the answers hold for the transaction's snapshot.
         return Ok(Some(applied));
     }

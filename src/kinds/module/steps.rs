@@ -30,6 +30,8 @@ script!(
     /// [`MODULE_ADD`], its reply recorded across retries ([`once`](crate::io::once)).
     MODULE_ADD_ONCE = concat!(
         include_str!("../../../lua/once_head.lua"),
+        // Only adds (BF.MADD): a step that added nothing goes unrecorded (lua/once_head.lua).
+        "once_quiet = {1, 0}\n",
         include_str!("../../../lua/module_add.lua"),
         include_str!("../../../lua/once_tail.lua"),
     )

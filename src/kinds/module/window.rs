@@ -49,6 +49,8 @@ script!(
     /// [`ADD`], its reply recorded across retries ([`once`](crate::io::once)).
     ADD_ONCE = concat!(
         include_str!("../../../lua/once_head.lua"),
+        // Only adds (BF.MADD): a step that added nothing goes unrecorded (lua/once_head.lua).
+        "once_quiet = {1, 0}\n",
         include_str!("../../../lua/window_args.lua"),
         include_str!("../../../lua/window_epoch.lua"),
         include_str!("../../../lua/module_window_add.lua"),

@@ -37,6 +37,8 @@ script!(
     /// [`WINDOW_ADD`], its reply recorded across retries ([`once`](crate::io::once)).
     WINDOW_ADD_ONCE = concat!(
         include_str!("../../../lua/once_head.lua"),
+        // Only sets bits (the last element is `verified`): a step that added nothing goes unrecorded (lua/once_head.lua).
+        "once_quiet = {1, 1}\n",
         include_str!("../../../lua/window_args.lua"),
         include_str!("../../../lua/window_epoch.lua"),
         include_str!("../../../lua/window_add_head.lua"),
