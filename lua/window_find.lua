@@ -5,58 +5,48 @@
 -- into Redis costs the script about a microsecond, each argument a fraction of one. Calls of at
 -- most 1,000 offsets (Lua's unpack takes at most a few thousand values).
 -- Returns the items found and the others (both in the order given).
-local function find(key, items, read, k)
-    if redis.call("exists", key) == 0 then
-        return {}, items
-    end
-    local args, hits, found, rest = {}, {}, {}, {}
-    local from = 1
-    while from <= #items do
-        local last, n = math.min(#items, from + 999), 0
+local find_args = {}
+-- Reads offsets `skip + 1 .. skip + count` of each of `list`'s items in `key`: those whose
+-- bits are all set are appended to `yes`, the others to `no`.
+local function find_sort(key, read, k, list, skip, count, yes, no)
+    local argv, args = ARGV, find_args
+    local per, from = math.max(1, math.floor(1000 / count)), 1
+    while from <= #list do
+        local last, n = math.min(#list, from + per - 1), 0
         for j = from, last do
-            args[n + 1], args[n + 2], args[n + 3] = "GET", "u1", ARGV[8 + (items[j] - 1) * k]
-            n = n + 3
-        end
-        local bits = redis.call(read, key, unpack(args, 1, n))
-        for j = from, last do
-            if bits[j - from + 1] == 1 then
-                hits[#hits + 1] = items[j]
-            else
-                rest[#rest + 1] = items[j]
-            end
-        end
-        from = last + 1
-    end
-    if k == 1 then
-        return hits, rest
-    end
-    local per = math.max(1, math.floor(1000 / (k - 1)))
-    from = 1
-    while from <= #hits do
-        local last, n = math.min(#hits, from + per - 1), 0
-        for j = from, last do
-            local first = 8 + (hits[j] - 1) * k
-            for i = 1, k - 1 do
-                args[n + 1], args[n + 2], args[n + 3] = "GET", "u1", ARGV[first + i]
+            local first = 8 + (list[j] - 1) * k + skip
+            for i = 0, count - 1 do
+                args[n + 1], args[n + 2], args[n + 3] = "GET", "u1", argv[first + i]
                 n = n + 3
             end
         end
         local bits = redis.call(read, key, unpack(args, 1, n))
         for j = from, last do
-            local all, base = true, (j - from) * (k - 1)
-            for i = 1, k - 1 do
+            local all, base = true, (j - from) * count
+            for i = 1, count do
                 if bits[base + i] == 0 then
                     all = false
                     break
                 end
             end
             if all then
-                found[#found + 1] = hits[j]
+                yes[#yes + 1] = list[j]
             else
-                rest[#rest + 1] = hits[j]
+                no[#no + 1] = list[j]
             end
         end
         from = last + 1
     end
+end
+local function find(key, items, read, k)
+    if redis.call("exists", key) == 0 then
+        return {}, items
+    end
+    local hits, found, rest = {}, {}, {}
+    find_sort(key, read, k, items, 0, 1, hits, rest)
+    if k == 1 then
+        return hits, rest
+    end
+    find_sort(key, read, k, hits, 1, k - 1, found, rest)
     return found, rest
 end
