@@ -8,12 +8,7 @@
 # Usage: scripts/window_ledger.sh BASE_BIN NEW_BIN [ROUNDS] [ITEMS]
 set -euo pipefail
 base=$1 new=$2 rounds=${3:-3} items=${4:-200000}
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no --daemonize yes --logfile /dev/null
-trap 'redis-cli -p "$port" shutdown nosave >/dev/null 2>&1 || true' EXIT
-for _ in $(seq 50); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.1; done
-cli() { redis-cli -p "$port" "$@"; }
-cpu() { cli info cpu | grep -E "used_cpu_(user|sys):" | cut -d: -f2 | tr -d '\r' | paste -sd+ | bc; }
+. "$(dirname "$0")/private_redis.sh"
 results=$(mktemp)
 flags=(--window 1h --capacity 1000000 --fpr 0.01)
 
