@@ -17,10 +17,11 @@ local once_ttl = table.remove(ARGV) == "1"
 local once_retry = table.remove(ARGV) == "1"
 local once_epoch = tonumber(table.remove(ARGV))
 local once_step = table.remove(ARGV)
--- A step whose body only sets bits (an add: applied again, it answers "seen" for every item
--- still there and changes nothing the first application did not) sets `once_quiet = {FIRST,
+-- A step that, when no flag of its reply is set, may be applied again with no other effect
+-- than a fresh call's (an add that only sets bits: it changes nothing the first application
+-- did not; a counting add-if-absent or remove: it wrote nothing) sets `once_quiet = {FIRST,
 -- SKIP}` first thing in apply(): its reply's flags are elements FIRST .. #reply - SKIP (or a
--- string reply's characters, or a number reply), and a reply with no new item is not
--- recorded (once_tail.lua).
+-- string reply's characters, or a number reply), and a reply with none set is not recorded
+-- (once_tail.lua).
 local once_quiet = nil
 local function apply()

@@ -25,10 +25,11 @@ end
 if type(reply) == "table" and (reply.err or reply.ok or type(reply[1]) == "string") then
     return reply
 end
--- A step that only sets bits and added nothing is not recorded (once_quiet, see the head):
--- a retry of it applies it again and answers as a fresh call would, "seen" for every item still
--- there ("new" only for one the filter lost meanwhile, a clear). So adds of items already
--- present write no record (SPEC.md §4: such an add writes nothing).
+-- A quiet step (once_quiet, see the head) that set no flag (added or removed nothing) is not
+-- recorded: a retry of it applies it again and answers as a fresh call would, "seen" for every
+-- item still there ("new" only for one the filter lost meanwhile, a clear; a remove or an
+-- add-if-absent applied once, at the retry). So adds of items already present write no record
+-- (SPEC.md §4: such an add writes nothing).
 if once_quiet then
     local new = false
     if type(reply) == "string" then

@@ -810,3 +810,52 @@ fn module_kind(key: &str) -> Builder<redbloom::kind::Module> {
         .expected_items(100_000)
         .false_positive_rate(0.01)
 }
+
+/// A counting filter's add-if-absent of present items and remove of absent ones write nothing,
+/// records included (a retry of such a step applies it again, once, as a fresh call); a step
+/// that removes an item, and every plain add (an increment, never idempotent), is recorded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn counting_steps_that_change_nothing_write_no_record() {
+    let redis = common::redis().await;
+    let key = common::unique_key("dup-counting");
+    let mut conn = common::impatient(redis.url(), Duration::from_secs(10)).await;
+    let bloom = retrying(counting_kind(&key)).build(conn.clone()).unwrap();
+    let present: Vec<String> = (0..30).map(|i| format!("in:{i}")).collect();
+    let absent: Vec<String> = (0..30).map(|i| format!("out:{i}")).collect();
+    assert_eq!(
+        bloom.add_many_if_absent(&present).await.unwrap(),
+        vec![true; 30]
+    );
+    let before = records(&mut conn, &key).await;
+    assert!(!before.is_empty(), "the adds were recorded");
+
+    for item in &present {
+        assert!(!bloom.add_if_absent(item).await.unwrap(), "{item} is there");
+    }
+    assert_eq!(
+        bloom.add_many_if_absent(&present).await.unwrap(),
+        vec![false; 30]
+    );
+    for item in &absent {
+        assert!(!bloom.remove(item).await.unwrap(), "{item} is not there");
+    }
+    assert_eq!(bloom.remove_many(&absent).await.unwrap(), vec![false; 30]);
+    assert_eq!(
+        records(&mut conn, &key).await,
+        before,
+        "steps that changed nothing wrote records"
+    );
+
+    assert!(bloom.remove(&present[0]).await.unwrap());
+    let after_remove = records(&mut conn, &key).await;
+    assert_ne!(after_remove, before, "a remove is recorded");
+    assert!(
+        !bloom.add(&present[1]).await.unwrap(),
+        "counted twice, not new"
+    );
+    assert_ne!(
+        records(&mut conn, &key).await,
+        after_remove,
+        "an increment is recorded, new or not"
+    );
+}

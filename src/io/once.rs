@@ -277,8 +277,10 @@ fn unique() -> u64 {
 /// Declares a script that applies a write step's script (`$body`, a path under `lua/`) and
 /// records its reply ([`once_head.lua` and `once_tail.lua`](self)).
 macro_rules! once_script {
-    // An add that only sets bits: its flags are the reply's elements FIRST .. #reply - SKIP,
-    // and a step that added nothing goes unrecorded (`once_quiet` in once_head.lua).
+    // A step whose reply with no flag set means that applying it again changes nothing (an
+    // add that only sets bits; an add-if-absent or a remove, which then wrote nothing): its
+    // flags are the reply's elements FIRST .. #reply - SKIP, and such a reply goes unrecorded
+    // (`once_quiet` in once_head.lua).
     ($(#[$doc:meta])* $name:ident = quiet($first:literal, $skip:literal) $body:literal) => {
         $crate::scripts::script! {
             $(#[$doc])*
@@ -326,12 +328,14 @@ once_script! {
     ADD_MANY = quiet(1, 0) "add_many.lua"
 }
 once_script! {
-    /// A counting filter's remove, recorded.
-    COUNTING_REMOVE = "counting_remove.lua"
+    /// A counting filter's remove, recorded (a step that removed nothing wrote nothing: not
+    /// recorded).
+    COUNTING_REMOVE = quiet(1, 0) "counting_remove.lua"
 }
 once_script! {
-    /// A counting filter's add-if-absent, recorded.
-    COUNTING_ADD_ABSENT = "counting_add_absent.lua"
+    /// A counting filter's add-if-absent, recorded (a step that added nothing wrote nothing:
+    /// not recorded).
+    COUNTING_ADD_ABSENT = quiet(1, 0) "counting_add_absent.lua"
 }
 
 #[cfg(test)]
