@@ -694,22 +694,7 @@ async fn a_retry_after_its_record_could_be_gone_applies_nothing() {
 
 /// Every key of the records of exact answers beside `key` (its ring), with each one's `DUMP`.
 async fn records(conn: &mut ConnectionManager, key: &str) -> Vec<(String, Vec<u8>)> {
-    let mut keys: Vec<String> = redis::cmd("KEYS")
-        .arg(format!("*{key}*:redbloom:once:*"))
-        .query_async(conn)
-        .await
-        .unwrap();
-    keys.sort();
-    let mut all = Vec::new();
-    for key in keys {
-        let dump: Vec<u8> = redis::cmd("DUMP")
-            .arg(&key)
-            .query_async(conn)
-            .await
-            .unwrap();
-        all.push((key, dump));
-    }
-    all
+    common::dumps(conn, &format!("*{key}*:redbloom:once:*")).await
 }
 
 /// Adds of items a filter already holds (one by one, grouped, and as a batch) leave its records

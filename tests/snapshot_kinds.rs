@@ -19,22 +19,7 @@ fn items(prefix: &str, n: usize) -> Vec<String> {
 
 /// Every key whose name holds `key`, with its DUMP: what any write changes.
 async fn dump(conn: &mut Conn, key: &str) -> Vec<(String, Vec<u8>)> {
-    let mut names: Vec<String> = redis::cmd("KEYS")
-        .arg(format!("*{key}*"))
-        .query_async(conn)
-        .await
-        .unwrap();
-    names.sort();
-    let mut out = Vec::new();
-    for name in names {
-        let bytes: Vec<u8> = redis::cmd("DUMP")
-            .arg(&name)
-            .query_async(conn)
-            .await
-            .unwrap();
-        out.push((name, bytes));
-    }
-    out
+    common::dumps(conn, &format!("*{key}*")).await
 }
 
 /// The kinds, each with one builder per key.

@@ -164,6 +164,30 @@ pub async fn keys_like(conn: &mut MultiplexedConnection, pattern: &str) -> Vec<S
     keys
 }
 
+/// Every key matching `pattern` (`KEYS`), sorted, with its `DUMP`: what any write to them
+/// changes.
+pub async fn dumps<C: redis::aio::ConnectionLike + Send>(
+    conn: &mut C,
+    pattern: &str,
+) -> Vec<(String, Vec<u8>)> {
+    let mut names: Vec<String> = redis::cmd("KEYS")
+        .arg(pattern)
+        .query_async(conn)
+        .await
+        .unwrap();
+    names.sort();
+    let mut out = Vec::new();
+    for name in names {
+        let bytes: Vec<u8> = redis::cmd("DUMP")
+            .arg(&name)
+            .query_async(conn)
+            .await
+            .unwrap();
+        out.push((name, bytes));
+    }
+    out
+}
+
 /// The key's `PTTL`: milliseconds, -1 without a TTL, -2 when missing.
 pub async fn pttl(conn: &mut MultiplexedConnection, key: &str) -> i64 {
     redis::cmd("PTTL").arg(key).query_async(conn).await.unwrap()
