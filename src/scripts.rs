@@ -70,8 +70,50 @@ impl<T: ToRedisArgs + Sync> Arg for T {
     }
 }
 
-/// Declares scripts: `script! { NAME = include_str!("path/to.lua"); ... }`, each one's SHA
-/// computed once. A kind declares its own scripts in its own folder this way.
+/// The source of a script put together from files of `lua/`, named without `.lua`, in order:
+/// `lua!["window_args", "window_exists"]`.
+macro_rules! lua {
+    [$($part:literal),+ $(,)?] => {
+        concat!($(include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/lua/", $part, ".lua"))),+)
+    };
+}
+pub(crate) use lua;
+
+/// The source of a write step's script that records its reply across retries
+/// ([`once`](crate::io::once)): `lua/once_head.lua`, the step's own script (`$body`, a [`lua!`]
+/// or a macro that expands to one: the body of its `apply()`), `lua/once_tail.lua`.
+///
+/// `once_lua!(quiet(FIRST, SKIP) body)` declares a *quiet* step: one whose reply with no flag
+/// set means that applying it again changes nothing (an add that only sets bits; an
+/// add-if-absent or a remove, which then wrote nothing). Its flags are the reply's elements
+/// FIRST .. #reply - SKIP (or a string reply's characters, or a number reply), and a reply with
+/// none set goes unrecorded (`once_quiet` in `lua/once_head.lua`). Dense compare-and-set steps,
+/// merges and counting increments are not quiet: their reply does not say what they wrote.
+macro_rules! once_lua {
+    (quiet($first:literal, $skip:literal) $body:expr) => {
+        concat!(
+            $crate::scripts::lua!["once_head"],
+            "once_quiet = {",
+            $first,
+            ", ",
+            $skip,
+            "}\n",
+            $body,
+            $crate::scripts::lua!["once_tail"],
+        )
+    };
+    ($body:expr) => {
+        concat!(
+            $crate::scripts::lua!["once_head"],
+            $body,
+            $crate::scripts::lua!["once_tail"],
+        )
+    };
+}
+pub(crate) use once_lua;
+
+/// Declares scripts: `script! { NAME = lua!["name"]; ... }`, each one's SHA computed once. A
+/// kind declares its own scripts in its own folder this way.
 macro_rules! script {
     ($($(#[$doc:meta])* $name:ident = $source:expr);+ $(;)?) => {$(
         $(#[$doc])*
@@ -86,23 +128,23 @@ pub(crate) use script;
 
 script! {
     /// go-zero's set script, replying whether any bit flipped.
-    ADD = include_str!("../lua/add.lua");
+    ADD = lua!["add"];
     /// go-zero's test script, verbatim.
-    EXISTS = include_str!("../lua/exists.lua");
+    EXISTS = lua!["exists"];
     /// The set script over a batch of items, one reply per item.
-    ADD_MANY = include_str!("../lua/add_many.lua");
+    ADD_MANY = lua!["add_many"];
     /// The test script over a batch of items, one reply per item.
-    EXISTS_MANY = include_str!("../lua/exists_many.lua");
+    EXISTS_MANY = lua!["exists_many"];
     /// Compares the parameters stored beside a filter with a client's, storing them first.
-    PARAMS = include_str!("../lua/params.lua");
+    PARAMS = lua!["params"];
     /// The dense path's OR of a batch's bitmap into the filter, sent as `EVAL` inside a `MULTI`.
-    MERGE = include_str!("../lua/merge.lua");
+    MERGE = lua!["merge"];
     /// The dense path by ranges: one range of a batch's bitmap ORed into a large filter, sent as
     /// `EVAL` inside a `MULTI`; replies with the range's bytes from before.
-    MERGE_RANGE = include_str!("../lua/merge_range.lua");
+    MERGE_RANGE = lua!["merge_range"];
     /// `clear` and `expire`: the key's type and the filter's parameters checked, then the
     /// delete or the TTL, in one atomic step.
-    DROP = include_str!("../lua/drop.lua");
+    DROP = lua!["drop"];
 }
 
 #[cfg(test)]

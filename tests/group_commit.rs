@@ -162,7 +162,7 @@ async fn single_calls_from_many_tasks_go_as_few_steps_with_exact_answers() {
                 new, distinct,
                 "{kind}, grouped {grouped}: each item new once"
             );
-            // Grouped, 64 tasks' calls go several items a step (4 steps in flight).
+            // Grouped, 64 tasks' calls go several items a step (2 or 4 steps in flight).
             match grouped {
                 true => assert!(
                     steps * 3 < calls,

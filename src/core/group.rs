@@ -36,7 +36,8 @@ use tokio::time::Instant;
 /// few concurrent batches do; more cost the server more per item (each step is one script
 /// call, whose own cost its items share: about 16 µs against 8 µs per item of a native add,
 /// Redis 7.0.15). BENCHMARKS.md "Group commit" has the figures for 2 to 8 (with steps sent
-/// apart, 2 or 4 did best; a window filter's lanes, which kept 8, do best with 4 too).
+/// apart, 2 or 4 did best for plain filters; a window or growing filter, whose every step is a
+/// script with a large cost of its own, keeps 2: `Seam::STEPS_IN_FLIGHT`).
 pub(crate) const STEPS_IN_FLIGHT: usize = 4;
 
 /// A waiting caller's item not yet taken into a step.

@@ -252,6 +252,14 @@ pub trait Seam: Sized + Send + Sync + Debug + 'static {
     /// alone against 155,000 grouped; BENCHMARKS.md "Group commit").
     const GROUPS_CHECKS: bool = false;
 
+    /// Steps a lane of this kind keeps in flight at most ([`group::STEPS_IN_FLIGHT`] unless
+    /// the kind says otherwise): a kind whose step is a script with a large cost of its own
+    /// (a window filter's, over its generations; a growing filter's, over its levels) does
+    /// better with fewer, larger steps (BENCHMARKS.md "Group commit").
+    ///
+    /// [`group::STEPS_IN_FLIGHT`]: crate::core::group::STEPS_IN_FLIGHT
+    const STEPS_IN_FLIGHT: usize = crate::core::group::STEPS_IN_FLIGHT;
+
     /// The command that routes a question to a part's master on a cluster
     /// ([`Exec::route`](crate::io::exec::Exec::route)): `BITFIELD` without operations
     /// ([`Engine::Fast`]) where the part's key from [`part_keys`](Seam::part_keys) is a string

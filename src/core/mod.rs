@@ -113,7 +113,7 @@ impl<C, K: Kind> Core<C, K> {
         Ok(Core {
             exec: Exec::new(conn, options, K::NAME),
             groups: made.kind.part_keys(&parts),
-            lanes: lanes(parts.count()),
+            lanes: lanes::<K>(parts.count()),
             key,
             // A kind that keeps its parts makes a filter of one key's bits with its
             // parameters (SPEC.md §3: lost data is an error).
@@ -139,7 +139,7 @@ impl<C, K: Kind> Core<C, K> {
             kind: self.kind.clone(),
             near: None,
             groups: self.groups.clone(),
-            lanes: lanes(self.parts.count()),
+            lanes: lanes::<K>(self.parts.count()),
         }
     }
 
@@ -628,10 +628,11 @@ impl<C: ConnectionLike + Clone + Send + Sync, K: Kind> Bloom<C, K> {
 
 /// The lanes of a filter of `parts` parts: one per op and part, steps of at most
 /// [`MAX_OFFSETS_PER_COMMAND`](crate::MAX_OFFSETS_PER_COMMAND) / 16 items (one command's worth
-/// for 16 bits an item), at most [`group::STEPS_IN_FLIGHT`] steps in flight per lane.
-fn lanes(parts: u32) -> group::Lanes {
+/// for 16 bits an item), at most the kind's [`STEPS_IN_FLIGHT`](kind::Seam::STEPS_IN_FLIGHT) steps
+/// in flight per lane.
+fn lanes<K: Kind>(parts: u32) -> group::Lanes {
     let max_items = crate::MAX_OFFSETS_PER_COMMAND / 16;
-    group::Lanes::new(4, parts as usize, max_items, group::STEPS_IN_FLIGHT)
+    group::Lanes::new(4, parts as usize, max_items, K::STEPS_IN_FLIGHT)
 }
 
 /// The lane of `op` among a part's four.

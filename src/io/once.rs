@@ -29,6 +29,7 @@ use crate::io::exec::Exec;
 use crate::io::guard::Guard;
 use crate::keys;
 use crate::retry::Retry;
+use crate::scripts::{lua, once_lua, script};
 use redis::aio::ConnectionLike;
 use redis::Value;
 use std::hash::{BuildHasher, Hasher};
@@ -274,68 +275,25 @@ fn unique() -> u64 {
     hasher.finish()
 }
 
-/// Declares a script that applies a write step's script (`$body`, a path under `lua/`) and
-/// records its reply ([`once_head.lua` and `once_tail.lua`](self)).
-macro_rules! once_script {
-    // A step whose reply with no flag set means that applying it again changes nothing (an
-    // add that only sets bits; an add-if-absent or a remove, which then wrote nothing): its
-    // flags are the reply's elements FIRST .. #reply - SKIP, and such a reply goes unrecorded
-    // (`once_quiet` in once_head.lua).
-    ($(#[$doc:meta])* $name:ident = quiet($first:literal, $skip:literal) $body:literal) => {
-        $crate::scripts::script! {
-            $(#[$doc])*
-            $name = concat!(
-                include_str!("../../lua/once_head.lua"),
-                "once_quiet = {", $first, ", ", $skip, "}\n",
-                include_str!(concat!("../../lua/", $body)),
-                include_str!("../../lua/once_tail.lua"),
-            );
-        }
-    };
-    ($(#[$doc:meta])* $name:ident = $body:literal $(+ $more:literal)*) => {
-        $crate::scripts::script! {
-            $(#[$doc])*
-            $name = concat!(
-                include_str!("../../lua/once_head.lua"),
-                include_str!(concat!("../../lua/", $body)),
-                $(include_str!(concat!("../../lua/", $more)),)*
-                include_str!("../../lua/once_tail.lua"),
-            );
-        }
-    };
-}
-
-once_script! {
+script! {
     /// A plain filter's `BITFIELD` set, or a counting filter's increments, recorded.
-    BITFIELD = "once_bitfield.lua"
-}
-once_script! {
+    BITFIELD = once_lua!(lua!["once_bitfield"]);
     /// A plain filter's dense add (its bytes from before), recorded until acknowledged.
-    MERGE = "once_merge.lua"
-}
-once_script! {
+    MERGE = once_lua!(lua!["once_merge"]);
     /// One range of a plain filter's merge by ranges (its bytes from before), recorded until
     /// acknowledged.
-    MERGE_RANGE = "once_merge_range.lua" + "merge_range.lua"
-}
-once_script! {
+    MERGE_RANGE = once_lua!(lua!["once_merge_range", "merge_range"]);
     /// go-zero's set script, recorded (an item seen before: not recorded).
-    ADD = quiet(1, 0) "add.lua"
-}
-once_script! {
+    ADD = once_lua!(quiet(1, 0) lua!["add"]);
     /// go-zero's set script over a batch, recorded (a batch of items seen before: not
     /// recorded).
-    ADD_MANY = quiet(1, 0) "add_many.lua"
-}
-once_script! {
+    ADD_MANY = once_lua!(quiet(1, 0) lua!["add_many"]);
     /// A counting filter's remove, recorded (a step that removed nothing wrote nothing: not
     /// recorded).
-    COUNTING_REMOVE = quiet(1, 0) "counting_remove.lua"
-}
-once_script! {
+    COUNTING_REMOVE = once_lua!(quiet(1, 0) lua!["counting_remove"]);
     /// A counting filter's add-if-absent, recorded (a step that added nothing wrote nothing:
     /// not recorded).
-    COUNTING_ADD_ABSENT = quiet(1, 0) "counting_add_absent.lua"
+    COUNTING_ADD_ABSENT = once_lua!(quiet(1, 0) lua!["counting_add_absent"]);
 }
 
 #[cfg(test)]

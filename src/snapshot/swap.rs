@@ -7,7 +7,7 @@ use super::transfer::{piece_key, scratch_key, Group, ImportMode, Params, Refused
 use crate::error::{Error, Result};
 use crate::io::exec::Exec;
 use crate::io::guard::{Evidence, Guard};
-use crate::scripts::script;
+use crate::scripts::{lua, script};
 use futures_util::StreamExt;
 use redis::aio::ConnectionLike;
 use redis::Value;
@@ -16,9 +16,9 @@ use std::time::Instant;
 script! {
     /// Swaps an import's staged keys in, checked, in one step per slot group (for a merge, only
     /// the checks).
-    IMPORT_SWAP = include_str!("../../lua/import_swap.lua");
+    IMPORT_SWAP = lua!["import_swap"];
     /// A merge's step: one staged range ORed into the filter's key.
-    IMPORT_MERGE = include_str!("../../lua/import_merge.lua");
+    IMPORT_MERGE = lua!["import_merge"];
 }
 
 /// ORs every merge's staged pieces into their keys (`lua/import_merge.lua`, one range per

@@ -21,11 +21,11 @@ use std::sync::atomic::AtomicBool;
 
 script! {
     /// Removes items: nothing unless every counter is above zero; saturated counters stay.
-    COUNTING_REMOVE = include_str!("../../../lua/counting_remove.lua");
+    COUNTING_REMOVE = lua!["counting_remove"];
     /// Adds items only if absent (`CF.ADDNX`).
-    COUNTING_ADD_ABSENT = include_str!("../../../lua/counting_add_absent.lua");
+    COUNTING_ADD_ABSENT = lua!["counting_add_absent"];
 }
-use crate::scripts::script;
+use crate::scripts::{lua, script};
 
 /// What a refused dense swap falls back to.
 const SWAP: Cap = Cap::Merge {

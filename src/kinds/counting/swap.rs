@@ -18,17 +18,14 @@ use crate::io::exec::Exec;
 use crate::io::lease::Lease;
 use crate::io::once::{self, Step};
 use crate::io::tx::{Slot, Tx};
+use crate::scripts::{lua, once_lua};
 use redis::Value;
 
 /// The dense path's compare-and-set of a whole key of counters (run with `EVAL` inside a
 /// `MULTI`, where `EVALSHA`'s `NOSCRIPT` could not be answered by loading it).
-const COUNTING_SWAP: &str = include_str!("../../../lua/counting_swap.lua");
+const COUNTING_SWAP: &str = lua!["counting_swap"];
 /// [`COUNTING_SWAP`], its answers recorded across retries ([`once`](crate::io::once)).
-const COUNTING_SWAP_ONCE: &str = concat!(
-    include_str!("../../../lua/once_head.lua"),
-    include_str!("../../../lua/counting_swap.lua"),
-    include_str!("../../../lua/once_tail.lua"),
-);
+const COUNTING_SWAP_ONCE: &str = once_lua!(lua!["counting_swap"]);
 
 /// The largest key of counters written whole: a swap holds the server while it compares and
 /// copies the key's bytes (measured on Redis 7.0.15: docs/design.md "Counting filters"), and a

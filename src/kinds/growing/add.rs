@@ -10,21 +10,16 @@ use crate::error::{Error, Result};
 use crate::hash::ItemHash;
 use crate::io::exec::Cap;
 use crate::io::once::Step;
-use crate::scripts::{script, Arg};
+use crate::scripts::{lua, once_lua, script, Arg};
 use redis::Value;
 use std::sync::atomic::Ordering;
 
 script! {
     /// Adds items: tests every level, sets the newest, makes the next one when it is full.
-    GROW_ADD = include_str!("../../../lua/grow_add.lua");
-    /// [`GROW_ADD`], its reply recorded across retries ([`once`](crate::io::once)).
-    GROW_ADD_ONCE = concat!(
-        include_str!("../../../lua/once_head.lua"),
-        // Only sets bits: a step that added nothing goes unrecorded (lua/once_head.lua).
-        "once_quiet = {6, 0}\n",
-        include_str!("../../../lua/grow_add.lua"),
-        include_str!("../../../lua/once_tail.lua"),
-    );
+    GROW_ADD = lua!["grow_add"];
+    /// [`GROW_ADD`], its reply recorded across retries ([`once`](crate::io::once)); quiet: it
+    /// only sets bits (its flags follow five other elements).
+    GROW_ADD_ONCE = once_lua!(quiet(6, 0) lua!["grow_add"]);
 }
 
 /// What the add script answered.

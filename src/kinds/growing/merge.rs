@@ -14,18 +14,15 @@ use crate::io::exec::Cap;
 use crate::io::lease::Lease;
 use crate::io::once::{self, Step};
 use crate::io::tx::{Slot, Tx};
+use crate::scripts::{lua, once_lua};
 use redis::Value;
 use std::sync::atomic::Ordering;
 
 /// The dense add's compare-and-set merge (run with `EVAL` inside a `MULTI`, where
 /// `EVALSHA`'s `NOSCRIPT` could not be answered by loading it).
-const GROW_MERGE: &str = include_str!("../../../lua/grow_merge.lua");
+const GROW_MERGE: &str = lua!["grow_merge"];
 /// [`GROW_MERGE`], its answers recorded across retries ([`once`](crate::io::once)).
-const GROW_MERGE_ONCE: &str = concat!(
-    include_str!("../../../lua/once_head.lua"),
-    include_str!("../../../lua/grow_merge.lua"),
-    include_str!("../../../lua/once_tail.lua"),
-);
+const GROW_MERGE_ONCE: &str = once_lua!(lua!["grow_merge"]);
 
 /// Merges tried before a batch goes the per-item way: each fails only when another client
 /// added a new item between the read and the merge.

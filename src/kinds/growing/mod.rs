@@ -40,7 +40,7 @@ use crate::info::{GrowingInfo, GrowingLevel};
 use crate::io::guard::{self, Guard};
 use crate::io::removal::Removal;
 use crate::layout::Layout;
-use crate::scripts::script;
+use crate::scripts::{lua, script};
 use crate::snapshot::{Group, ImportMode, SectionHeader, Staged, Stored};
 use crate::{keys, Builder};
 use redis::Value;
@@ -60,7 +60,7 @@ const MAX_LEVELS: u32 = 64;
 
 script! {
     /// `clear` and `expire`, checked.
-    GROW_DROP = include_str!("../../../lua/grow_drop.lua");
+    GROW_DROP = lua!["grow_drop"];
 }
 
 /// A Bloom filter that grows (SPEC.md §4 "growing"): no capacity to guess, and the
@@ -439,6 +439,11 @@ impl Seam for Growing {
     type Part = Part;
     type PartInfo = info::PartInfo;
     type Info = GrowingInfo;
+
+    // Each step is a script over the levels whose own cost its items share: two larger steps
+    // in flight cost the server less per item than four smaller ones (BENCHMARKS.md "Group
+    // commit").
+    const STEPS_IN_FLIGHT: usize = 2;
 
     fn make(setup: Setup<'_, Self>) -> Result<Made<Self>> {
         let kind = Growing::new(&setup)?;

@@ -344,7 +344,7 @@ impl Seam for Module {
     fn make_part(&self, key: &str) -> redis::Cmd {
         let expansion = self.growth.map(|g| g.to_string()).unwrap_or_default();
         redis::cmd("EVAL")
-            .arg(include_str!("../../../lua/module_make.lua"))
+            .arg(crate::scripts::lua!["module_make"])
             .arg(1)
             .arg(key)
             .arg(self.fpr)

@@ -15,27 +15,20 @@ use crate::io::guard::Guard;
 use crate::io::once::Step;
 use crate::io::removal::Removal;
 use crate::io::tx::{Slot, Tx};
-use crate::scripts::{script, Arg};
+use crate::scripts::{lua, once_lua, script, Arg};
 use futures_util::future::BoxFuture;
 use redis::Value;
 use std::sync::atomic::Ordering;
 
 script! {
     /// Adds items with `BF.MADD`, making the filter with `BF.RESERVE` first.
-    MODULE_ADD = include_str!("../../../lua/module_add.lua");
+    MODULE_ADD = lua!["module_add"];
+    /// [`MODULE_ADD`], its reply recorded across retries ([`once`](crate::io::once)); quiet: it
+    /// only adds.
+    MODULE_ADD_ONCE = once_lua!(quiet(1, 0) lua!["module_add"]);
     /// `clear` and `expire` of one module key, checked.
-    MODULE_DROP = include_str!("../../../lua/module_drop.lua");
+    MODULE_DROP = lua!["module_drop"];
 }
-script!(
-    /// [`MODULE_ADD`], its reply recorded across retries ([`once`](crate::io::once)).
-    MODULE_ADD_ONCE = concat!(
-        include_str!("../../../lua/once_head.lua"),
-        // Only adds (BF.MADD): a step that added nothing goes unrecorded (lua/once_head.lua).
-        "once_quiet = {1, 0}\n",
-        include_str!("../../../lua/module_add.lua"),
-        include_str!("../../../lua/once_tail.lua"),
-    )
-);
 
 /// The module's commands a module filter uses.
 const COMMANDS: [&str; 6] = [

@@ -23,54 +23,46 @@ use crate::io::exec::{self, Cap};
 use crate::io::guard::Guard;
 use crate::io::once::Step;
 use crate::io::removal::Removal;
-use crate::scripts::{script, Arg, LuaScript};
+use crate::scripts::{lua, once_lua, script, Arg, LuaScript};
 use crate::{keys, Builder};
 use futures_util::future::BoxFuture;
 use redis::Value;
 use std::time::Duration;
 
-/// Declares a module window script: the window kind's head, then the parts named, from `lua/`.
-macro_rules! module_window_script {
-    ($(#[$doc:meta])* $name:ident = [$($part:literal),+]) => {
-        script!($(#[$doc])* $name = concat!(
-            include_str!("../../../lua/window_args.lua"),
-            include_str!("../../../lua/window_epoch.lua"),
-            $(include_str!(concat!("../../../lua/", $part, ".lua"))),+
-        ));
+// Every module window script starts with the window kind's head (lua/window_args.lua and
+// lua/window_epoch.lua). The add's source is named once, for itself and its recorded form.
+macro_rules! add {
+    () => {
+        lua![
+            "window_args",
+            "window_epoch",
+            "module_window_add",
+            "module_window_check",
+            "module_window_add_tail",
+        ]
     };
 }
 
-module_window_script!(
+script! {
     /// Adds items to the current generation (made first, with its expiry); new when in no
     /// live generation.
-    ADD = ["module_window_add", "module_window_check", "module_window_add_tail"]
-);
-script!(
-    /// [`ADD`], its reply recorded across retries ([`once`](crate::io::once)).
-    ADD_ONCE = concat!(
-        include_str!("../../../lua/once_head.lua"),
-        // Only adds (BF.MADD): a step that added nothing goes unrecorded (lua/once_head.lua).
-        "once_quiet = {1, 0}\n",
-        include_str!("../../../lua/window_args.lua"),
-        include_str!("../../../lua/window_epoch.lua"),
-        include_str!("../../../lua/module_window_add.lua"),
-        include_str!("../../../lua/module_window_check.lua"),
-        include_str!("../../../lua/module_window_add_tail.lua"),
-        include_str!("../../../lua/once_tail.lua"),
-    )
-);
-module_window_script!(
+    ADD = add!();
+    /// [`ADD`], its reply recorded across retries ([`once`](crate::io::once)); quiet: it only
+    /// adds (`BF.MADD`).
+    ADD_ONCE = once_lua!(quiet(1, 0) add!());
     /// Checks items against the live generations (read-only).
-    EXISTS = ["module_window_check", "module_window_exists"]
-);
-module_window_script!(
+    EXISTS = lua!["window_args", "window_epoch", "module_window_check", "module_window_exists"];
     /// Names the live generations that exist (read-only).
-    INFO = ["module_window_check", "module_window_info"]
-);
-module_window_script!(
+    INFO = lua!["window_args", "window_epoch", "module_window_check", "module_window_info"];
     /// `clear` and `expire` of every generation, the ledger and the parameters.
-    DROP = ["module_window_check", "module_window_drop", "window_drop_keys"]
-);
+    DROP = lua![
+        "window_args",
+        "window_epoch",
+        "module_window_check",
+        "module_window_drop",
+        "window_drop_keys",
+    ];
+}
 
 /// The fewest and the most generations, as a window filter's.
 const GENERATIONS: std::ops::RangeInclusive<u32> = 2..=64;

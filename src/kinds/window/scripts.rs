@@ -8,103 +8,77 @@ use crate::error::{Error, Result};
 use crate::io::exec::{Cap, Exec};
 use crate::io::guard::Guard;
 use crate::io::once::Step;
-use crate::scripts::{script, Arg, LuaScript};
+use crate::scripts::{lua, once_lua, script, Arg, LuaScript};
 use redis::{Cmd, Value};
 
-/// Declares a window script: `lua/window_args.lua`, then the parts named, from `lua/`.
-macro_rules! window_script {
-    ($(#[$doc:meta])* $name:ident = [$($part:literal),+]) => {
-        script!($(#[$doc])* $name = concat!(
-            include_str!("../../../lua/window_args.lua"),
-            $(include_str!(concat!("../../../lua/", $part, ".lua"))),+
-        ));
+// Every window script starts with lua/window_args.lua (its arguments and keys). A write's
+// source is named once, for itself and its recorded form.
+macro_rules! add {
+    () => {
+        lua![
+            "window_args",
+            "window_epoch",
+            "window_add_head",
+            "window_check",
+            "window_create",
+            "window_find",
+            "window_add",
+        ]
+    };
+}
+macro_rules! merge {
+    () => {
+        lua!["window_args", "window_check", "window_epoch", "window_merge"]
+    };
+}
+macro_rules! merge_range {
+    () => {
+        lua!["window_range_head", "once_merge_range", "merge_range"]
     };
 }
 
-window_script!(
+script! {
     /// Adds items to the current generation; new when in no live generation. The parameters
     /// are checked when the step creates the generation.
-    WINDOW_ADD = [
+    WINDOW_ADD = add!();
+    /// [`WINDOW_ADD`], its reply recorded across retries ([`once`](crate::io::once)); quiet:
+    /// it only sets bits (its last element is `verified`, not a flag).
+    WINDOW_ADD_ONCE = once_lua!(quiet(1, 1) add!());
+    /// Checks items against the live generations (read-only; the clock only when needed).
+    WINDOW_EXISTS = lua!["window_args", "window_check", "window_find", "window_exists"];
+    /// Describes the live generations (read-only).
+    WINDOW_INFO = lua!["window_args", "window_check", "window_epoch", "window_info"];
+    /// The dense add's merge of a batch's bitmap into the current generation.
+    WINDOW_MERGE = merge!();
+    /// [`WINDOW_MERGE`] with the batch's bitmap as an argument, its reply (the epoch, which
+    /// older generations existed, the current one's bytes from before) recorded across
+    /// retries ([`once`](crate::io::once)).
+    WINDOW_MERGE_ONCE = once_lua!(merge!());
+    /// The add by ranges' first step: the current generation made, and its epoch.
+    WINDOW_MAKE = lua![
+        "window_args",
         "window_epoch",
         "window_add_head",
         "window_check",
         "window_create",
-        "window_find",
-        "window_add"
-    ]
-);
-script!(
-    /// [`WINDOW_ADD`], its reply recorded across retries ([`once`](crate::io::once)).
-    WINDOW_ADD_ONCE = concat!(
-        include_str!("../../../lua/once_head.lua"),
-        // Only sets bits (the last element is `verified`): a step that added nothing goes unrecorded (lua/once_head.lua).
-        "once_quiet = {1, 1}\n",
-        include_str!("../../../lua/window_args.lua"),
-        include_str!("../../../lua/window_epoch.lua"),
-        include_str!("../../../lua/window_add_head.lua"),
-        include_str!("../../../lua/window_check.lua"),
-        include_str!("../../../lua/window_create.lua"),
-        include_str!("../../../lua/window_find.lua"),
-        include_str!("../../../lua/window_add.lua"),
-        include_str!("../../../lua/once_tail.lua"),
-    )
-);
-window_script!(
-    /// Checks items against the live generations (read-only; the clock only when needed).
-    WINDOW_EXISTS = ["window_check", "window_find", "window_exists"]
-);
-window_script!(
-    /// Describes the live generations (read-only).
-    WINDOW_INFO = ["window_check", "window_epoch", "window_info"]
-);
-window_script!(
-    /// The dense add's merge of a batch's bitmap into the current generation.
-    WINDOW_MERGE = ["window_check", "window_epoch", "window_merge"]
-);
-script!(
-    /// [`WINDOW_MERGE`] with the batch's bitmap as an argument, its reply (the epoch, which
-    /// older generations existed, the current one's bytes from before) recorded across
-    /// retries ([`once`](crate::io::once)).
-    WINDOW_MERGE_ONCE = concat!(
-        include_str!("../../../lua/once_head.lua"),
-        include_str!("../../../lua/window_args.lua"),
-        include_str!("../../../lua/window_check.lua"),
-        include_str!("../../../lua/window_epoch.lua"),
-        include_str!("../../../lua/window_merge.lua"),
-        include_str!("../../../lua/once_tail.lua"),
-    )
-);
-window_script!(
-    /// The add by ranges' first step: the current generation made, and its epoch.
-    WINDOW_MAKE = ["window_epoch", "window_add_head", "window_check", "window_create", "window_make"]
-);
-script!(
+        "window_make",
+    ];
     /// One range of an add by ranges into the generation of a pinned epoch (refused when the
     /// epoch has passed): the range's bytes from before.
-    WINDOW_MERGE_RANGE = concat!(
-        include_str!("../../../lua/window_range_head.lua"),
-        include_str!("../../../lua/once_merge_range.lua"),
-        include_str!("../../../lua/merge_range.lua"),
-    )
-);
-script!(
+    WINDOW_MERGE_RANGE = merge_range!();
     /// [`WINDOW_MERGE_RANGE`], its reply recorded across retries ([`once`](crate::io::once)).
-    WINDOW_MERGE_RANGE_ONCE = concat!(
-        include_str!("../../../lua/once_head.lua"),
-        include_str!("../../../lua/window_range_head.lua"),
-        include_str!("../../../lua/once_merge_range.lua"),
-        include_str!("../../../lua/merge_range.lua"),
-        include_str!("../../../lua/once_tail.lua"),
-    )
-);
-window_script!(
+    WINDOW_MERGE_RANGE_ONCE = once_lua!(merge_range!());
     /// The dense check's head: the checks and the current epoch (read-only).
-    WINDOW_AT = ["window_check", "window_epoch", "window_at"]
-);
-window_script!(
+    WINDOW_AT = lua!["window_args", "window_check", "window_epoch", "window_at"];
     /// `clear` and `expire` of every generation and the parameters.
-    WINDOW_DROP = ["window_check", "window_epoch", "window_drop", "window_drop_keys"]
-);
+    WINDOW_DROP = lua![
+        "window_args",
+        "window_check",
+        "window_epoch",
+        "window_drop",
+        "window_drop_keys",
+    ];
+}
 
 /// Steps that see the server's clock off by more than a generation this many times in a row
 /// give up.
