@@ -28,7 +28,12 @@ macro_rules! add {
 }
 macro_rules! merge {
     () => {
-        lua!["window_args", "window_check", "window_epoch", "window_merge"]
+        lua![
+            "window_args",
+            "window_check",
+            "window_epoch",
+            "window_merge"
+        ]
     };
 }
 macro_rules! merge_range {
