@@ -32,14 +32,8 @@ fn items(prefix: &str, n: usize) -> Vec<String> {
 /// Every key holding `key` in its name, with its `DUMP` (the module's keys too): what any
 /// write changes.
 async fn keyspace(conn: &mut Conn, key: &str) -> Vec<(String, u64, i64)> {
-    let names = common::keys_like(conn, &format!("*{key}*")).await;
     let mut out = Vec::new();
-    for name in names {
-        let bytes: Vec<u8> = redis::cmd("DUMP")
-            .arg(&name)
-            .query_async(conn)
-            .await
-            .unwrap();
+    for (name, bytes) in common::dumps(conn, &format!("*{key}*")).await {
         let ttl = common::pttl(conn, &name).await;
         let digest = bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| {
             (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)

@@ -38,16 +38,7 @@ fn items_file(dir: &Path, name: &str, prefix: &str, n: usize) -> String {
 
 /// Every key's name and `DUMP`: what any write changes.
 async fn keyspace(conn: &mut MultiplexedConnection) -> Vec<(String, Vec<u8>)> {
-    let mut out = Vec::new();
-    for name in common::keys_like(conn, "*").await {
-        let bytes: Vec<u8> = redis::cmd("DUMP")
-            .arg(&name)
-            .query_async(conn)
-            .await
-            .unwrap();
-        out.push((name, bytes));
-    }
-    out
+    common::dumps(conn, "*").await
 }
 
 /// `--json export` from one server and `--json import` into another, for a filter scaled

@@ -154,7 +154,10 @@ pub fn commandstats_calls(info: &str, command: &str) -> u64 {
 }
 
 /// The keys matching `pattern` (`KEYS`), sorted.
-pub async fn keys_like(conn: &mut MultiplexedConnection, pattern: &str) -> Vec<String> {
+pub async fn keys_like<C: redis::aio::ConnectionLike + Send>(
+    conn: &mut C,
+    pattern: &str,
+) -> Vec<String> {
     let mut keys: Vec<String> = redis::cmd("KEYS")
         .arg(pattern)
         .query_async(conn)
@@ -170,14 +173,8 @@ pub async fn dumps<C: redis::aio::ConnectionLike + Send>(
     conn: &mut C,
     pattern: &str,
 ) -> Vec<(String, Vec<u8>)> {
-    let mut names: Vec<String> = redis::cmd("KEYS")
-        .arg(pattern)
-        .query_async(conn)
-        .await
-        .unwrap();
-    names.sort();
     let mut out = Vec::new();
-    for name in names {
+    for name in keys_like(conn, pattern).await {
         let bytes: Vec<u8> = redis::cmd("DUMP")
             .arg(&name)
             .query_async(conn)
