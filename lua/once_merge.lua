@@ -5,13 +5,32 @@
 -- parameters, stored first when missing (SET NX GET, as the guard's step does beside a plain
 -- write). ARGV[1]: the batch's bitmap. ARGV[2]: the client's parameters ("" without KEYS[3]).
 -- Reply: the bits from before ("" when the key did not exist), from which the caller tells
--- which items were new; or {"params", STORED} when other parameters are stored: nothing
--- written. Recorded whole: the caller deletes the record once it has the reply.
+-- which items were new; 0 when the batch set no new bit (no item new: nothing written, nothing
+-- recorded); or {"params", STORED} when other parameters are stored: nothing written.
+-- Recorded whole: the caller deletes the record once it has the reply.
 if KEYS[3] then
     local stored = redis.call("set", KEYS[3], ARGV[2], "NX", "GET")
     if stored and stored ~= ARGV[2] then
         return {"params", stored}
     end
+end
+-- A batch that adds no bit (every item there already: a file loaded again) writes nothing
+-- and records nothing: its bitmap ANDed with the filter keeps every bit it has. The probe's
+-- scratch is neither replicated nor appended to the AOF (set_repl), and gone when it ends.
+redis.set_repl(redis.REPL_NONE)
+redis.call("set", KEYS[2], ARGV[1], "PX", 60000)
+-- (pcall: a refusal, by the ACL, must not stop the script before the scratch key is gone.)
+local bits = redis.pcall("bitcount", KEYS[2])
+local anded = redis.pcall("bitop", "and", KEYS[2], KEYS[2], KEYS[1])
+local kept = type(anded) == "number" and redis.pcall("bitcount", KEYS[2])
+redis.call("del", KEYS[2])
+redis.set_repl(redis.REPL_ALL)
+if type(anded) == "table" then
+    return anded
+end
+if type(bits) == "number" and kept == bits then
+    once_quiet = {1, 0}
+    return 0
 end
 local old = redis.call("get", KEYS[1]) or ""
 local ttl = redis.call("pttl", KEYS[1])

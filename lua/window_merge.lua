@@ -1,7 +1,7 @@
 -- The dense add: ORs the batch's bitmap, in the scratch key KEYS[#KEYS], into the current
 -- generation. The transaction that runs it reads every declared generation first (for "new")
 -- and deletes the scratch key after it.
--- Reply: {"at", EPOCH}, the current generation's epoch.
+-- Reply: {"at", EPOCH}, the current generation's epoch (recorded: below).
 -- Recorded across retries (lua/once_head.lua): ARGV[7] is the batch's bitmap, written to the
 -- scratch key and deleted here; the reply, recorded, is "EPOCH:MASK:BYTES": the epoch, per
 -- older live generation (newest first) "1" when it existed, and the current generation's bytes
@@ -12,6 +12,25 @@ local scratch = KEYS[#KEYS]
 local fresh = redis.call("exists", current) == 0
 local recorded = ARGV[7] ~= nil
 local before, mask = "", ""
+-- A recorded batch all of whose bits the current generation holds (every item there already:
+-- a file loaded again) writes nothing and records nothing, and replies 0: its bitmap ANDed
+-- with the generation keeps every bit it has. The probe's scratch key is neither replicated
+-- nor appended to the AOF (set_repl), and gone when it ends.
+if recorded and not fresh then
+    redis.set_repl(redis.REPL_NONE)
+    redis.call("set", scratch, ARGV[7], "PX", 60000)
+    -- (A refusal, by the ACL, is the merge's to report, below.)
+    local bits, kept = redis.pcall("bitcount", scratch), -1
+    if type(redis.pcall("bitop", "and", scratch, scratch, current)) == "number" then
+        kept = redis.pcall("bitcount", scratch)
+    end
+    redis.call("del", scratch)
+    redis.set_repl(redis.REPL_ALL)
+    if type(bits) == "number" and kept == bits then
+        once_quiet = {1, 0}
+        return 0
+    end
+end
 if recorded then
     -- (Gone in a minute should a refusal below stop the script before it deletes it.)
     redis.call("set", scratch, ARGV[7], "PX", 60000)

@@ -791,6 +791,106 @@ async fn adds_of_present_items_write_no_record() {
     .await;
 }
 
+/// The server's AOF size in bytes (`INFO persistence`).
+async fn aof_size(url: &str) -> u64 {
+    let info: String = redis::cmd("INFO")
+        .arg("persistence")
+        .query_async(&mut common::connect(url).await)
+        .await
+        .unwrap();
+    info.lines()
+        .find_map(|line| line.strip_prefix("aof_current_size:"))
+        .and_then(|size| size.trim().parse().ok())
+        .expect("aof_current_size in INFO persistence")
+}
+
+/// A batch added again, whole, by a dense path (`path`: the command only that path runs) with
+/// exact answers across retries writes nothing: no byte reaches the AOF (nor, so, the
+/// replicas), no record, every item "seen"; the same batch with one new item writes and
+/// answers it new (the check can fail).
+async fn dense_repeats_write_nothing<K: Kind>(
+    url: &str,
+    kind: fn(&str) -> Builder<K>,
+    (path, items): (&str, usize),
+    name: &str,
+) {
+    let key = common::unique_key(name);
+    let mut conn = common::impatient(url, Duration::from_secs(10)).await;
+    let bloom = retrying(kind(&key))
+        .build(conn.clone())
+        .unwrap_or_else(|e| panic!("{name}: {e}"));
+    let batch: Vec<String> = (0..items).map(|i| format!("{name}:{i}")).collect();
+    let taken = calls(url, path).await;
+    let answers = bloom.add_many(&batch).await.unwrap();
+    assert!(answers.iter().all(|&new| new), "{name}: every item new");
+    assert!(
+        calls(url, path).await > taken,
+        "{name}: the dense path ({path}) was not taken"
+    );
+    let (written, kept) = (aof_size(url).await, records(&mut conn, &key).await);
+    assert_eq!(
+        bloom.add_many(&batch).await.unwrap(),
+        vec![false; items],
+        "{name}: again"
+    );
+    assert_eq!(
+        aof_size(url).await,
+        written,
+        "{name}: adding present items again reached the AOF"
+    );
+    assert_eq!(records(&mut conn, &key).await, kept, "{name}: records");
+    let mut mixed = batch.clone();
+    mixed.push(format!("{name}:new"));
+    let answers = bloom.add_many(&mixed).await.unwrap();
+    assert_eq!(
+        answers.iter().filter(|&&new| new).count(),
+        1,
+        "{name}: one new item among present ones"
+    );
+    assert!(answers[items], "{name}: the new item");
+    assert!(
+        aof_size(url).await > written,
+        "{name}: the new item's write"
+    );
+    assert!(bloom.exists(&mixed[items]).await.unwrap(), "{name}: found");
+}
+
+/// A file loaded again costs the server no write (SPEC.md §4: an add of present items writes
+/// nothing): the recorded dense adds of plain and window filters, whole and by ranges, probe
+/// whether a batch sets any new bit before they write (their scratch keys kept out of the AOF
+/// and the replicas).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dense_adds_of_present_items_write_nothing() {
+    let aof = [
+        "--save",
+        "",
+        "--appendonly",
+        "yes",
+        "--auto-aof-rewrite-percentage",
+        "0",
+    ];
+    let server = RedisServer::start_with(&aof).expect("redis-server with an AOF");
+    let url = server.url();
+    let whole = ("bitop", DENSE.per_call);
+    dense_repeats_write_nothing(&url, small_native, whole, "repeat-native").await;
+    let small_gozero = |key: &str| {
+        RedisBloom::builder(key)
+            .expected_items(20_000)
+            .false_positive_rate(1e-6)
+    };
+    dense_repeats_write_nothing(&url, small_gozero, whole, "repeat-gozero").await;
+    let hour_window = |key: &str| {
+        WindowBloom::builder(key, Duration::from_secs(3600))
+            .expected_items(40_000)
+            .false_positive_rate(1e-6)
+    };
+    dense_repeats_write_nothing(&url, hour_window, whole, "repeat-window").await;
+    let ranges = ("setrange", BY_RANGES.per_call);
+    dense_repeats_write_nothing(&url, large_native, ranges, "repeat-ranges").await;
+    let window_ranges = ("setrange", WINDOW_RANGES.per_call);
+    dense_repeats_write_nothing(&url, large_window, window_ranges, "repeat-window-ranges").await;
+}
+
 fn module_kind(key: &str) -> Builder<redbloom::kind::Module> {
     ModuleBloom::builder(key)
         .expected_items(100_000)

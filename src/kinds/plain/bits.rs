@@ -593,6 +593,7 @@ impl Bits {
 
     /// The dense add recorded under `step` (its command 0): one script, whose reply (the
     /// bytes from before) a retry reads back; the record is deleted once the reply is in hand.
+    /// A batch that sets no new bit writes and records nothing (`lua/once_merge.lua`).
     async fn merge_once<C: Conn>(
         &self,
         ctx: Run<'_, C>,
@@ -616,10 +617,15 @@ impl Bits {
             .script(&self.key, &once::MERGE, &keys, &args)
             .await?;
         guard.check(&reply)?;
-        let Value::BulkString(old) = reply else {
-            return Err(Error::UnexpectedReply(format!(
-                "{reply:?} from a dense add"
-            )));
+        let old = match reply {
+            Value::BulkString(old) => old,
+            // No bit new: nothing written, nothing recorded.
+            Value::Int(0) => return Ok(vec![false; offsets.len() / self.geometry.hashes as usize]),
+            reply => {
+                return Err(Error::UnexpectedReply(format!(
+                    "{reply:?} from a dense add"
+                )))
+            }
         };
         step.acknowledge(ctx.exec, &self.key, 0).await;
         Ok(dense::new_flags(

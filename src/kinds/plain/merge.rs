@@ -142,17 +142,28 @@ impl Bits {
                     .exec
                     .script(&self.key, &once::MERGE_RANGE, &keys, &args)
                     .await?;
-                let Value::BulkString(old) = reply else {
-                    return Err(Error::UnexpectedReply(format!(
-                        "{reply:?} from a merge by ranges"
-                    )));
+                // The range's bytes from before; none when it set no new bit (nothing written,
+                // nothing recorded: no item new there).
+                let old = match reply {
+                    Value::BulkString(old) => Some(old),
+                    Value::Int(0) => None,
+                    reply => {
+                        return Err(Error::UnexpectedReply(format!(
+                            "{reply:?} from a merge by ranges"
+                        )))
+                    }
                 };
                 // The answers kept before the record goes: a retry never sends this range again.
+                let recorded = old.is_some();
                 if let Some(done) = lock().as_mut() {
-                    merge.mark_new(&batches, old, std::slice::from_mut(&mut done.new));
+                    if let Some(old) = old {
+                        merge.mark_new(&batches, old, std::slice::from_mut(&mut done.new));
+                    }
                     done.done[merge.r()] = true;
                 }
-                step.forget(ctx.exec, &self.key, index).await;
+                if recorded {
+                    step.forget(ctx.exec, &self.key, index).await;
+                }
                 Ok::<_, Error>(())
             }
         };

@@ -177,6 +177,9 @@ async fn add_once<C: Conn>(
         let mut replies = exec.run(&keys[1], &tx).await?;
         let record = match classify(replies.take(merged)?)? {
             Reply::Done(Value::BulkString(record)) => record,
+            // Every bit of the batch was in the current generation (lua/window_merge.lua): no
+            // item new, nothing written, nothing recorded.
+            Reply::Done(Value::Int(0)) => return Ok(vec![false; offsets.len() / k]),
             Reply::Done(other) => {
                 return Err(Error::UnexpectedReply(format!(
                     "{other:?} from a dense add"

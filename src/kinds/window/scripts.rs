@@ -36,11 +36,6 @@ macro_rules! merge {
         ]
     };
 }
-macro_rules! merge_range {
-    () => {
-        lua!["window_range_head", "once_merge_range", "merge_range"]
-    };
-}
 
 script! {
     /// Adds items to the current generation; new when in no live generation. The parameters
@@ -70,9 +65,15 @@ script! {
     ];
     /// One range of an add by ranges into the generation of a pinned epoch (refused when the
     /// epoch has passed): the range's bytes from before.
-    WINDOW_MERGE_RANGE = merge_range!();
-    /// [`WINDOW_MERGE_RANGE`], its reply recorded across retries ([`once`](crate::io::once)).
-    WINDOW_MERGE_RANGE_ONCE = once_lua!(merge_range!());
+    WINDOW_MERGE_RANGE = lua!["window_range_head", "once_merge_range", "merge_range"];
+    /// [`WINDOW_MERGE_RANGE`], its reply recorded across retries ([`once`](crate::io::once));
+    /// a range that sets no new bit replies 0 and writes and records nothing.
+    WINDOW_MERGE_RANGE_ONCE = once_lua!(lua![
+        "window_range_head",
+        "probe_range",
+        "once_merge_range",
+        "merge_range"
+    ]);
     /// The dense check's head: the checks and the current epoch (read-only).
     WINDOW_AT = lua!["window_args", "window_check", "window_epoch", "window_at"];
     /// `clear` and `expire` of every generation and the parameters.
