@@ -1,8 +1,9 @@
 -- ORs one range of a batch's bitmap into a filter's bits, for filters too large to merge whole.
--- KEYS[1]: the filter's bits; KEYS[2]: the range's bitmap, SET just before in the same MULTI
--- (bytes ARGV[1] .. ARGV[1] + its length - 1 of the filter); KEYS[3]: a second scratch key.
+-- KEYS[1]: the filter's bits; KEYS[2]: the range's bitmap, staged just before by
+-- lua/stage_range.lua (bytes ARGV[1] .. ARGV[1] + its length - 1 of the filter); KEYS[3]: a
+-- second scratch key.
 -- Replies with the range's bytes from before (shorter, or empty, where the filter is shorter),
--- from which the caller tells which items were new.
+-- from which the caller tells which items were new; 0 when it sets no new bit (nothing written).
 --
 -- Only native commands touch the bytes: GETRANGE into KEYS[3], BITOP OR there, SETRANGE back.
 -- (The range passes through Lua twice, as the reply of GETRANGE and of GET: Lua has no way to
@@ -45,6 +46,16 @@ end
 local gone = redis.pcall("del", KEYS[2], KEYS[3])
 if failed(gone) then
     return gone
+end
+-- The scratch keys' commands stay on this server (lua/stage_range.lua turned replication
+-- off): replicas and the AOF get the one write to the filter, the SETRANGE of the result; and
+-- nothing for a range that sets no new bit (its bytes as they were: a file loaded again),
+-- which replies 0 and, recorded across retries, is quiet (lua/once_head.lua; lua/bare.lua
+-- unrecorded): nothing recorded.
+redis.set_repl(redis.REPL_ALL)
+if merged == old then
+    once_quiet = {1, 0}
+    return 0
 end
 local set = redis.pcall("setrange", KEYS[1], first, merged)
 if failed(set) then

@@ -1,6 +1,6 @@
--- The dense add as one script (for exact answers across retries: once_head.lua): the batch's
--- bitmap ORed into the filter's bits with BITOP, keeping the filter's TTL, through a scratch
--- key that is gone when the script ends.
+-- The dense add as one script (for exact answers across retries: once_head.lua, then
+-- lua/probe.lua, then this): the batch's bitmap ORed into the filter's bits with BITOP,
+-- keeping the filter's TTL, through a scratch key that is gone when the script ends.
 -- KEYS[1]: the bits. KEYS[2]: the scratch key. KEYS[3] (a native filter of one key): its
 -- parameters, stored first when missing (SET NX GET, as the guard's step does beside a plain
 -- write). ARGV[1]: the batch's bitmap. ARGV[2]: the client's parameters ("" without KEYS[3]).
@@ -14,29 +14,19 @@ if KEYS[3] then
         return {"params", stored}
     end
 end
--- A batch that adds no bit (every item there already: a file loaded again) writes nothing
--- and records nothing: its bitmap ANDed with the filter keeps every bit it has. The probe's
--- scratch is neither replicated nor appended to the AOF (set_repl), and gone when it ends.
-redis.set_repl(redis.REPL_NONE)
-redis.call("set", KEYS[2], ARGV[1], "PX", 60000)
--- (pcall: a refusal, by the ACL, must not stop the script before the scratch key is gone.)
-local bits = redis.pcall("bitcount", KEYS[2])
-local anded = redis.pcall("bitop", "and", KEYS[2], KEYS[2], KEYS[1])
-local kept = type(anded) == "number" and redis.pcall("bitcount", KEYS[2])
-redis.call("del", KEYS[2])
-redis.set_repl(redis.REPL_ALL)
-if type(anded) == "table" then
-    return anded
-end
-if type(bits) == "number" and kept == bits then
+-- A batch that sets no new bit (lua/probe.lua) writes nothing and records nothing.
+if sets_nothing(KEYS[1], KEYS[2], ARGV[1]) then
     once_quiet = {1, 0}
     return 0
 end
 local old = redis.call("get", KEYS[1]) or ""
 local ttl = redis.call("pttl", KEYS[1])
 redis.call("set", KEYS[2], ARGV[1])
-redis.call("bitop", "or", KEYS[1], KEYS[1], KEYS[2])
+local ored = redis.pcall("bitop", "or", KEYS[1], KEYS[1], KEYS[2])
 redis.call("del", KEYS[2])
+if type(ored) == "table" then
+    return ored
+end
 if ttl > 0 then
     redis.call("pexpire", KEYS[1], ttl)
 end

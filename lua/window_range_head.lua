@@ -1,5 +1,5 @@
 -- One range of an add by ranges into a window generation past 4 MiB (src/kinds/window/ranges.rs):
--- this head, then lua/once_merge_range.lua (stages the range's bitmap) and lua/merge_range.lua
+-- this head, then lua/stage_range.lua (stages the range's bitmap) and lua/merge_range.lua
 -- (ORs it in, replies the range's bytes from before); in the once wrapper when recorded.
 -- KEYS[1]: the generation the batch is pinned to; KEYS[2], KEYS[3]: scratch keys.
 -- ARGV[1]: the range's first byte; ARGV[2]: its bitmap; ARGV[3]: the pinned epoch; ARGV[4]: the

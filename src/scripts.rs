@@ -137,11 +137,12 @@ script! {
     EXISTS_MANY = lua!["exists_many"];
     /// Compares the parameters stored beside a filter with a client's, storing them first.
     PARAMS = lua!["params"];
-    /// The dense path's OR of a batch's bitmap into the filter, sent as `EVAL` inside a `MULTI`.
-    MERGE = lua!["merge"];
-    /// The dense path by ranges: one range of a batch's bitmap ORed into a large filter, sent as
-    /// `EVAL` inside a `MULTI`; replies with the range's bytes from before.
-    MERGE_RANGE = lua!["merge_range"];
+    /// The dense path's OR of a batch's bitmap into the filter, sent as `EVAL` inside a `MULTI`
+    /// after the `GET` of the bytes from before; a batch that sets no new bit writes nothing.
+    MERGE = lua!["probe", "merge"];
+    /// The dense path by ranges: one range of a batch's bitmap ORed into a large filter; replies
+    /// with the range's bytes from before, or 0 when it sets no new bit (nothing written).
+    MERGE_RANGE = lua!["bare", "stage_range", "merge_range"];
     /// `clear` and `expire`: the key's type and the filter's parameters checked, then the
     /// delete or the TTL, in one atomic step.
     DROP = lua!["drop"];

@@ -804,9 +804,9 @@ async fn aof_size(url: &str) -> u64 {
         .expect("aof_current_size in INFO persistence")
 }
 
-/// A batch added again, whole, by a dense path (`path`: the command only that path runs) with
-/// exact answers across retries writes nothing: no byte reaches the AOF (nor, so, the
-/// replicas), no record, every item "seen"; the same batch with one new item writes and
+/// A batch added again, whole, by a dense path (`path`: the command only that path runs), with
+/// exact answers across retries and without, writes nothing: no byte reaches the AOF (nor, so,
+/// the replicas), no record, every item "seen"; the same batch with one new item writes and
 /// answers it new (the check can fail).
 async fn dense_repeats_write_nothing<K: Kind>(
     url: &str,
@@ -814,9 +814,22 @@ async fn dense_repeats_write_nothing<K: Kind>(
     (path, items): (&str, usize),
     name: &str,
 ) {
-    let key = common::unique_key(name);
+    for exact in [true, false] {
+        let key = common::unique_key(name);
+        let builder = retrying(kind(&key)).exact_retries(exact);
+        let name = &format!("{name}, exact answers {exact}");
+        dense_repeat_writes_nothing(url, (&key, builder), (path, items), name).await;
+    }
+}
+
+async fn dense_repeat_writes_nothing<K: Kind>(
+    url: &str,
+    (key, builder): (&str, Builder<K>),
+    (path, items): (&str, usize),
+    name: &str,
+) {
     let mut conn = common::impatient(url, Duration::from_secs(10)).await;
-    let bloom = retrying(kind(&key))
+    let bloom = builder
         .build(conn.clone())
         .unwrap_or_else(|e| panic!("{name}: {e}"));
     let batch: Vec<String> = (0..items).map(|i| format!("{name}:{i}")).collect();
@@ -827,7 +840,7 @@ async fn dense_repeats_write_nothing<K: Kind>(
         calls(url, path).await > taken,
         "{name}: the dense path ({path}) was not taken"
     );
-    let (written, kept) = (aof_size(url).await, records(&mut conn, &key).await);
+    let (written, kept) = (aof_size(url).await, records(&mut conn, key).await);
     assert_eq!(
         bloom.add_many(&batch).await.unwrap(),
         vec![false; items],
@@ -838,7 +851,7 @@ async fn dense_repeats_write_nothing<K: Kind>(
         written,
         "{name}: adding present items again reached the AOF"
     );
-    assert_eq!(records(&mut conn, &key).await, kept, "{name}: records");
+    assert_eq!(records(&mut conn, key).await, kept, "{name}: records");
     let mut mixed = batch.clone();
     mixed.push(format!("{name}:new"));
     let answers = bloom.add_many(&mixed).await.unwrap();
@@ -856,9 +869,8 @@ async fn dense_repeats_write_nothing<K: Kind>(
 }
 
 /// A file loaded again costs the server no write (SPEC.md §4: an add of present items writes
-/// nothing): the recorded dense adds of plain and window filters, whole and by ranges, probe
-/// whether a batch sets any new bit before they write (their scratch keys kept out of the AOF
-/// and the replicas).
+/// nothing): the dense adds of plain and window filters, whole and by ranges, find that a batch
+/// sets no new bit before they write (their scratch keys kept out of the AOF and the replicas).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dense_adds_of_present_items_write_nothing() {
     let aof = [
@@ -871,6 +883,28 @@ async fn dense_adds_of_present_items_write_nothing() {
     ];
     let server = RedisServer::start_with(&aof).expect("redis-server with an AOF");
     let url = server.url();
+    // A replica, which must end with the same keys and bytes: the scratch keys' commands that
+    // stay on the primary leave nothing there that the replica lacks, nor the reverse.
+    let port = server.port().to_string();
+    let replica = RedisServer::start_with(&["--save", "", "--replicaof", "127.0.0.1", &port])
+        .expect("a replica");
+    let mut on_replica = common::connect(&replica.url()).await;
+    let synced = async {
+        loop {
+            let info: String = redis::cmd("INFO")
+                .arg("replication")
+                .query_async(&mut on_replica)
+                .await
+                .unwrap();
+            if info.contains("master_link_status:up") {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(20), synced)
+        .await
+        .expect("the replica synced");
     let whole = ("bitop", DENSE.per_call);
     dense_repeats_write_nothing(&url, small_native, whole, "repeat-native").await;
     let small_gozero = |key: &str| {
@@ -889,6 +923,20 @@ async fn dense_adds_of_present_items_write_nothing() {
     dense_repeats_write_nothing(&url, large_native, ranges, "repeat-ranges").await;
     let window_ranges = ("setrange", WINDOW_RANGES.per_call);
     dense_repeats_write_nothing(&url, large_window, window_ranges, "repeat-window-ranges").await;
+    let mut primary = common::connect(&url).await;
+    let acked: i64 = redis::cmd("WAIT")
+        .arg(1)
+        .arg(10_000)
+        .query_async(&mut primary)
+        .await
+        .unwrap();
+    assert_eq!(acked, 1, "the replica acknowledged every write");
+    let keys = common::dumps(&mut primary, "*").await;
+    assert!(keys.len() > 10, "{} keys", keys.len());
+    assert!(
+        keys == common::dumps(&mut on_replica, "*").await,
+        "the replica holds other keys or bytes than the primary"
+    );
 }
 
 fn module_kind(key: &str) -> Builder<redbloom::kind::Module> {

@@ -280,10 +280,10 @@ script! {
     BITFIELD = once_lua!(lua!["once_bitfield"]);
     /// A plain filter's dense add (its bytes from before), recorded until acknowledged (a
     /// batch that sets no new bit: 0, nothing written or recorded).
-    MERGE = once_lua!(lua!["once_merge"]);
+    MERGE = once_lua!(lua!["probe", "once_merge"]);
     /// One range of a plain filter's merge by ranges (its bytes from before), recorded until
     /// acknowledged (a range that sets no new bit: 0, nothing written or recorded).
-    MERGE_RANGE = once_lua!(lua!["probe_range", "once_merge_range", "merge_range"]);
+    MERGE_RANGE = once_lua!(lua!["stage_range", "merge_range"]);
     /// go-zero's set script, recorded (an item seen before: not recorded).
     ADD = once_lua!(quiet(1, 0) lua!["add"]);
     /// go-zero's set script over a batch, recorded (a batch of items seen before: not

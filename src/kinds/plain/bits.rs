@@ -556,29 +556,23 @@ impl Bits {
         scratch: &str,
         offsets: &[u64],
     ) -> Result<Vec<bool>> {
-        // One transaction: the bytes from before, the batch's bitmap into the scratch key,
-        // the OR (sent as EVAL so that NOSCRIPT cannot happen inside EXEC), the scratch
-        // key gone even if the OR failed.
+        // One transaction: the bytes from before, then the OR of the batch's bitmap through
+        // the scratch key (sent as EVAL so that NOSCRIPT cannot happen inside EXEC; nothing
+        // written when it sets no new bit).
         let mut tx = Tx::atomic();
         let guard = ctx
             .guard
             .and_then(|g| g.step(&mut tx).map(|slot| (g, slot)));
         let old: Slot<Option<Vec<u8>>> = tx.add(redis::cmd("GET").arg(&self.key).to_owned());
         tx.add_unread(
-            redis::cmd("SET")
-                .arg(scratch)
-                .arg(dense::bitmap(offsets))
-                .to_owned(),
-        );
-        tx.add_unread(
             redis::cmd("EVAL")
                 .arg(scripts::MERGE.source())
                 .arg(2)
                 .arg(&self.key)
                 .arg(scratch)
+                .arg(dense::bitmap(offsets))
                 .to_owned(),
         );
-        tx.add_unread(redis::cmd("DEL").arg(scratch).to_owned());
         let mut replies = ctx.exec.run(&self.key, &tx).await?;
         if let Some((g, slot)) = guard {
             g.check_step(replies.take(slot)?)?;

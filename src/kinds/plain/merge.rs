@@ -1,10 +1,11 @@
 //! A pass over a key of bits by ranges (the `ranges` module's queue takes the turns).
 //!
-//! **Adds.** Each range the batch touches is one transaction: `SET` of the range's bitmap into
-//! the scratch key (with a TTL), then `lua/merge_range.lua`, which ORs it in with native
+//! **Adds.** Each range the batch touches is one script: `lua/stage_range.lua` (the range's
+//! bitmap into the scratch key), then `lua/merge_range.lua`, which ORs it in with native
 //! commands (`GETRANGE` into a second scratch key, `BITOP OR`, `SETRANGE` back) and replies
-//! with the range's bytes from before; the answers ("new") come from those. The first range
-//! goes alone (an ACL refusal then writes nothing anywhere), then a key shorter than the pass
+//! with the range's bytes from before; the answers ("new") come from those. The scratch keys'
+//! commands are neither replicated nor appended to the AOF (only the `SETRANGE` is), and a
+//! range that sets no new bit writes nothing and replies 0. The first range goes alone (an ACL refusal then writes nothing anywhere), then a key shorter than the pass
 //! needs grows in one step, then the other ranges go pipelined,
 //! [`RANGES_IN_FLIGHT_BYTES`](dense::RANGES_IN_FLIGHT_BYTES) at a time.
 //!
@@ -12,9 +13,9 @@
 //! holding one of its bits), as many in flight, and test the bits here.
 //!
 //! **Recorded** (exact answers across retries, SPEC.md §3): a batch goes alone, not gathered
-//! with others, and each range is one script (`lua/once_merge_range.lua`, which stages the
-//! range's bitmap, then `lua/merge_range.lua`, in the once wrapper)
-//! that merges it and records the range's bytes from before under the batch's step; the record
+//! with others, and each range is the same script in the once wrapper, which also records the
+//! range's bytes from before under the batch's step (a range that sets no new bit: nothing
+//! recorded); the record
 //! is deleted as soon as its reply is in hand, and the answers of the ranges done are kept with
 //! the batch ([`RangesDone`]), so that a retry of the batch sends only the ranges whose replies
 //! it has not seen: applied, their records answer; not applied, they apply. The records in
@@ -34,14 +35,10 @@ use crate::error::{Error, Result};
 use crate::io::exec::Cap;
 use crate::io::exec::Conn;
 use crate::io::once::{self, Step};
-use crate::io::tx::{Slot, Tx};
 use crate::scripts;
 use futures_util::StreamExt;
 use redis::Value;
 use std::sync::PoisonError;
-
-/// The TTL of the scratch keys, should a merge step fail between their `SET` and their `DEL`.
-const SCRATCH_TTL_MS: u64 = 60_000;
 
 /// What a merge by ranges refused by the ACL falls back to.
 const MERGE_BY_RANGES: Cap = Cap::Merge {
@@ -229,27 +226,28 @@ impl Bits {
         // before anything is written.
         self.guard_alone(ctx).await?;
         let mut new: Vec<Vec<bool>> = batches.iter().map(|b| vec![false; b.items()]).collect();
-        // Each range's transaction, made as the steps go out: the range's bitmap (built in one
-        // buffer, reused) into the scratch key, then the script.
+        // Each range's bitmap, made as the steps go out (built in one buffer, reused), then its
+        // script, which stages it in the scratch key and ORs it in.
         let mut buffer = vec![0u8; range.min(bytes) as usize];
-        let transaction = |bitmap: &[u8]| {
-            let mut tx = Tx::atomic();
-            let mut set = redis::cmd("SET");
-            set.arg(scratch).arg(bitmap).arg("PX").arg(SCRATCH_TTL_MS);
-            tx.add_unread(set);
-            tx
-        };
-        let step = |(merge, mut tx): (RangeMerge, Tx)| async move {
-            // EVAL, not EVALSHA: NOSCRIPT cannot be retried inside EXEC.
-            let mut eval = redis::cmd("EVAL");
-            eval.arg(scripts::MERGE_RANGE.source())
-                .arg(3)
-                .arg(&self.key)
-                .arg(scratch)
-                .arg(scratch_or)
-                .arg(merge.first_byte);
-            let old: Slot<Vec<u8>> = tx.add(eval);
-            let old = ctx.exec.run(&self.key, &tx).await?.take(old)?;
+        let bitmap_of = <[u8]>::to_vec;
+        let step = |(merge, bitmap): (RangeMerge, Vec<u8>)| async move {
+            let keys = [self.key.as_str(), scratch.as_str(), scratch_or.as_str()];
+            let args: [&dyn scripts::Arg; 2] = [&merge.first_byte, &bitmap];
+            let reply = ctx
+                .exec
+                .script(&self.key, &scripts::MERGE_RANGE, &keys, &args)
+                .await?;
+            let old = match reply {
+                Value::BulkString(old) => old,
+                // No new bit (lua/merge_range.lua): every bit of the bitmap was set before, as
+                // it says; nothing written.
+                Value::Int(0) => bitmap,
+                reply => {
+                    return Err(Error::UnexpectedReply(format!(
+                        "{reply:?} from a merge by ranges"
+                    )))
+                }
+            };
             Ok::<_, Error>((merge, old))
         };
         let ranges = batches[0].ranges();
@@ -260,7 +258,7 @@ impl Bits {
         let first = std::iter::from_fn(|| {
             while next < ranges {
                 next += 1;
-                if let Some(made) = RangeMerge::new(batches, next - 1, &mut buffer, transaction) {
+                if let Some(made) = RangeMerge::new(batches, next - 1, &mut buffer, bitmap_of) {
                     return Some(made);
                 }
             }
@@ -279,7 +277,7 @@ impl Bits {
         self.grow(ctx, batches).await?;
         let mut steps = futures_util::stream::iter(next..ranges)
             .filter_map(|r| {
-                let made = RangeMerge::new(batches, r, &mut buffer, transaction);
+                let made = RangeMerge::new(batches, r, &mut buffer, bitmap_of);
                 std::future::ready(made)
             })
             .map(step)

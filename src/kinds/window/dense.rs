@@ -112,19 +112,19 @@ async fn add<C: Conn>(ctx: Ctx<'_, C, Window>, offsets: &[u64]) -> Result<Vec<bo
     for _ in 0..TRIES {
         let guess = window.guess();
         let (keys, mut tx, olds) = generations_read(ctx, guess);
-        tx.add_unread(
-            redis::cmd("SET")
-                .arg(&part.scratch)
-                .arg(dense::bitmap(offsets))
-                .to_owned(),
-        );
         // EVAL, not EVALSHA: NOSCRIPT cannot be retried inside a transaction.
         let ro = exec.has(Cap::BitfieldRo);
-        let merge = window.eval("EVAL", &WINDOW_MERGE, &keys, guess, true, ro);
+        let mut merge = window.eval("EVAL", &WINDOW_MERGE, &keys, guess, true, ro);
+        merge.arg(dense::bitmap(offsets));
         let merged: Slot<Value> = tx.add(merge);
-        tx.add_unread(redis::cmd("DEL").arg(&part.scratch).to_owned());
         let mut replies = exec.run(&keys[1], &tx).await?;
-        let Some(epoch) = window.epoch_from(ctx.key(), replies.take(merged)?)? else {
+        let merged = replies.take(merged)?;
+        // Every bit of the batch was in the current generation (lua/window_merge.lua): no
+        // item new, nothing written.
+        if merged == Value::Int(0) {
+            return Ok(vec![false; offsets.len() / k]);
+        }
+        let Some(epoch) = window.epoch_from(ctx.key(), merged)? else {
             continue;
         };
         let mut olds = olds
@@ -168,6 +168,7 @@ async fn add_once<C: Conn>(
         // The first key is a generation, whose TTL is not the filter's: "0".
         merge
             .arg(&bitmap)
+            .arg("record")
             .arg(id)
             .arg(epoch)
             .arg(retry)

@@ -327,9 +327,9 @@ async fn merge_range<C: Conn>(
         }
         // An empty range of a generation shorter than it: no bytes from before.
         Reply::Done(Value::Nil) => Ok(Merged::Done(merge, Vec::new())),
-        // A recorded range that set no new bit (lua/probe_range.lua): every bit of its bitmap
-        // was set before, as these bytes say; nothing written, nothing recorded.
-        Reply::Done(Value::Int(0)) if step.is_some() => Ok(Merged::Done(merge, bitmap)),
+        // A range that set no new bit (lua/merge_range.lua): every bit of its bitmap was set
+        // before, as these bytes say; nothing written, nothing recorded.
+        Reply::Done(Value::Int(0)) => Ok(Merged::Done(merge, bitmap)),
         Reply::Epoch(now) => {
             window.server.learn(now);
             Ok(Merged::Moved)

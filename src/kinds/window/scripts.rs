@@ -32,8 +32,14 @@ macro_rules! merge {
             "window_args",
             "window_check",
             "window_epoch",
+            "probe",
             "window_merge"
         ]
+    };
+}
+macro_rules! merge_range {
+    () => {
+        lua!["window_range_head", "stage_range", "merge_range"]
     };
 }
 
@@ -48,8 +54,9 @@ script! {
     WINDOW_EXISTS = lua!["window_args", "window_check", "window_find", "window_exists"];
     /// Describes the live generations (read-only).
     WINDOW_INFO = lua!["window_args", "window_check", "window_epoch", "window_info"];
-    /// The dense add's merge of a batch's bitmap into the current generation.
-    WINDOW_MERGE = merge!();
+    /// The dense add's merge of a batch's bitmap into the current generation (a batch the
+    /// generation holds already: 0, nothing written).
+    WINDOW_MERGE = concat!(lua!["bare"], merge!());
     /// [`WINDOW_MERGE`] with the batch's bitmap as an argument, its reply (the epoch, which
     /// older generations existed, the current one's bytes from before) recorded across
     /// retries ([`once`](crate::io::once)).
@@ -64,16 +71,11 @@ script! {
         "window_make",
     ];
     /// One range of an add by ranges into the generation of a pinned epoch (refused when the
-    /// epoch has passed): the range's bytes from before.
-    WINDOW_MERGE_RANGE = lua!["window_range_head", "once_merge_range", "merge_range"];
-    /// [`WINDOW_MERGE_RANGE`], its reply recorded across retries ([`once`](crate::io::once));
-    /// a range that sets no new bit replies 0 and writes and records nothing.
-    WINDOW_MERGE_RANGE_ONCE = once_lua!(lua![
-        "window_range_head",
-        "probe_range",
-        "once_merge_range",
-        "merge_range"
-    ]);
+    /// epoch has passed): the range's bytes from before (0 when it sets no new bit: nothing
+    /// written).
+    WINDOW_MERGE_RANGE = concat!(lua!["bare"], merge_range!());
+    /// [`WINDOW_MERGE_RANGE`], its reply recorded across retries ([`once`](crate::io::once)).
+    WINDOW_MERGE_RANGE_ONCE = once_lua!(merge_range!());
     /// The dense check's head: the checks and the current epoch (read-only).
     WINDOW_AT = lua!["window_args", "window_check", "window_epoch", "window_at"];
     /// `clear` and `expire` of every generation and the parameters.
