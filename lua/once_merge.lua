@@ -4,6 +4,7 @@
 -- KEYS[1]: the bits. KEYS[2]: the scratch key. KEYS[3] (a native filter of one key): its
 -- parameters, stored first when missing (SET NX GET, as the guard's step does beside a plain
 -- write). ARGV[1]: the batch's bitmap. ARGV[2]: the client's parameters ("" without KEYS[3]).
+-- ARGV[3]: "1" to probe first whether the batch sets a new bit (lua/probe.lua).
 -- Reply: the bits from before ("" when the key did not exist), from which the caller tells
 -- which items were new; 0 when the batch set no new bit (no item new: nothing written, nothing
 -- recorded); or {"params", STORED} when other parameters are stored: nothing written.
@@ -15,7 +16,7 @@ if KEYS[3] then
     end
 end
 -- A batch that sets no new bit (lua/probe.lua) writes nothing and records nothing.
-if sets_nothing(KEYS[1], KEYS[2], ARGV[1]) then
+if ARGV[3] == "1" and sets_nothing(KEYS[1], KEYS[2], ARGV[1]) then
     once_quiet = {1, 0}
     return 0
 end

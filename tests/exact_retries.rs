@@ -806,8 +806,10 @@ async fn aof_size(url: &str) -> u64 {
 
 /// A batch added again, whole, by a dense path (`path`: the command only that path runs), with
 /// exact answers across retries and without, writes nothing: no byte reaches the AOF (nor, so,
-/// the replicas), no record, every item "seen"; the same batch with one new item writes and
-/// answers it new (the check can fail).
+/// the replicas), no record, every item "seen", from a new handle (a file loaded again by
+/// another process) and from the same handle once a dense add found nothing new (a plain
+/// filter's dense add that follows one with new items goes without its probe); the same batch
+/// with one new item writes and answers it new (the check can fail).
 async fn dense_repeats_write_nothing<K: Kind>(
     url: &str,
     kind: fn(&str) -> Builder<K>,
@@ -816,56 +818,55 @@ async fn dense_repeats_write_nothing<K: Kind>(
 ) {
     for exact in [true, false] {
         let key = common::unique_key(name);
-        let builder = retrying(kind(&key)).exact_retries(exact);
         let name = &format!("{name}, exact answers {exact}");
-        dense_repeat_writes_nothing(url, (&key, builder), (path, items), name).await;
+        let mut conn = common::impatient(url, Duration::from_secs(10)).await;
+        let handle = || {
+            retrying(kind(&key))
+                .exact_retries(exact)
+                .build(conn.clone())
+                .unwrap_or_else(|e| panic!("{name}: {e}"))
+        };
+        let (bloom, again) = (handle(), handle());
+        let batch: Vec<String> = (0..items).map(|i| format!("{name}:{i}")).collect();
+        let taken = calls(url, path).await;
+        let answers = bloom.add_many(&batch).await.unwrap();
+        assert!(answers.iter().all(|&new| new), "{name}: every item new");
+        assert!(
+            calls(url, path).await > taken,
+            "{name}: the dense path ({path}) was not taken"
+        );
+        for (bloom, which) in [(&again, "a new handle"), (&bloom, "the same handle")] {
+            for round in 0..2 {
+                let before = (aof_size(url).await, records(&mut conn, &key).await);
+                let answers = bloom.add_many(&batch).await.unwrap();
+                assert_eq!(answers, vec![false; items], "{name}: again");
+                if round == 1 || which == "a new handle" {
+                    assert_eq!(
+                        aof_size(url).await,
+                        before.0,
+                        "{name}: adding present items again from {which} reached the AOF"
+                    );
+                    let after = records(&mut conn, &key).await;
+                    assert_eq!(after, before.1, "{name}: records ({which})");
+                }
+            }
+        }
+        let written = aof_size(url).await;
+        let mut mixed = batch.clone();
+        mixed.push(format!("{name}:new"));
+        let answers = again.add_many(&mixed).await.unwrap();
+        assert_eq!(
+            answers.iter().filter(|&&new| new).count(),
+            1,
+            "{name}: one new item among present ones"
+        );
+        assert!(answers[items], "{name}: the new item");
+        assert!(
+            aof_size(url).await > written,
+            "{name}: the new item's write"
+        );
+        assert!(bloom.exists(&mixed[items]).await.unwrap(), "{name}: found");
     }
-}
-
-async fn dense_repeat_writes_nothing<K: Kind>(
-    url: &str,
-    (key, builder): (&str, Builder<K>),
-    (path, items): (&str, usize),
-    name: &str,
-) {
-    let mut conn = common::impatient(url, Duration::from_secs(10)).await;
-    let bloom = builder
-        .build(conn.clone())
-        .unwrap_or_else(|e| panic!("{name}: {e}"));
-    let batch: Vec<String> = (0..items).map(|i| format!("{name}:{i}")).collect();
-    let taken = calls(url, path).await;
-    let answers = bloom.add_many(&batch).await.unwrap();
-    assert!(answers.iter().all(|&new| new), "{name}: every item new");
-    assert!(
-        calls(url, path).await > taken,
-        "{name}: the dense path ({path}) was not taken"
-    );
-    let (written, kept) = (aof_size(url).await, records(&mut conn, key).await);
-    assert_eq!(
-        bloom.add_many(&batch).await.unwrap(),
-        vec![false; items],
-        "{name}: again"
-    );
-    assert_eq!(
-        aof_size(url).await,
-        written,
-        "{name}: adding present items again reached the AOF"
-    );
-    assert_eq!(records(&mut conn, key).await, kept, "{name}: records");
-    let mut mixed = batch.clone();
-    mixed.push(format!("{name}:new"));
-    let answers = bloom.add_many(&mixed).await.unwrap();
-    assert_eq!(
-        answers.iter().filter(|&&new| new).count(),
-        1,
-        "{name}: one new item among present ones"
-    );
-    assert!(answers[items], "{name}: the new item");
-    assert!(
-        aof_size(url).await > written,
-        "{name}: the new item's write"
-    );
-    assert!(bloom.exists(&mixed[items]).await.unwrap(), "{name}: found");
 }
 
 /// A file loaded again costs the server no write (SPEC.md §4: an add of present items writes

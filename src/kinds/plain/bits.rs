@@ -20,6 +20,7 @@ use crate::keys;
 use crate::scripts;
 use crate::sizing::{current_fpr, estimate_items};
 use redis::Value;
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 /// What a refused dense merge falls back to.
@@ -40,6 +41,37 @@ pub struct Bits {
     /// The batches waiting for a merge by ranges, and for a read by ranges (shared by the
     /// clones of this key's bits).
     queues: Arc<[Queue; 2]>,
+    /// What the last dense add found ([`DenseSeen`]), shared by the clones: whether the next
+    /// one first probes for a new bit.
+    dense_seen: Arc<AtomicU8>,
+}
+
+/// What the last dense add of a key found, which decides whether the next first probes that
+/// its batch sets a new bit (`lua/probe.lua`): a probe saves a batch of items already there (a
+/// file loaded again) every write, and costs a batch of new items about as much server time
+/// as its merge. So a dense add probes unless the last one added a new item: a load of new
+/// items probes only its first batches (those sent before any answer), a load of items already
+/// there probes every batch and writes none.
+struct DenseSeen;
+
+impl DenseSeen {
+    // 0: no dense add answered yet.
+    const NEW: u8 = 1;
+    const NONE_NEW: u8 = 2;
+
+    /// Whether a dense add of `seen`'s key probes first.
+    fn probes(seen: &AtomicU8) -> bool {
+        seen.load(Ordering::Relaxed) != Self::NEW
+    }
+
+    /// A dense add's answers, remembered.
+    fn answered(seen: &AtomicU8, new: &[bool]) {
+        let found = match new.iter().any(|&new| new) {
+            true => Self::NEW,
+            false => Self::NONE_NEW,
+        };
+        seen.store(found, Ordering::Relaxed);
+    }
 }
 
 /// How the steps run: the filter's executor and engine, and the parameters guard when it
@@ -171,6 +203,7 @@ impl Bits {
             scratch_or,
             geometry,
             queues: Arc::default(),
+            dense_seen: Arc::default(),
         }
     }
 
@@ -564,6 +597,7 @@ impl Bits {
             .guard
             .and_then(|g| g.step(&mut tx).map(|slot| (g, slot)));
         let old: Slot<Option<Vec<u8>>> = tx.add(redis::cmd("GET").arg(&self.key).to_owned());
+        let probe = DenseSeen::probes(&self.dense_seen);
         tx.add_unread(
             redis::cmd("EVAL")
                 .arg(scripts::MERGE.source())
@@ -571,6 +605,7 @@ impl Bits {
                 .arg(&self.key)
                 .arg(scratch)
                 .arg(dense::bitmap(offsets))
+                .arg(u8::from(probe))
                 .to_owned(),
         );
         let mut replies = ctx.exec.run(&self.key, &tx).await?;
@@ -578,11 +613,13 @@ impl Bits {
             g.check_step(replies.take(slot)?)?;
         }
         let old = replies.take(old)?;
-        Ok(dense::new_flags(
+        let new = dense::new_flags(
             old.unwrap_or_default(),
             offsets,
             self.geometry.hashes as usize,
-        ))
+        );
+        DenseSeen::answered(&self.dense_seen, &new);
+        Ok(new)
     }
 
     /// The dense add recorded under `step` (its command 0): one script, whose reply (the
@@ -604,8 +641,17 @@ impl Bits {
         let fingerprint = guard.fingerprint();
         let [id, epoch, retry, keep, answer] = step.args(0);
         let bitmap = dense::bitmap(offsets);
-        let args: [&dyn scripts::Arg; 7] =
-            [&bitmap, &fingerprint, &id, &epoch, &retry, &keep, &answer];
+        let probe = u8::from(DenseSeen::probes(&self.dense_seen));
+        let args: [&dyn scripts::Arg; 8] = [
+            &bitmap,
+            &fingerprint,
+            &probe,
+            &id,
+            &epoch,
+            &retry,
+            &keep,
+            &answer,
+        ];
         let reply = ctx
             .exec
             .script(&self.key, &once::MERGE, &keys, &args)
@@ -614,7 +660,11 @@ impl Bits {
         let old = match reply {
             Value::BulkString(old) => old,
             // No bit new: nothing written, nothing recorded.
-            Value::Int(0) => return Ok(vec![false; offsets.len() / self.geometry.hashes as usize]),
+            Value::Int(0) => {
+                let new = vec![false; offsets.len() / self.geometry.hashes as usize];
+                DenseSeen::answered(&self.dense_seen, &new);
+                return Ok(new);
+            }
             reply => {
                 return Err(Error::UnexpectedReply(format!(
                     "{reply:?} from a dense add"
@@ -622,11 +672,9 @@ impl Bits {
             }
         };
         step.acknowledge(ctx.exec, &self.key, 0).await;
-        Ok(dense::new_flags(
-            old,
-            offsets,
-            self.geometry.hashes as usize,
-        ))
+        let new = dense::new_flags(old, offsets, self.geometry.hashes as usize);
+        DenseSeen::answered(&self.dense_seen, &new);
+        Ok(new)
     }
 
     /// The filter's bytes, in chunks of a few MiB, in one round trip (the dense check).
