@@ -1,25 +1,28 @@
--- The dense add (after lua/probe.lua): ORs the batch's bitmap (ARGV[7]), through the scratch
--- key KEYS[#KEYS], into the current generation. The transaction that runs it reads every
--- declared generation first (for "new").
--- A batch all of whose bits the current generation holds (every item there already: a file
--- loaded again) writes nothing, records nothing (once_quiet: lua/once_head.lua, or
--- lua/bare.lua unrecorded) and replies 0.
+-- The dense add (after lua/probe.lua): ORs the batch's bitmap, through the scratch key
+-- KEYS[#KEYS], into the current generation. The transaction that runs it reads every declared
+-- generation first (for "new").
+-- ARGV[7]: the bitmap, staged here (the scratch key gone when the script ends); "" when the
+-- transaction SET it into the scratch key before and DELs it after. ARGV[8]: "record" when
+-- recorded across retries, else "bare". ARGV[9]: "1" to probe first: a batch all of whose bits
+-- the current generation holds (every item there already: a file loaded again) writes
+-- nothing, records nothing (once_quiet: lua/once_head.lua, or lua/bare.lua) and replies 0.
 -- Reply: {"at", EPOCH}, the current generation's epoch.
--- Recorded across retries (lua/once_head.lua; ARGV[8] "record"): the reply, recorded, is
--- "EPOCH:MASK:BYTES": the epoch, per older live generation (newest first) "1" when it existed,
--- and the current generation's bytes from before. Older generations are never written again,
--- so a retry that reads them (and finds those that existed) tells "new" as the first attempt
--- would have.
+-- Recorded (lua/once_head.lua), the reply, recorded, is "EPOCH:MASK:BYTES": the epoch, per
+-- older live generation (newest first) "1" when it existed, and the current generation's bytes
+-- from before. Older generations are never written again, so a retry that reads them (and
+-- finds those that existed) tells "new" as the first attempt would have.
 local current = live[1]
 local scratch = KEYS[#KEYS]
 local fresh = redis.call("exists", current) == 0
-local recorded = ARGV[8] == "record"
-if not fresh and sets_nothing(current, scratch, ARGV[7]) then
+local bitmap, recorded = ARGV[7], ARGV[8] == "record"
+if ARGV[9] == "1" and not fresh and sets_nothing(current, scratch, bitmap) then
     once_quiet = {1, 0}
     return 0
 end
--- (Gone in a minute should a refusal below stop the script before it deletes it.)
-redis.call("set", scratch, ARGV[7], "PX", 60000)
+if bitmap ~= "" then
+    -- (Gone in a minute should a refusal below stop the script before it deletes it.)
+    redis.call("set", scratch, bitmap, "PX", 60000)
+end
 local before, mask = "", ""
 if recorded then
     before = redis.call("get", current) or ""
@@ -35,7 +38,9 @@ local at = expiry(epoch, now)
 -- refusal cannot leave bits without an expiry.
 redis.call("pexpireat", scratch, at)
 local ored = redis.pcall("bitop", "or", current, current, scratch)
-redis.call("del", scratch)
+if bitmap ~= "" then
+    redis.call("del", scratch)
+end
 if type(ored) == "table" then
     return ored
 end

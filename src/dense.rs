@@ -29,6 +29,29 @@ use crate::io::tx::{Replies, Slot, Tx};
 /// server (and the scratch key's memory, as large as the filter, while the merge runs).
 pub(crate) const MAX_BYTES: u64 = 4 << 20;
 
+/// What the last dense add of a key found, which decides whether the next first probes that
+/// its batch sets a new bit (`lua/probe.lua`): a probe saves a batch of items already there (a
+/// file loaded again) every write, and costs a batch of new items about as much server time
+/// as its merge (its bitmap staged once more, an AND and two counts). So a dense add probes
+/// unless the last one added a new item: a load of new items probes only its first batches
+/// (those sent before any answer), a load of items already there probes every batch and
+/// writes none. Shared by a key's clones.
+#[derive(Debug, Default)]
+pub(crate) struct Seen(std::sync::atomic::AtomicBool);
+
+impl Seen {
+    /// Whether a dense add probes first: the last one added no new item (or none answered yet).
+    pub(crate) fn probes(&self) -> bool {
+        !self.0.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// A dense add's answers, remembered.
+    pub(crate) fn answered(&self, new: &[bool]) {
+        let any = new.iter().any(|&new| new);
+        self.0.store(any, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
 /// The largest key read whole for a check, in [`READ_CHUNK`] pieces: a read holds the
 /// server only while it copies one chunk, but every batch in flight holds a copy here. (The
 /// plain filter reads keys over [`MAX_BYTES`] by ranges instead; other kinds still read up to

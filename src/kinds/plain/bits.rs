@@ -20,7 +20,6 @@ use crate::keys;
 use crate::scripts;
 use crate::sizing::{current_fpr, estimate_items};
 use redis::Value;
-use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 /// What a refused dense merge falls back to.
@@ -41,37 +40,8 @@ pub struct Bits {
     /// The batches waiting for a merge by ranges, and for a read by ranges (shared by the
     /// clones of this key's bits).
     queues: Arc<[Queue; 2]>,
-    /// What the last dense add found ([`DenseSeen`]), shared by the clones: whether the next
-    /// one first probes for a new bit.
-    dense_seen: Arc<AtomicU8>,
-}
-
-/// What the last dense add of a key found, which decides whether the next first probes that
-/// its batch sets a new bit (`lua/probe.lua`): a probe saves a batch of items already there (a
-/// file loaded again) every write, and costs a batch of new items about as much server time
-/// as its merge. So a dense add probes unless the last one added a new item: a load of new
-/// items probes only its first batches (those sent before any answer), a load of items already
-/// there probes every batch and writes none.
-struct DenseSeen;
-
-impl DenseSeen {
-    // 0: no dense add answered yet.
-    const NEW: u8 = 1;
-    const NONE_NEW: u8 = 2;
-
-    /// Whether a dense add of `seen`'s key probes first.
-    fn probes(seen: &AtomicU8) -> bool {
-        seen.load(Ordering::Relaxed) != Self::NEW
-    }
-
-    /// A dense add's answers, remembered.
-    fn answered(seen: &AtomicU8, new: &[bool]) {
-        let found = match new.iter().any(|&new| new) {
-            true => Self::NEW,
-            false => Self::NONE_NEW,
-        };
-        seen.store(found, Ordering::Relaxed);
-    }
+    /// What the last dense add found: whether the next one first probes for a new bit.
+    dense_seen: Arc<dense::Seen>,
 }
 
 /// How the steps run: the filter's executor and engine, and the parameters guard when it
@@ -590,24 +560,29 @@ impl Bits {
         offsets: &[u64],
     ) -> Result<Vec<bool>> {
         // One transaction: the bytes from before, then the OR of the batch's bitmap through
-        // the scratch key (sent as EVAL so that NOSCRIPT cannot happen inside EXEC; nothing
-        // written when it sets no new bit).
+        // the scratch key (sent as EVAL so that NOSCRIPT cannot happen inside EXEC). Probing
+        // (`dense::Seen`), the script stages the bitmap itself after finding a new bit
+        // (nothing written when it sets none); else the transaction stages it, the script ORs
+        // it in and the scratch key goes even if the OR failed.
         let mut tx = Tx::atomic();
         let guard = ctx
             .guard
             .and_then(|g| g.step(&mut tx).map(|slot| (g, slot)));
         let old: Slot<Option<Vec<u8>>> = tx.add(redis::cmd("GET").arg(&self.key).to_owned());
-        let probe = DenseSeen::probes(&self.dense_seen);
-        tx.add_unread(
-            redis::cmd("EVAL")
-                .arg(scripts::MERGE.source())
-                .arg(2)
-                .arg(&self.key)
-                .arg(scratch)
-                .arg(dense::bitmap(offsets))
-                .arg(u8::from(probe))
-                .to_owned(),
-        );
+        let bitmap = dense::bitmap(offsets);
+        let mut merge = redis::cmd("EVAL");
+        merge
+            .arg(scripts::MERGE.source())
+            .arg(2)
+            .arg(&self.key)
+            .arg(scratch);
+        if self.dense_seen.probes() {
+            tx.add_unread(merge.arg(bitmap).to_owned());
+        } else {
+            tx.add_unread(redis::cmd("SET").arg(scratch).arg(bitmap).to_owned());
+            tx.add_unread(merge);
+            tx.add_unread(redis::cmd("DEL").arg(scratch).to_owned());
+        }
         let mut replies = ctx.exec.run(&self.key, &tx).await?;
         if let Some((g, slot)) = guard {
             g.check_step(replies.take(slot)?)?;
@@ -618,7 +593,7 @@ impl Bits {
             offsets,
             self.geometry.hashes as usize,
         );
-        DenseSeen::answered(&self.dense_seen, &new);
+        self.dense_seen.answered(&new);
         Ok(new)
     }
 
@@ -641,7 +616,7 @@ impl Bits {
         let fingerprint = guard.fingerprint();
         let [id, epoch, retry, keep, answer] = step.args(0);
         let bitmap = dense::bitmap(offsets);
-        let probe = u8::from(DenseSeen::probes(&self.dense_seen));
+        let probe = u8::from(self.dense_seen.probes());
         let args: [&dyn scripts::Arg; 8] = [
             &bitmap,
             &fingerprint,
@@ -662,7 +637,7 @@ impl Bits {
             // No bit new: nothing written, nothing recorded.
             Value::Int(0) => {
                 let new = vec![false; offsets.len() / self.geometry.hashes as usize];
-                DenseSeen::answered(&self.dense_seen, &new);
+                self.dense_seen.answered(&new);
                 return Ok(new);
             }
             reply => {
@@ -673,7 +648,7 @@ impl Bits {
         };
         step.acknowledge(ctx.exec, &self.key, 0).await;
         let new = dense::new_flags(old, offsets, self.geometry.hashes as usize);
-        DenseSeen::answered(&self.dense_seen, &new);
+        self.dense_seen.answered(&new);
         Ok(new)
     }
 

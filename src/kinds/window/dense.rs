@@ -112,16 +112,28 @@ async fn add<C: Conn>(ctx: Ctx<'_, C, Window>, offsets: &[u64]) -> Result<Vec<bo
     for _ in 0..TRIES {
         let guess = window.guess();
         let (keys, mut tx, olds) = generations_read(ctx, guess);
-        // EVAL, not EVALSHA: NOSCRIPT cannot be retried inside a transaction.
+        // EVAL, not EVALSHA: NOSCRIPT cannot be retried inside a transaction. Probing
+        // (`dense::Seen`), the script stages the bitmap itself after finding a new bit; else
+        // the transaction stages it and deletes it after.
         let ro = exec.has(Cap::BitfieldRo);
         let mut merge = window.eval("EVAL", &WINDOW_MERGE, &keys, guess, true, ro);
-        merge.arg(dense::bitmap(offsets));
-        let merged: Slot<Value> = tx.add(merge);
+        let bitmap = dense::bitmap(offsets);
+        let probe = part.dense_seen.probes();
+        let merged: Slot<Value> = match probe {
+            true => tx.add(merge.arg(bitmap).arg("bare").arg(1).to_owned()),
+            false => {
+                tx.add_unread(redis::cmd("SET").arg(&part.scratch).arg(bitmap).to_owned());
+                let merged = tx.add(merge.arg("").arg("bare").arg(0).to_owned());
+                tx.add_unread(redis::cmd("DEL").arg(&part.scratch).to_owned());
+                merged
+            }
+        };
         let mut replies = exec.run(&keys[1], &tx).await?;
         let merged = replies.take(merged)?;
         // Every bit of the batch was in the current generation (lua/window_merge.lua): no
         // item new, nothing written.
         if merged == Value::Int(0) {
+            part.dense_seen.answered(&[]);
             return Ok(vec![false; offsets.len() / k]);
         }
         let Some(epoch) = window.epoch_from(ctx.key(), merged)? else {
@@ -136,6 +148,7 @@ async fn add<C: Conn>(ctx: Ctx<'_, C, Window>, offsets: &[u64]) -> Result<Vec<bo
         for old in olds[current + 1..current + g].iter().flatten() {
             mark_present(&mut new, old, offsets, k);
         }
+        part.dense_seen.answered(&new);
         return Ok(new);
     }
     Err(clock_moved())
@@ -169,6 +182,7 @@ async fn add_once<C: Conn>(
         merge
             .arg(&bitmap)
             .arg("record")
+            .arg(u8::from(part.dense_seen.probes()))
             .arg(id)
             .arg(epoch)
             .arg(retry)
@@ -180,7 +194,10 @@ async fn add_once<C: Conn>(
             Reply::Done(Value::BulkString(record)) => record,
             // Every bit of the batch was in the current generation (lua/window_merge.lua): no
             // item new, nothing written, nothing recorded.
-            Reply::Done(Value::Int(0)) => return Ok(vec![false; offsets.len() / k]),
+            Reply::Done(Value::Int(0)) => {
+                part.dense_seen.answered(&[]);
+                return Ok(vec![false; offsets.len() / k]);
+            }
             Reply::Done(other) => {
                 return Err(Error::UnexpectedReply(format!(
                     "{other:?} from a dense add"
@@ -223,6 +240,7 @@ async fn add_once<C: Conn>(
         }
         step.acknowledge(exec, &format!("{}:", part.prefix), 0)
             .await;
+        part.dense_seen.answered(&new);
         return Ok(new);
     }
     Err(clock_moved())

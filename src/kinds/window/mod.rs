@@ -224,6 +224,7 @@ impl Seam for Window {
                 scratch: keys::sidecar(name, "redbloom:scratch"),
                 scratch_or: keys::sidecar(name, "redbloom:scratch:or"),
                 geometry: per_part,
+                dense_seen: Default::default(),
             })
         };
         // A filter of one key: its scripts check the parameters beside it and the bare key;

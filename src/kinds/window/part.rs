@@ -18,6 +18,8 @@ pub struct Part {
     /// The add by ranges' second scratch key.
     pub(crate) scratch_or: String,
     pub(crate) geometry: Geometry,
+    /// What the last dense add found: whether the next one first probes for a new bit.
+    pub(crate) dense_seen: std::sync::Arc<crate::dense::Seen>,
 }
 
 impl Part {
@@ -75,6 +77,7 @@ mod tests {
             scratch: "{k}:redbloom:scratch".into(),
             scratch_or: "{k}:redbloom:scratch:or".into(),
             geometry: Geometry::new(Layout::Native, 64, 3).unwrap(),
+            dense_seen: Default::default(),
         };
         let guard = Guard::of("k", 1, "kind=window".into(), (Layout::Native, 64));
         let keys = part.keys(100, 4, Some(&guard));
