@@ -31,24 +31,46 @@ pub(crate) const MAX_BYTES: u64 = 4 << 20;
 
 /// What the last dense add of a key found, which decides whether the next first probes that
 /// its batch sets a new bit (`lua/probe.lua`): a probe saves a batch of items already there (a
-/// file loaded again) every write, and costs a batch of new items about as much server time
-/// as its merge (its bitmap staged once more, an AND and two counts). So a dense add probes
-/// unless the last one added a new item: a load of new items probes only its first batches
-/// (those sent before any answer), a load of items already there probes every batch and
-/// writes none. Shared by a key's clones.
+/// file loaded again) every write, and costs a batch of new items server time (its bitmap
+/// staged once more, an AND and two counts, the bitmap passed through Lua). So a dense add
+/// probes after one that added no new item, not after one that did. Before any answer (a
+/// load's first batches go together), a recorded add probes (its merge costs more than the
+/// probe: it records the bytes from before), an unrecorded one only one at a time (its merge
+/// costs less). So a load of new items probes only its first batches (recorded) or once; a
+/// load of items already there probes every batch (recorded) or all but those sent beside its
+/// first, and writes nothing for them. Shared by a key's clones.
 #[derive(Debug, Default)]
-pub(crate) struct Seen(std::sync::atomic::AtomicBool);
+pub(crate) struct Seen(std::sync::atomic::AtomicU8);
 
 impl Seen {
-    /// Whether a dense add probes first: the last one added no new item (or none answered yet).
-    pub(crate) fn probes(&self) -> bool {
-        !self.0.load(std::sync::atomic::Ordering::Relaxed)
+    /// No dense add answered yet, none probing.
+    const UNKNOWN: u8 = 0;
+    /// No dense add answered yet, one probing.
+    const PROBING: u8 = 1;
+    const NEW: u8 = 2;
+    const NONE_NEW: u8 = 3;
+
+    /// Whether a dense add probes first; `recorded`: its answers are recorded across retries.
+    pub(crate) fn probes(&self, recorded: bool) -> bool {
+        use std::sync::atomic::Ordering::Relaxed;
+        match self.0.load(Relaxed) {
+            Self::NONE_NEW => true,
+            Self::UNKNOWN | Self::PROBING if recorded => true,
+            Self::UNKNOWN => self
+                .0
+                .compare_exchange(Self::UNKNOWN, Self::PROBING, Relaxed, Relaxed)
+                .is_ok(),
+            _ => false,
+        }
     }
 
     /// A dense add's answers, remembered.
     pub(crate) fn answered(&self, new: &[bool]) {
-        let any = new.iter().any(|&new| new);
-        self.0.store(any, std::sync::atomic::Ordering::Relaxed);
+        let found = match new.iter().any(|&new| new) {
+            true => Self::NEW,
+            false => Self::NONE_NEW,
+        };
+        self.0.store(found, std::sync::atomic::Ordering::Relaxed);
     }
 }
 

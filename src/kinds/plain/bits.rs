@@ -576,7 +576,7 @@ impl Bits {
             .arg(2)
             .arg(&self.key)
             .arg(scratch);
-        if self.dense_seen.probes() {
+        if self.dense_seen.probes(false) {
             tx.add_unread(merge.arg(bitmap).to_owned());
         } else {
             tx.add_unread(redis::cmd("SET").arg(scratch).arg(bitmap).to_owned());
@@ -616,7 +616,7 @@ impl Bits {
         let fingerprint = guard.fingerprint();
         let [id, epoch, retry, keep, answer] = step.args(0);
         let bitmap = dense::bitmap(offsets);
-        let probe = u8::from(self.dense_seen.probes());
+        let probe = u8::from(self.dense_seen.probes(true));
         let args: [&dyn scripts::Arg; 8] = [
             &bitmap,
             &fingerprint,

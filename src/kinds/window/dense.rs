@@ -118,7 +118,7 @@ async fn add<C: Conn>(ctx: Ctx<'_, C, Window>, offsets: &[u64]) -> Result<Vec<bo
         let ro = exec.has(Cap::BitfieldRo);
         let mut merge = window.eval("EVAL", &WINDOW_MERGE, &keys, guess, true, ro);
         let bitmap = dense::bitmap(offsets);
-        let probe = part.dense_seen.probes();
+        let probe = part.dense_seen.probes(false);
         let merged: Slot<Value> = match probe {
             true => tx.add(merge.arg(bitmap).arg("bare").arg(1).to_owned()),
             false => {
@@ -182,7 +182,7 @@ async fn add_once<C: Conn>(
         merge
             .arg(&bitmap)
             .arg("record")
-            .arg(u8::from(part.dense_seen.probes()))
+            .arg(u8::from(part.dense_seen.probes(true)))
             .arg(id)
             .arg(epoch)
             .arg(retry)
