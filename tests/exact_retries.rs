@@ -791,17 +791,34 @@ async fn adds_of_present_items_write_no_record() {
     .await;
 }
 
-/// The server's AOF size in bytes (`INFO persistence`).
+/// The server's AOF size in bytes (`INFO persistence`), once two reads 50 ms apart agree (a
+/// server may write the AOF after it replies: Valkey 9 did, now and then).
 async fn aof_size(url: &str) -> u64 {
-    let info: String = redis::cmd("INFO")
-        .arg("persistence")
-        .query_async(&mut common::connect(url).await)
-        .await
-        .unwrap();
-    info.lines()
-        .find_map(|line| line.strip_prefix("aof_current_size:"))
-        .and_then(|size| size.trim().parse().ok())
-        .expect("aof_current_size in INFO persistence")
+    let conn = common::connect(url).await;
+    let read = || {
+        let mut conn = conn.clone();
+        async move {
+            let info: String = redis::cmd("INFO")
+                .arg("persistence")
+                .query_async(&mut conn)
+                .await
+                .unwrap();
+            info.lines()
+                .find_map(|line| line.strip_prefix("aof_current_size:"))
+                .and_then(|size| size.trim().parse::<u64>().ok())
+                .expect("aof_current_size in INFO persistence")
+        }
+    };
+    let mut last = read().await;
+    for _ in 0..40 {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let now = read().await;
+        if now == last {
+            return now;
+        }
+        last = now;
+    }
+    panic!("the AOF kept growing for 2 s");
 }
 
 /// A batch added again, whole, by a dense path (`path`: the command only that path runs), with
