@@ -5,8 +5,9 @@
 //! commands (`GETRANGE` into a second scratch key, `BITOP OR`, `SETRANGE` back) and replies
 //! with the range's bytes from before; the answers ("new") come from those. The scratch keys'
 //! commands are neither replicated nor appended to the AOF (only the `SETRANGE` is), and a
-//! range that sets no new bit writes nothing and replies 0. The first range goes alone (an ACL refusal then writes nothing anywhere), then a key shorter than the pass
-//! needs grows in one step, then the other ranges go pipelined,
+//! range that sets no new bit writes nothing and replies 0. The first range goes alone (an ACL
+//! refusal then writes nothing anywhere), then a key shorter than the pass needs grows in one
+//! step, then the other ranges go pipelined,
 //! [`RANGES_IN_FLIGHT_BYTES`](dense::RANGES_IN_FLIGHT_BYTES) at a time.
 //!
 //! **Checks** read the ranges the batch touches (`GETRANGE`, from the first to the last byte
@@ -15,11 +16,10 @@
 //! **Recorded** (exact answers across retries, SPEC.md §3): a batch goes alone, not gathered
 //! with others, and each range is the same script in the once wrapper, which also records the
 //! range's bytes from before under the batch's step (a range that sets no new bit: nothing
-//! recorded); the record
-//! is deleted as soon as its reply is in hand, and the answers of the ranges done are kept with
-//! the batch ([`RangesDone`]), so that a retry of the batch sends only the ranges whose replies
-//! it has not seen: applied, their records answer; not applied, they apply. The records in
-//! Redis at any moment are those of the ranges in flight (at most
+//! recorded); the record is deleted as soon as its reply is in hand, and the answers of the
+//! ranges done are kept with the batch ([`RangesDone`]), so that a retry of the batch sends
+//! only the ranges whose replies it has not seen: applied, their records answer; not applied,
+//! they apply. The records in Redis at any moment are those of the ranges in flight (at most
 //! [`RANGES_IN_FLIGHT_BYTES`](dense::RANGES_IN_FLIGHT_BYTES) per batch) and of replies lost.
 //!
 //! **Atomicity.** Each range is atomic, a batch is not: an item whose bits fall in two ranges is
