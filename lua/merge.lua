@@ -9,7 +9,10 @@
 -- The result is the OR of the two strings: the same bytes as SETBITs of the batch's offsets.
 local bitmap = ARGV[1]
 if bitmap then
-    if sets_nothing(KEYS[1], KEYS[2], bitmap) then
+    local nothing, refused = sets_nothing(KEYS[1], KEYS[2], bitmap)
+    if refused then
+        return refused
+    elseif nothing then
         return 0
     end
     redis.call("set", KEYS[2], bitmap)

@@ -16,9 +16,14 @@ if KEYS[3] then
     end
 end
 -- A batch that sets no new bit (lua/probe.lua) writes nothing and records nothing.
-if ARGV[3] == "1" and sets_nothing(KEYS[1], KEYS[2], ARGV[1]) then
-    once_quiet = {1, 0}
-    return 0
+if ARGV[3] == "1" then
+    local nothing, refused = sets_nothing(KEYS[1], KEYS[2], ARGV[1])
+    if refused then
+        return refused
+    elseif nothing then
+        once_quiet = {1, 0}
+        return 0
+    end
 end
 local old = redis.call("get", KEYS[1]) or ""
 local ttl = redis.call("pttl", KEYS[1])

@@ -15,9 +15,14 @@ local current = live[1]
 local scratch = KEYS[#KEYS]
 local fresh = redis.call("exists", current) == 0
 local bitmap, recorded = ARGV[7], ARGV[8] == "record"
-if ARGV[9] == "1" and not fresh and sets_nothing(current, scratch, bitmap) then
-    once_quiet = {1, 0}
-    return 0
+if ARGV[9] == "1" and not fresh then
+    local nothing, refused = sets_nothing(current, scratch, bitmap)
+    if refused then
+        return refused
+    elseif nothing then
+        once_quiet = {1, 0}
+        return 0
+    end
 end
 if bitmap ~= "" then
     -- (Gone in a minute should a refusal below stop the script before it deletes it.)
