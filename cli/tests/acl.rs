@@ -50,7 +50,10 @@ const COMMANDS: &[(&str, &str)] = &[
     ),
     ("pttl", "info; dense add (in Lua, keeps the TTL)"),
     ("pexpire", "expire (in Lua); dense add (in Lua)"),
-    ("bitcount", "info"),
+    (
+        "bitcount",
+        "info; dense add (in Lua, its probe for a new bit; optional there)",
+    ),
     ("strlen", "info; clear, expire, parameters script (in Lua)"),
     (
         "eval",
