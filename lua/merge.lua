@@ -15,12 +15,14 @@ if bitmap then
     elseif nothing then
         return 0
     end
-    redis.call("set", KEYS[2], bitmap)
+    -- (Gone in a minute should the DEL below be refused.)
+    redis.call("set", KEYS[2], bitmap, "PX", 60000)
 end
 local ttl = redis.call("pttl", KEYS[1])
 local ored = redis.pcall("bitop", "or", KEYS[1], KEYS[1], KEYS[2])
 if bitmap then
-    redis.call("del", KEYS[2])
+    -- After the write: a refusal here must not fail a merge that went through.
+    redis.pcall("del", KEYS[2])
 end
 if type(ored) == "table" then
     return ored

@@ -44,7 +44,8 @@ local at = expiry(epoch, now)
 redis.call("pexpireat", scratch, at)
 local ored = redis.pcall("bitop", "or", current, current, scratch)
 if bitmap ~= "" then
-    redis.call("del", scratch)
+    -- After the write: a refusal here must not fail a merge that went through.
+    redis.pcall("del", scratch)
 end
 if type(ored) == "table" then
     return ored
