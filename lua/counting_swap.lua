@@ -68,5 +68,7 @@ local renamed = redis.pcall("rename", new, key)
 if failed(renamed) then
     return refuse(renamed)
 end
-redis.call("del", old)
+-- After the write: a refusal here must not fail a swap that went through (the scratch key has
+-- a TTL).
+redis.pcall("del", old)
 return 1

@@ -49,6 +49,17 @@ end
 if levels > s then
     return {levels, 0, verified, 0, 0}
 end
+-- What the step may need after its first write is proven before it: a refusal (the ACL; an
+-- unknown BITFIELD_RO before Redis 6.2) stops the script before it writes, not between two
+-- items, where the caller, taking it for a step that wrote nothing, would add the items again
+-- and answer "seen" for those this one added. The read, with no operation on the first level;
+-- the counts' HSET asked of the ACL (`redis.acl_check_cmd`: Redis 7 and Valkey).
+if s > 0 then
+    redis.call(read, KEYS[2])
+end
+if redis.acl_check_cmd and not redis.acl_check_cmd("hset", counts, "0", "0") then
+    return redis.error_reply("NOPERM this user has no permissions to run the 'hset' command on the growing filter's counts")
+end
 local k, cap, start = {}, {}, {}
 local width = 0
 for i = 1, s do

@@ -72,19 +72,41 @@ end
 -- BITOP replaces its destination, TTL included: each segment keeps its own, and a new one
 -- takes the filter's (the counts').
 local filter_ttl = redis.call("pttl", counts)
+local ttls, expiring = {}, false
 for i = 1, t do
-    local segment = KEYS[1 + i]
-    local ttl = redis.call("pttl", segment)
+    local ttl = redis.call("pttl", KEYS[1 + i])
     if ttl == -2 then
         ttl = filter_ttl
     end
-    redis.call("bitop", "or", segment, segment, scratch[i])
-    if ttl > 0 then
-        redis.call("pexpire", segment, ttl)
+    ttls[i] = ttl
+    expiring = expiring or ttl > 0
+end
+-- PEXPIRE proven on a scratch key too, and the counts written before the bits: a refusal of
+-- either comes before the segments change (the batch then fails whole, its items not added).
+if expiring then
+    local proven = redis.pcall("pexpire", scratch[1], 60000)
+    if type(proven) == "table" and proven.err then
+        drop()
+        return proven
     end
 end
 for i = 1, c do
-    redis.call("hset", counts, ARGV[4 + i], ARGV[4 + c + i])
+    local set = redis.pcall("hset", counts, ARGV[4 + i], ARGV[4 + c + i])
+    if type(set) == "table" and set.err then
+        drop()
+        return set
+    end
 end
-drop()
+for i = 1, t do
+    local segment = KEYS[1 + i]
+    redis.call("bitop", "or", segment, segment, scratch[i])
+    if ttls[i] > 0 then
+        redis.call("pexpire", segment, ttls[i])
+    end
+end
+-- After the writes: a refusal here must not fail a merge that went through (the scratch keys
+-- have a TTL).
+if t > 0 then
+    redis.pcall("del", unpack(scratch))
+end
 return 1

@@ -17,6 +17,25 @@ local epoch = tonumber(redis.call("hget", once_ring, "e") or "-1")
 if epoch > once_epoch and once_retry then
     return redis.error_reply("OUTCOMEUNKNOWN a retried write's record could be gone")
 end
+-- The record's commands are asked of the ACL before the step writes: refused after the write,
+-- they would fail the call with the write applied and unrecorded, and the caller, taking the
+-- refusal for one that wrote nothing, would write again without a record and answer "seen"
+-- for what this step added. (`redis.acl_check_cmd`: Redis 7 and Valkey; Redis 6 lacks it.)
+if redis.acl_check_cmd then
+    local record = {{"hset", once_ring, once_step, "x"}}
+    if epoch < once_epoch then
+        record[2] = {"unlink", once_ring}
+        if once_ttl and redis.call("pttl", KEYS[1]) > 0 then
+            record[3] = {"pexpire", once_ring, "1"}
+        end
+    end
+    for _, command in ipairs(record) do
+        if not redis.acl_check_cmd(unpack(command)) then
+            return redis.error_reply("NOPERM this user has no permissions to run the '"
+                .. command[1] .. "' command on the record of exact answers")
+        end
+    end
+end
 local reply = apply()
 if once_answer ~= "" and reply == 1 then
     reply = once_answer

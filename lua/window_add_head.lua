@@ -7,6 +7,14 @@
 -- microsecond.)
 local read, k = ARGV[6], tonumber(ARGV[7])
 local current = live[1]
+-- The older generations are read after the step's first write (lua/window_add.lua): their
+-- read is proven first, with no operation on the first of them, so that a refusal (the ACL;
+-- an unknown BITFIELD_RO before Redis 6.2) stops the script before it writes (the caller,
+-- taking it for a step that wrote nothing, would add the items again and answer "seen" for
+-- those this one added).
+if g >= 2 then
+    redis.call(read, live[2])
+end
 -- The parameters are checked when this step creates the generation; one that exists was
 -- created by a step that checked them (its name holds their hash), so they are this filter's.
 local fresh = redis.call("exists", current) == 0
