@@ -52,6 +52,22 @@ if mode == "check" then
     end
     return 1
 end
+-- The writes, planned first and each asked of the ACL before the first is made: Redis keeps a
+-- failed script's writes, so a refusal half-way (a user without PEXPIRE, RENAME, PERSIST, DEL)
+-- would leave some keys replaced and others not, or a key without its TTL, which other
+-- clients must never see. (`redis.acl_check_cmd`: Redis 7 and Valkey; Redis 6 lacks it.)
+local plan = {}
+local function later(...)
+    plan[#plan + 1] = {...}
+end
+-- A key's TTL, in ms from now (ttl > 0) or the moment it ends (ttl < -1); none otherwise.
+local function expire_later(key, ttl)
+    if ttl > 0 then
+        later("pexpire", key, ttl)
+    elseif ttl < -1 then
+        later("pexpireat", key, -ttl)
+    end
+end
 for i = 1, n do
     local target, staged = KEYS[i], KEYS[n + i]
     local len, ttl = tonumber(ARGV[4 + i]), tonumber(ARGV[4 + n + i])
@@ -60,44 +76,47 @@ for i = 1, n do
             -- BITOP replaces its destination, TTL included: the filter keeps its own (or, new,
             -- takes the file's).
             local keep = redis.call("pttl", target)
-            redis.call("bitop", "or", target, target, staged)
+            later("bitop", "or", target, target, staged)
             if keep > 0 then
-                redis.call("pexpire", target, keep)
-            elseif keep == -2 and ttl > 0 then
-                redis.call("pexpire", target, ttl)
-            elseif keep == -2 and ttl < -1 then
-                redis.call("pexpireat", target, -ttl)
+                later("pexpire", target, keep)
+            elseif keep == -2 then
+                expire_later(target, ttl)
             end
         end
     elseif len > 0 then
-        redis.call("rename", staged, target)
-        if ttl > 0 then
-            redis.call("pexpire", target, ttl)
-        elseif ttl < -1 then
-            redis.call("pexpireat", target, -ttl)
+        later("rename", staged, target)
+        if ttl > 0 or ttl < -1 then
+            expire_later(target, ttl)
         else
-            redis.call("persist", target)
+            later("persist", target)
         end
     elseif ARGV[4 + 2 * n + i] == "string" then
         -- An empty section: the key made empty, not deleted (a part exists whenever the
         -- filter's parameters do: SPEC.md §3).
-        redis.call("set", target, "")
-        if ttl > 0 then
-            redis.call("pexpire", target, ttl)
-        elseif ttl < -1 then
-            redis.call("pexpireat", target, -ttl)
-        end
+        later("set", target, "")
+        expire_later(target, ttl)
     else
-        redis.call("del", target)
+        later("del", target)
     end
-    redis.call("del", staged)
+    later("del", staged)
 end
 if mode ~= "merge" then
     for i = 1, e do
-        redis.call("del", KEYS[2 * n + i])
+        later("del", KEYS[2 * n + i])
     end
 end
 if #KEYS >= p and params ~= "" then
-    redis.call("set", KEYS[p], params)
+    later("set", KEYS[p], params)
+end
+if redis.acl_check_cmd then
+    for _, call in ipairs(plan) do
+        if not redis.acl_check_cmd(unpack(call)) then
+            return redis.error_reply("NOPERM this user has no permissions to run the '" .. call[1]
+                .. "' command the import needs")
+        end
+    end
+end
+for _, call in ipairs(plan) do
+    redis.call(unpack(call))
 end
 return 1

@@ -378,3 +378,84 @@ async fn no_bitfield_ro_a_window_add_fails_writing_nothing() {
         assert_eq!(after, before, "exact {on}: nothing written");
     }
 }
+
+/// An import puts a file's keys in place in one script, renaming each staged key over the
+/// filter's and then giving it the file's TTL: `PERSIST` for a key without one (the staged key
+/// has a TTL), `PEXPIREAT` for a window's generations. A user who may not was refused after
+/// the first rename: other clients saw a mix of the old filter and the file's, and a key left
+/// with the staging TTL, which then vanished. Now every write is asked of the ACL first: the
+/// import fails, the filter as it was.
+#[tokio::test]
+async fn no_persist_or_pexpireat_an_import_fails_leaving_the_filter_as_it_was() {
+    let (server, mut admin) = server(&[]).await;
+    let () = redis::cmd("ACL")
+        .arg("SETUSER")
+        .arg("no-ttl")
+        .arg(&[
+            "reset",
+            "on",
+            ">pw",
+            "~*",
+            "+@all",
+            "-persist",
+            "-pexpireat",
+        ])
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    let url = format!("redis://no-ttl:pw@127.0.0.1:{}", server.port());
+    let conn = common::connect(&url).await;
+    let plain = |conn: &MultiplexedConnection| {
+        RedisBloom::builder("plain")
+            .expected_items(10_000)
+            .false_positive_rate(0.01)
+            .build(conn.clone())
+            .unwrap()
+    };
+    let window = |conn: &MultiplexedConnection| {
+        WindowBloom::builder("window", ONE_HOUR)
+            .expected_items(10_000)
+            .false_positive_rate(0.01)
+            .build(conn.clone())
+            .unwrap()
+    };
+    // Files of the filters, then the filters changed (other items).
+    let (mut plain_file, mut window_file) = (Vec::new(), Vec::new());
+    let setup = plain(&admin);
+    setup.add_many(&items("file", 3_000)).await.unwrap();
+    setup.export(&mut plain_file).await.unwrap();
+    setup.clear().await.unwrap();
+    setup.add_many(&items("later", 3_000)).await.unwrap();
+    let setup = window(&admin);
+    setup.add_many(&items("file", 3_000)).await.unwrap();
+    setup.export(&mut window_file).await.unwrap();
+    setup.clear().await.unwrap();
+    setup.add_many(&items("later", 3_000)).await.unwrap();
+    let before = (
+        keys(&mut admin, "plain").await,
+        keys(&mut admin, "window").await,
+    );
+    let mode = redbloom::ImportMode::Replace;
+    for (kind, result) in [
+        ("plain", plain(&conn).import(&plain_file[..], mode).await),
+        ("window", window(&conn).import(&window_file[..], mode).await),
+    ] {
+        assert!(
+            matches!(result, Err(Error::NoPermission(_))),
+            "{kind}: {result:?}"
+        );
+    }
+    let now = (
+        keys(&mut admin, "plain").await,
+        keys(&mut admin, "window").await,
+    );
+    assert_eq!(now, before);
+    // What the imports write, allowed: not the filters as they were.
+    plain(&admin).import(&plain_file[..], mode).await.unwrap();
+    window(&admin).import(&window_file[..], mode).await.unwrap();
+    let now = (
+        keys(&mut admin, "plain").await,
+        keys(&mut admin, "window").await,
+    );
+    assert!(now.0 != before.0 && now.1 != before.1);
+}
