@@ -450,10 +450,13 @@ fn has_server_code(err: &RedisError, code: &str) -> bool {
 }
 
 /// Inside a script, Redis 7 reports an ACL refusal as `ERR The user executing the script can't
-/// run this command ...` (or `... can't access at least one of the keys ...`), not `NOPERM`.
+/// run this command ...` (or `... can't access at least one of the keys ...`), and Valkey as
+/// `ERR ACL failure in script: User U has no permissions to ...`, not `NOPERM`.
 fn is_script_acl_refusal(err: &RedisError) -> bool {
     server_errors(err).iter().any(|(code, detail)| {
-        code == "ERR" && detail.starts_with("The user executing the script can't")
+        code == "ERR"
+            && (detail.starts_with("The user executing the script can't")
+                || detail.starts_with("ACL failure in script:"))
     })
 }
 

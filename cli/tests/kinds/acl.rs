@@ -125,12 +125,15 @@ pub async fn flush_scripts(admin: &mut MultiplexedConnection) {
 /// the cause's message.
 #[track_caller]
 pub fn assert_names_the_acl(what: &str, err: &Error) -> String {
-    // redis-rs says "NoPerm: this user has no permissions to ..." (the command or the key);
-    // inside a script Redis 7.0 says "The user executing the script can't run this command
-    // ..." (or "... can't access ... keys"), also NoPermission.
+    // redis-rs says "NoPerm: this user has no permissions to ..." (the command or the key;
+    // Valkey: "No permissions to access a key"); inside a script Redis 7.0 says "The user
+    // executing the script can't run this command ..." (or "... can't access ... keys"), and
+    // Valkey "ACL failure in script: ...", also NoPermission.
     let source = std::error::Error::source(err).unwrap().to_string();
-    let acl =
-        source.contains("no permissions") || source.contains("The user executing the script can't");
+    let lower = source.to_lowercase();
+    let acl = lower.contains("no permissions")
+        || lower.contains("the user executing the script can't")
+        || lower.contains("acl failure in script");
     assert!(
         err.to_string().contains("NOPERM") && acl,
         "{what}: {err}: {source}"
