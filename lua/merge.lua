@@ -19,14 +19,9 @@ if bitmap then
     redis.call("set", KEYS[2], bitmap, "PX", 60000)
 end
 local ttl = redis.call("pttl", KEYS[1])
--- BITOP drops the filter's TTL, given back after: PEXPIRE proven first on the scratch key, so
--- that a refusal (the ACL) comes before the write and the batch goes by BITFIELD instead.
-if ttl > 0 then
-    local proven = redis.pcall("pexpire", KEYS[2], 60000)
-    if type(proven) == "table" then
-        redis.pcall("del", KEYS[2])
-        return proven
-    end
+local refused = pexpire_refused(KEYS[2], ttl)
+if refused then
+    return refused
 end
 local ored = redis.pcall("bitop", "or", KEYS[1], KEYS[1], KEYS[2])
 if bitmap then

@@ -29,14 +29,9 @@ local old = redis.call("get", KEYS[1]) or ""
 local ttl = redis.call("pttl", KEYS[1])
 -- (Gone in a minute should the DEL below be refused.)
 redis.call("set", KEYS[2], ARGV[1], "PX", 60000)
--- BITOP drops the filter's TTL, given back after: PEXPIRE proven first on the scratch key, so
--- that a refusal (the ACL) comes before the write.
-if ttl > 0 then
-    local proven = redis.pcall("pexpire", KEYS[2], 60000)
-    if type(proven) == "table" then
-        redis.pcall("del", KEYS[2])
-        return proven
-    end
+local refused = pexpire_refused(KEYS[2], ttl)
+if refused then
+    return refused
 end
 local ored = redis.pcall("bitop", "or", KEYS[1], KEYS[1], KEYS[2])
 -- After the write: a refusal here must not fail a merge that went through.

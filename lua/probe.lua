@@ -22,3 +22,17 @@ local function sets_nothing(key, scratch, bitmap)
     end
     return type(bits) == "number" and kept == bits, nil
 end
+-- Before a merge's BITOP, which drops the filter's TTL (`ttl`, given back after with PEXPIRE):
+-- PEXPIRE proven on the scratch key (staged, with a TTL), so that a refusal (the ACL) comes
+-- before the write and the batch goes by another path. Returns the refusal (the scratch key
+-- then gone), or nil.
+local function pexpire_refused(scratch, ttl)
+    if ttl > 0 then
+        local proven = redis.pcall("pexpire", scratch, 60000)
+        if type(proven) == "table" then
+            redis.pcall("del", scratch)
+            return proven
+        end
+    end
+    return nil
+end
