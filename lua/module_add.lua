@@ -2,7 +2,8 @@
 -- the client's parameters when it does not exist (SPEC.md §7), in one atomic step.
 -- KEYS[1]: the module filter. KEYS[2] (a filter of one key): its stored parameters.
 -- ARGV[1]: the client's parameters ("field=value ..."). ARGV[2]: "1" when the client compared
--- the parameters of a filter another client made (BF.INFO) and may write into it. ARGV[3]: the
+-- the parameters of a filter another client made (BF.INFO) and may write into it, "N" when
+-- that filter is non-scaling, "0" otherwise. ARGV[3]: the
 -- error rate. ARGV[4]: the capacity. ARGV[5]: the expansion ("" for the module's default).
 -- ARGV[6..]: the items.
 -- Reply: one character per item: "1" new, "0" seen before, "F" refused (the filter is full:
@@ -21,7 +22,7 @@ local stored = KEYS[2] and redis.call("get", KEYS[2])
 if stored and stored ~= ARGV[1] then
     return {"params", stored}
 end
-local refused = allowed("BF.MADD")
+local refused = allowed(ARGV[2] == "N" and "BF.ADD" or "BF.MADD")
 if refused then
     return refused
 end
@@ -38,10 +39,35 @@ if redis.call("exists", key) == 0 then
     if KEYS[2] then
         redis.call("set", KEYS[2], ARGV[1])
     end
-elseif KEYS[2] and not stored and ARGV[2] ~= "1" then
+elseif KEYS[2] and not stored and ARGV[2] == "0" then
     return {"foreign", ""}
 end
-local added = redis.call("BF.MADD", key, unpack(ARGV, 6))
+local added
+if ARGV[2] == "N" then
+    -- A non-scaling filter, which refuses items once full: item by item, so that the items
+    -- before the refusal (BF.ADD's own error) are answered. BF.MADD's reply then holds an
+    -- error per refused item, and a Valkey 9 script receives such a reply as one error, the
+    -- items it added unanswered.
+    added = {}
+    for i = 6, #ARGV do
+        local one = redis.pcall("BF.ADD", key, ARGV[i])
+        if type(one) ~= "number" then
+            -- (The words of a full filter, as the client's is_full reads them.)
+            local text = string.lower(one.err or "")
+            local full = false
+            for _, word in ipairs({"full", "max memory", "limit"}) do
+                full = full or string.find(text, word, 1, true) ~= nil
+            end
+            if not full then
+                return one
+            end
+            break
+        end
+        added[#added + 1] = one
+    end
+else
+    added = redis.call("BF.MADD", key, unpack(ARGV, 6))
+end
 local flags = {}
 local full = false
 for i = 1, #ARGV - 5 do

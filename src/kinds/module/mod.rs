@@ -114,6 +114,9 @@ pub struct Part {
     /// [`UNKNOWN`], [`OURS`] (its parameters are stored, and they are this client's) or
     /// [`FOREIGN`] (another client made it, and `BF.INFO` agrees with this client's).
     state: AtomicU8,
+    /// Another client made it non-scaling (`BF.INFO` reports no expansion): adds go item by
+    /// item (`lua/module_add.lua`).
+    nonscaling: std::sync::atomic::AtomicBool,
 }
 
 const UNKNOWN: u8 = 0;
@@ -125,6 +128,7 @@ impl Part {
         Part {
             key,
             state: AtomicU8::new(UNKNOWN),
+            nonscaling: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -134,6 +138,16 @@ impl Part {
 
     fn learn(&self, state: u8) {
         self.state.store(state, Ordering::Release);
+    }
+
+    /// What the add script is told of the part (`lua/module_add.lua`'s ARGV[2]): "0" not
+    /// compared, "1" another client's, compared, "N" that and non-scaling.
+    fn compared(&self) -> &'static str {
+        match self.state() {
+            FOREIGN if self.nonscaling.load(Ordering::Acquire) => "N",
+            FOREIGN => "1",
+            _ => "0",
+        }
     }
 }
 

@@ -188,7 +188,7 @@ impl<'a, C: Conn> On<'a, C> {
         let mut keys = vec![part.key.as_str()];
         keys.extend(guard.map(Guard::key));
         for _ in 0..2 {
-            let foreign = if part.state() == FOREIGN { "1" } else { "0" };
+            let foreign = part.compared();
             let args: [&dyn Arg; 6] = [
                 &fingerprint,
                 &foreign,
@@ -366,6 +366,8 @@ async fn learn<C: Conn>(
         (None, true) => {
             let found = info::read(ctx.exec(), &part.key).await?;
             info::agrees(ctx, &found)?;
+            part.nonscaling
+                .store(found.expansion.is_none(), Ordering::Release);
             part.learn(FOREIGN);
         }
         (None, false) => {}
@@ -474,17 +476,35 @@ fn missing_commands<C>(ctx: Ctx<'_, C, Module>, missing: Vec<String>) -> Error {
 }
 
 /// Whether the server did not know a command (called directly, from a script, or asked of
-/// the ACL by the add script).
+/// the ACL by the add script: `redis.acl_check_cmd` on Redis, `server.acl_check_cmd` in
+/// Valkey's words).
 fn unknown_command(err: &redis::RedisError) -> bool {
     let text = err.to_string().to_ascii_lowercase();
     text.contains("unknown command")
         || text.contains("unknown redis command called from")
-        || text.contains("invalid command passed to redis.acl_check_cmd")
+        || (text.contains("invalid command passed to") && text.contains("acl_check_cmd"))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_command_the_server_lacks_is_known_in_redis_and_valkey_words() {
+        let err = |text: &str| {
+            redis::RedisError::from((redis::ErrorKind::Client, "ERR", text.to_owned()))
+        };
+        for text in [
+            "unknown command 'BF.ADD', with args beginning with: 'x'",
+            "Unknown Redis command called from script script: 3d47ec0c, on @user_script:1.",
+            "Unknown command called from script script: on @user_script:1.",
+            "Invalid command passed to redis.acl_check_cmd() script: be52683, on @user_script:1.",
+            "Invalid command passed to server.acl_check_cmd() script: on @user_script:1.",
+        ] {
+            assert!(unknown_command(&err(text)), "{text}");
+        }
+        assert!(!unknown_command(&err("wrong number of arguments for 'bf.add'")));
+    }
 
     #[test]
     fn the_add_scripts_wrap_bf_madd() {
