@@ -52,12 +52,16 @@ end
 -- What the step may need after its first write is proven before it: a refusal (the ACL; an
 -- unknown BITFIELD_RO before Redis 6.2) stops the script before it writes, not between two
 -- items, where the caller, taking it for a step that wrote nothing, would add the items again
--- and answer "seen" for those this one added. The read, with no operation on the first level;
--- the counts' HSET asked of the ACL (`redis.acl_check_cmd`: Redis 7 and Valkey).
-if s > 0 then
-    redis.call(read, KEYS[2])
-end
-if redis.acl_check_cmd and not redis.acl_check_cmd("hset", counts, "0", "0") then
+-- and answer "seen" for those this one added. The read and the counts' HSET asked of the ACL
+-- (`redis.acl_check_cmd`: Redis 7 and Valkey); on older servers, the read proven with no operation on
+-- the first level (before Redis 6.2 BITFIELD_RO is unknown).
+if not redis.acl_check_cmd then
+    if s > 0 then
+        redis.call(read, KEYS[2])
+    end
+elseif s > 0 and not redis.acl_check_cmd(read, KEYS[2], "GET", "u1", "0") then
+    return redis.error_reply("NOPERM this user has no permissions to run the '" .. read .. "' command on the growing filter's levels")
+elseif not redis.acl_check_cmd("hset", counts, "0", "0") then
     return redis.error_reply("NOPERM this user has no permissions to run the 'hset' command on the growing filter's counts")
 end
 local k, cap, start = {}, {}, {}
