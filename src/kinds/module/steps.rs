@@ -503,7 +503,9 @@ mod tests {
         ] {
             assert!(unknown_command(&err(text)), "{text}");
         }
-        assert!(!unknown_command(&err("wrong number of arguments for 'bf.add'")));
+        assert!(!unknown_command(&err(
+            "wrong number of arguments for 'bf.add'"
+        )));
     }
 
     #[test]
