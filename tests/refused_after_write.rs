@@ -1,5 +1,5 @@
-//! A command the ACL refuses inside a write's script is refused before the script writes
-//! (SPEC.md §3: "new" means new). Redis does not undo a script's writes when a call in it
+//! A command the ACL refuses inside a write's script is refused before the script writes, so
+//! that an add's "new" stays exact (SPEC.md §3: "new" counts the items whose bits flipped). Redis does not undo a script's writes when a call in it
 //! fails, and the client takes a refusal for a path that wrote nothing: it writes again by
 //! another path (without a record of exact answers, or by `BITFIELD` instead of the dense
 //! merge), which then finds the items' bits set and answers "seen" for items nobody had
