@@ -1,13 +1,14 @@
 //! A command the ACL refuses inside a write's script is refused before the script writes, so
-//! that an add's "new" stays exact (SPEC.md §3: "new" counts the items whose bits flipped). Redis does not undo a script's writes when a call in it
-//! fails, and the client takes a refusal for a path that wrote nothing: it writes again by
-//! another path (without a record of exact answers, or by `BITFIELD` instead of the dense
-//! merge), which then finds the items' bits set and answers "seen" for items nobody had
-//! added, or, for a counting filter, counts them twice. Each case is a user lacking one
-//! command a script calls after its first write (the TTL given back after a merge, the record
-//! of exact answers, the scratch key's `DEL`, the counts of a growing filter, the read of older
-//! generations): its adds of new items answer new, once, and leave the bytes an unrefused user
-//! leaves; or fail, writing nothing.
+//! that an add's "new" stays exact (SPEC.md §3: "new" counts the items whose bits flipped).
+//! Redis does not undo a script's writes when a call in it fails, and the client takes a
+//! refusal for a path that wrote nothing: it writes again by another path (without a record of
+//! exact answers, or by `BITFIELD` instead of the dense merge), which then finds the items'
+//! bits set and answers "seen" for items nobody had added, or, for a counting filter, counts
+//! them twice. Each case is a user lacking one command a script calls after its first write
+//! (the TTL given back after a merge, the record of exact answers, the scratch key's `DEL`,
+//! the counts of a growing filter, the read of older generations, an import's TTLs): its adds
+//! of new items answer new, once, and leave the bytes an unrefused user leaves; or fail,
+//! writing nothing.
 
 mod common;
 
