@@ -7,18 +7,23 @@
 # items/s and µs of server CPU per item (INFO cpu around the run) of each.
 # Usage: scripts/group_commit.sh BASE_BIN NEW_BIN [ROUNDS] [ITEMS]
 # ONLY=REGEX runs only the kinds/ops whose names match it; NEW_FLAGS="..." adds flags to NEW's
-# runs (e.g. --inexact-retries, to compare without the records of exact answers).
+# runs (e.g. --inexact-retries, to compare without the records of exact answers); ABSENT=1
+# makes an `exists` run check items that are not there (the filter loaded with as many others).
 set -euo pipefail
 base=$1 new=$2 rounds=${3:-3} items=${4:-200000}
 . "$(dirname "$0")/private_redis.sh"
 results=$(mktemp)
+others=$(mktemp)
+python3 -c "import sys; sys.stdout.write(''.join(f'other:{i}\\n' for i in range($items)))" > "$others"
 
 # run LABEL BIN OP CONCURRENCY BATCH FLAGS...: one timed run; appends "LABEL items/s us/item"
 run() {
     local label=$1 bin=$2 op=$3 conc=$4 batch=$5
     shift 5
     cli flushall > /dev/null
-    if [ "$op" = exists ]; then
+    if [ "$op" = exists ] && [ -n "${ABSENT:-}" ]; then
+        "$bin" --url "redis://127.0.0.1:$port" --key b "$@" load "$others" > /dev/null
+    elif [ "$op" = exists ]; then
         "$bin" --url "redis://127.0.0.1:$port" --key b "$@" bench --op add --items "$items" \
             --concurrency 4 --batch 1000 > /dev/null
     fi
@@ -76,4 +81,4 @@ for name in names:
     b, n, x = med["base 1x64"], med["new 1x64"], med["new 64x4"]
     print(f"| {name} | {b[0]:,.0f}, {b[1]:.2f} | {n[0]:,.0f}, {n[1]:.2f} | {x[0]:,.0f}, {x[1]:.2f} | {n[0]/b[0]:.2f}x | {n[0]/x[0]:.2f}x, {n[1]/x[1]:.2f}x |")
 PY
-rm -f "$results"
+rm -f "$results" "$others"

@@ -672,3 +672,115 @@ async fn script_steps_match_one_call_per_item() {
         }
     }
 }
+
+/// Checks read the newest generation first (a plain `BITFIELD_RO`) while most of the items
+/// checked lately were there, sending the script only the items not found in it; a part whose
+/// reads find too few goes by the script alone and reads first again every 8th check. The
+/// answers are the script's either way: items in the newest generation, in an older one, and
+/// in none.
+#[tokio::test]
+async fn checks_read_the_newest_generation_first_while_it_holds_most() {
+    // Its own server: the test counts the commands it serves.
+    let server = RedisServer::start().expect("redis-server on PATH");
+    let mut admin = common::connect(&server.url()).await;
+    let conn = common::connect(&server.url()).await;
+    let filter = |key: &str, window: Duration, generations: u32| {
+        WindowBloom::builder(key, window)
+            .generations(generations)
+            .expected_items(10_000)
+            .false_positive_rate(1e-6)
+            .build(conn.clone())
+            .unwrap()
+    };
+    let calls = |admin: &MultiplexedConnection| {
+        let mut admin = admin.clone();
+        async move {
+            (
+                common::calls(&mut admin, "bitfield_ro").await,
+                common::calls(&mut admin, "evalsha_ro").await,
+            )
+        }
+    };
+    let recent = filter("newest", Duration::from_secs(3600), 4);
+    let present: Vec<String> = (0..100).map(|i| format!("p-{i}")).collect();
+    let absent: Vec<String> = (0..100).map(|i| format!("a-{i}")).collect();
+    recent.add_many(&present).await.unwrap();
+    // A new part goes by the script, and reads first at its 8th check.
+    for item in &present[..8] {
+        assert!(recent.exists(item).await.unwrap());
+    }
+    let before = calls(&admin).await;
+    for item in &present {
+        assert!(recent.exists(item).await.unwrap(), "{item}");
+    }
+    let after = calls(&admin).await;
+    assert_eq!(
+        after.0 - before.0,
+        100,
+        "every check read the newest generation"
+    );
+    assert_eq!(after.1, before.1, "and needed no script");
+    // Half found (one command: 10 items of 20 bits in 4 generations): the other half go to
+    // the script, and the part keeps reading first.
+    let mixed: Vec<&String> = present[..5].iter().chain(&absent[..5]).collect();
+    let found = recent.exists_many(&mixed).await.unwrap();
+    assert!(found[..5].iter().all(|&f| f) && found[5..].iter().all(|&f| !f));
+    let mixed_calls = calls(&admin).await;
+    assert_eq!(mixed_calls.1 - after.1, 1, "one script for the 5 not found");
+    // (The scripts' own BITFIELD_RO calls count too: from here on, scripts are counted.)
+    // Checks of absent items: each goes to the script; the first read found none, so the
+    // part goes by the script alone, reading first every 8th check.
+    for item in &absent[50..] {
+        assert!(!recent.exists(item).await.unwrap(), "{item}");
+    }
+    let absent_calls = calls(&admin).await;
+    assert_eq!(
+        absent_calls.1 - mixed_calls.1,
+        50,
+        "each absent item by the script"
+    );
+    // Present items again: by the script until a check reads first and finds its item,
+    // then by reads alone.
+    for item in &present[..16] {
+        assert!(recent.exists(item).await.unwrap(), "{item}");
+    }
+    let again = calls(&admin).await;
+    let scripts = again.1 - absent_calls.1;
+    assert!(
+        (1..=8).contains(&scripts),
+        "{scripts} of 16 checks by the script"
+    );
+    for item in &present[16..32] {
+        assert!(recent.exists(item).await.unwrap(), "{item}");
+    }
+    assert_eq!(calls(&admin).await.1, again.1, "reading first again");
+
+    // An item in an older generation: not in the newest, found by the script.
+    let short = filter("older", Duration::from_secs(2), 2);
+    short.add("old").await.unwrap();
+    let made = keys_like(&mut admin, "{older}:redbloom:gen:*").await;
+    let started = std::time::Instant::now();
+    while keys_like(&mut admin, "{older}:redbloom:gen:*").await == made {
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "no new generation"
+        );
+        short.add("meanwhile").await.unwrap();
+    }
+    // Reading first (items of the newest generation: the last checks need no script), then
+    // the old item: not found by the read, found by the script.
+    let fresh: Vec<String> = (0..8).map(|i| format!("fresh-{i}")).collect();
+    short.add_many(&fresh).await.unwrap();
+    for item in &fresh {
+        assert!(short.exists(item).await.unwrap());
+    }
+    let before = calls(&admin).await;
+    assert!(short.exists(&fresh[0]).await.unwrap());
+    let on = calls(&admin).await;
+    assert_eq!((on.0 - before.0, on.1 - before.1), (1, 0), "reading first");
+    assert!(
+        short.exists("old").await.unwrap(),
+        "the older generation's item"
+    );
+    assert_eq!(calls(&admin).await.1 - on.1, 1, "by the script");
+}

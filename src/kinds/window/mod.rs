@@ -20,6 +20,7 @@
 mod dense;
 mod info;
 mod near;
+mod newest;
 mod part;
 mod ranges;
 mod scripts;
@@ -225,6 +226,7 @@ impl Seam for Window {
                 scratch_or: keys::sidecar(name, "redbloom:scratch:or"),
                 geometry: per_part,
                 dense_seen: Default::default(),
+                newest: Default::default(),
             })
         };
         // A filter of one key: its scripts check the parameters beside it and the bare key;

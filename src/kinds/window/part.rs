@@ -20,6 +20,8 @@ pub struct Part {
     pub(crate) geometry: Geometry,
     /// What the last dense add found: whether the next one first probes for a new bit.
     pub(crate) dense_seen: std::sync::Arc<crate::dense::Seen>,
+    /// What checks found in the newest generation: whether the next one reads it first.
+    pub(crate) newest: std::sync::Arc<super::newest::Newest>,
 }
 
 impl Part {
@@ -78,6 +80,7 @@ mod tests {
             scratch_or: "{k}:redbloom:scratch:or".into(),
             geometry: Geometry::new(Layout::Native, 64, 3).unwrap(),
             dense_seen: Default::default(),
+            newest: Default::default(),
         };
         let guard = Guard::of("k", 1, "kind=window".into(), (Layout::Native, 64));
         let keys = part.keys(100, 4, Some(&guard));
