@@ -675,11 +675,13 @@ async fn script_steps_match_one_call_per_item() {
 
 /// Checks read the newest generation first (a plain `BITFIELD_RO`) while most of the items
 /// checked lately were there, sending the script only the items not found in it; a part whose
-/// reads find too few goes by the script alone and reads first again every 8th check. The
-/// answers are the script's either way: items in the newest generation, in an older one, and
-/// in none.
+/// reads find too few goes by the script alone and reads first again every [`SAMPLE`]th check.
+/// The answers are the script's either way: items in the newest generation, in an older one,
+/// and in none.
 #[tokio::test]
 async fn checks_read_the_newest_generation_first_while_it_holds_most() {
+    /// The library's `window::newest::SAMPLE`.
+    const SAMPLE: usize = 32;
     // Its own server: the test counts the commands it serves.
     let server = RedisServer::start().expect("redis-server on PATH");
     let mut admin = common::connect(&server.url()).await;
@@ -705,8 +707,8 @@ async fn checks_read_the_newest_generation_first_while_it_holds_most() {
     let present: Vec<String> = (0..100).map(|i| format!("p-{i}")).collect();
     let absent: Vec<String> = (0..100).map(|i| format!("a-{i}")).collect();
     recent.add_many(&present).await.unwrap();
-    // A new part goes by the script, and reads first at its 8th check.
-    for item in &present[..8] {
+    // A new part goes by the script, and reads first at its SAMPLEth check.
+    for item in &present[..SAMPLE] {
         assert!(recent.exists(item).await.unwrap());
     }
     let before = calls(&admin).await;
@@ -729,7 +731,7 @@ async fn checks_read_the_newest_generation_first_while_it_holds_most() {
     assert_eq!(mixed_calls.1 - after.1, 1, "one script for the 5 not found");
     // (The scripts' own BITFIELD_RO calls count too: from here on, scripts are counted.)
     // Checks of absent items: each goes to the script; the first read found none, so the
-    // part goes by the script alone, reading first every 8th check.
+    // part goes by the script alone, reading first every SAMPLEth check.
     for item in &absent[50..] {
         assert!(!recent.exists(item).await.unwrap(), "{item}");
     }
@@ -741,16 +743,17 @@ async fn checks_read_the_newest_generation_first_while_it_holds_most() {
     );
     // Present items again: by the script until a check reads first and finds its item,
     // then by reads alone.
-    for item in &present[..16] {
+    for item in &present[..SAMPLE + 8] {
         assert!(recent.exists(item).await.unwrap(), "{item}");
     }
     let again = calls(&admin).await;
-    let scripts = again.1 - absent_calls.1;
+    let scripts = (again.1 - absent_calls.1) as usize;
     assert!(
-        (1..=8).contains(&scripts),
-        "{scripts} of 16 checks by the script"
+        (1..=SAMPLE).contains(&scripts),
+        "{scripts} of {} checks by the script",
+        SAMPLE + 8
     );
-    for item in &present[16..32] {
+    for item in &present[SAMPLE + 8..SAMPLE + 24] {
         assert!(recent.exists(item).await.unwrap(), "{item}");
     }
     assert_eq!(calls(&admin).await.1, again.1, "reading first again");
@@ -769,7 +772,7 @@ async fn checks_read_the_newest_generation_first_while_it_holds_most() {
     }
     // Reading first (items of the newest generation: the last checks need no script), then
     // the old item: not found by the read, found by the script.
-    let fresh: Vec<String> = (0..8).map(|i| format!("fresh-{i}")).collect();
+    let fresh: Vec<String> = (0..SAMPLE).map(|i| format!("fresh-{i}")).collect();
     short.add_many(&fresh).await.unwrap();
     for item in &fresh {
         assert!(short.exists(item).await.unwrap());
