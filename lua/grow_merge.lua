@@ -20,6 +20,15 @@ local function drop()
         redis.call("del", unpack(scratch))
     end
 end
+-- A pcall's refusal, replied before anything is written (the scratch keys gone); nil when
+-- `reply` is none.
+local function refusal(reply)
+    if type(reply) == "table" and reply.err then
+        drop()
+        return reply
+    end
+    return nil
+end
 local now = redis.call("hgetall", counts)
 local seen = {}
 for i = 1, #now, 2 do
@@ -51,12 +60,9 @@ if #seen == 0 and #KEYS >= 2 * t + 3 then
 end
 -- BITOP proven first, on a scratch key (the ACL may refuse it: the batch then goes by the
 -- per-item script), before anything is written.
-if t > 0 then
-    local probe = redis.pcall("bitop", "or", scratch[1], scratch[1])
-    if type(probe) == "table" and probe.err then
-        drop()
-        return probe
-    end
+local refused = t > 0 and refusal(redis.pcall("bitop", "or", scratch[1], scratch[1]))
+if refused then
+    return refused
 end
 -- A segment key holding something else: refused before anything is written.
 for i = 1, t do
@@ -83,18 +89,14 @@ for i = 1, t do
 end
 -- PEXPIRE proven on a scratch key too, and the counts written before the bits: a refusal of
 -- either comes before the segments change (the batch then fails whole, its items not added).
-if expiring then
-    local proven = redis.pcall("pexpire", scratch[1], 60000)
-    if type(proven) == "table" and proven.err then
-        drop()
-        return proven
-    end
+refused = expiring and refusal(redis.pcall("pexpire", scratch[1], 60000))
+if refused then
+    return refused
 end
 for i = 1, c do
-    local set = redis.pcall("hset", counts, ARGV[4 + i], ARGV[4 + c + i])
-    if type(set) == "table" and set.err then
-        drop()
-        return set
+    refused = refusal(redis.pcall("hset", counts, ARGV[4 + i], ARGV[4 + c + i]))
+    if refused then
+        return refused
     end
 end
 for i = 1, t do

@@ -9,11 +9,9 @@
 -- The result is the OR of the two strings: the same bytes as SETBITs of the batch's offsets.
 local bitmap = ARGV[1]
 if bitmap then
-    local nothing, refused = sets_nothing(KEYS[1], KEYS[2], bitmap)
-    if refused then
-        return refused
-    elseif nothing then
-        return 0
+    local stop = probed(KEYS[1], KEYS[2], bitmap)
+    if stop then
+        return stop
     end
     -- (Gone in a minute should the DEL below be refused.)
     redis.call("set", KEYS[2], bitmap, "PX", 60000)

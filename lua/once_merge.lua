@@ -17,12 +17,9 @@ if KEYS[3] then
 end
 -- A batch that sets no new bit (lua/probe.lua) writes nothing and records nothing.
 if ARGV[3] == "1" then
-    local nothing, refused = sets_nothing(KEYS[1], KEYS[2], ARGV[1])
-    if refused then
-        return refused
-    elseif nothing then
-        once_quiet = {1, 0}
-        return 0
+    local stop = probed(KEYS[1], KEYS[2], ARGV[1])
+    if stop then
+        return stop
     end
 end
 local old = redis.call("get", KEYS[1]) or ""

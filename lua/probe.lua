@@ -22,6 +22,19 @@ local function sets_nothing(key, scratch, bitmap)
     end
     return type(bits) == "number" and kept == bits, nil
 end
+-- What a dense add replies when the probe ends it: the refusal, or 0 when the batch sets no new
+-- bit (quiet: nothing recorded, lua/once_head.lua; lua/bare.lua declares the marker in an
+-- unrecorded script); nil when the merge goes on.
+local function probed(key, scratch, bitmap)
+    local nothing, refused = sets_nothing(key, scratch, bitmap)
+    if refused then
+        return refused
+    elseif nothing then
+        once_quiet = {1, 0}
+        return 0
+    end
+    return nil
+end
 -- Before a merge's BITOP, which drops the filter's TTL (`ttl`, given back after with PEXPIRE):
 -- PEXPIRE proven on the scratch key (staged, with a TTL), so that a refusal (the ACL) comes
 -- before the write and the batch goes by another path. Returns the refusal (the scratch key

@@ -16,12 +16,9 @@ local scratch = KEYS[#KEYS]
 local fresh = redis.call("exists", current) == 0
 local bitmap, recorded = ARGV[7], ARGV[8] == "record"
 if ARGV[9] == "1" and not fresh then
-    local nothing, refused = sets_nothing(current, scratch, bitmap)
-    if refused then
-        return refused
-    elseif nothing then
-        once_quiet = {1, 0}
-        return 0
+    local stop = probed(current, scratch, bitmap)
+    if stop then
+        return stop
     end
 end
 if bitmap ~= "" then

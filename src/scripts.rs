@@ -139,7 +139,7 @@ script! {
     PARAMS = lua!["params"];
     /// The dense path's OR of a batch's bitmap into the filter, sent as `EVAL` inside a `MULTI`
     /// after the `GET` of the bytes from before; a batch that sets no new bit writes nothing.
-    MERGE = lua!["probe", "merge"];
+    MERGE = lua!["bare", "probe", "merge"];
     /// The dense path by ranges: one range of a batch's bitmap ORed into a large filter; replies
     /// with the range's bytes from before, or 0 when it sets no new bit (nothing written).
     MERGE_RANGE = lua!["bare", "stage_range", "merge_range"];
