@@ -52,17 +52,12 @@ end
 -- What the step may need after its first write is proven before it: a refusal (the ACL; an
 -- unknown BITFIELD_RO before Redis 6.2) stops the script before it writes, not between two
 -- items, where the caller, taking it for a step that wrote nothing, would add the items again
--- and answer "seen" for those this one added. The read and the counts' HSET asked of the ACL
--- (`redis.acl_check_cmd`: Redis 7 and Valkey); on older servers, the read proven with no operation on
--- the first level (before Redis 6.2 BITFIELD_RO is unknown).
-if not redis.acl_check_cmd then
-    if s > 0 then
-        redis.call(read, KEYS[2])
-    end
-elseif s > 0 and not redis.acl_check_cmd(read, KEYS[2], "GET", "u1", "0") then
-    return redis.error_reply("NOPERM this user has no permissions to run the '" .. read .. "' command on the growing filter's levels")
-elseif not redis.acl_check_cmd("hset", counts, "0", "0") then
-    return redis.error_reply("NOPERM this user has no permissions to run the 'hset' command on the growing filter's counts")
+-- and answer "seen" for those this one added. The read (of the first level) and the counts'
+-- HSET asked of the ACL (lua/acl.lua).
+local refused = s > 0 and read_refusal("on the growing filter's levels", read, KEYS[2])
+    or acl_refusal("on the growing filter's counts", "hset", counts, "0", "0")
+if refused then
+    return refused
 end
 local k, cap, start = {}, {}, {}
 local width = 0

@@ -32,16 +32,16 @@ end
 local made = redis.call("exists", KEYS[1]) == 0
 -- The TTL of a key this step makes is set after its first write: asked of the ACL before it
 -- (Redis keeps a failed script's writes: refused after, the key would stay without its TTL).
--- (`redis.acl_check_cmd`: Redis 7 and Valkey.)
+-- (lua/acl.lua)
 local expire = nil
 if made and ttl > 0 then
     expire = {"pexpire", KEYS[1], ttl}
 elseif made and ttl < -1 then
     expire = {"pexpireat", KEYS[1], -ttl}
 end
-if expire and redis.acl_check_cmd and not redis.acl_check_cmd(unpack(expire)) then
-    return redis.error_reply("NOPERM this user has no permissions to run the '" .. expire[1]
-        .. "' command the import needs")
+local refused = expire and acl_refusal("the import needs", unpack(expire))
+if refused then
+    return refused
 end
 if redis.call("strlen", KEYS[1]) < length then
     redis.call("setrange", KEYS[1], length - 1, "\0")

@@ -55,7 +55,7 @@ end
 -- The writes, planned first and each asked of the ACL before the first is made: Redis keeps a
 -- failed script's writes, so a refusal half-way (a user without PEXPIRE, RENAME, PERSIST, DEL)
 -- would leave some keys replaced and others not, or a key without its TTL, which other
--- clients must never see. (`redis.acl_check_cmd`: Redis 7 and Valkey; Redis 6 lacks it.)
+-- clients must never see. (lua/acl.lua)
 local plan = {}
 local function later(...)
     plan[#plan + 1] = {...}
@@ -108,12 +108,10 @@ end
 if #KEYS >= p and params ~= "" then
     later("set", KEYS[p], params)
 end
-if redis.acl_check_cmd then
-    for _, call in ipairs(plan) do
-        if not redis.acl_check_cmd(unpack(call)) then
-            return redis.error_reply("NOPERM this user has no permissions to run the '" .. call[1]
-                .. "' command the import needs")
-        end
+for _, call in ipairs(plan) do
+    local refused = acl_refusal("the import needs", unpack(call))
+    if refused then
+        return refused
     end
 end
 for _, call in ipairs(plan) do

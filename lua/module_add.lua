@@ -13,10 +13,7 @@
 -- NOPERM error naming it (a script's own refusal would not), before anything is written.
 local key = KEYS[1]
 local function allowed(command)
-    if redis.acl_check_cmd and not redis.acl_check_cmd(command, key, "x") then
-        return redis.error_reply("NOPERM this user has no permissions to run the '" .. command
-            .. "' command on the module filter")
-    end
+    return acl_refusal("on the module filter", command, key, "x")
 end
 local stored = KEYS[2] and redis.call("get", KEYS[2])
 if stored and stored ~= ARGV[1] then

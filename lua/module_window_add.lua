@@ -15,10 +15,7 @@ check = fresh
 -- A user whose ACL refuses a command the step needs gets a NOPERM error naming it before
 -- anything is written (a generation never exists without its expiry).
 local function allowed(command)
-    if redis.acl_check_cmd and not redis.acl_check_cmd(command, current, "x") then
-        return redis.error_reply("NOPERM this user has no permissions to run the '" .. command
-            .. "' command on the module filter")
-    end
+    return acl_refusal("on the module filter", command, current, "x")
 end
 for _, command in ipairs({"BF.MADD", "BF.MEXISTS"}) do
     local refused = allowed(command)

@@ -4,9 +4,9 @@
 -- ARGV[7..]: the items.
 -- Reply: one integer per item: 1 when some live generation holds it (BF.MEXISTS), else 0.
 -- A user whose ACL refuses BF.MEXISTS is told so, whether or not a generation exists yet.
-if redis.acl_check_cmd and not redis.acl_check_cmd("BF.MEXISTS", KEYS[2], "x") then
-    return redis.error_reply("NOPERM this user has no permissions to run the 'BF.MEXISTS' "
-        .. "command on the module filter")
+local refused = acl_refusal("on the module filter", "BF.MEXISTS", KEYS[2], "x")
+if refused then
+    return refused
 end
 local gone = lost(epoch, now)
 if gone then

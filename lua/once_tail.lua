@@ -20,7 +20,7 @@ end
 -- The record's commands are asked of the ACL before the step writes: refused after the write,
 -- they would fail the call with the write applied and unrecorded, and the caller, taking the
 -- refusal for one that wrote nothing, would write again without a record and answer "seen"
--- for what this step added. (`redis.acl_check_cmd`: Redis 7 and Valkey; Redis 6 lacks it.)
+-- for what this step added (lua/acl.lua).
 if redis.acl_check_cmd then
     local record = {{"hset", once_ring, once_step, "x"}}
     if epoch < once_epoch then
@@ -30,9 +30,9 @@ if redis.acl_check_cmd then
         end
     end
     for _, command in ipairs(record) do
-        if not redis.acl_check_cmd(unpack(command)) then
-            return redis.error_reply("NOPERM this user has no permissions to run the '"
-                .. command[1] .. "' command on the record of exact answers")
+        local refused = acl_refusal("on the record of exact answers", unpack(command))
+        if refused then
+            return refused
         end
     end
 end

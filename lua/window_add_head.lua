@@ -8,16 +8,13 @@
 local read, k = ARGV[6], tonumber(ARGV[7])
 local current = live[1]
 -- The older generations are read after the step's first write (lua/window_add.lua): their
--- read is asked of the ACL first (`redis.acl_check_cmd`, Redis 7 and Valkey), or proven with
--- no operation on the first of them (before Redis 6.2 BITFIELD_RO is unknown), so that a
--- refusal stops the script before it writes (the caller, taking it for a step that wrote
--- nothing, would add the items again and answer "seen" for those this one added).
+-- read (of the first of them) is asked of the ACL first (lua/acl.lua), so that a refusal stops
+-- the script before it writes (the caller, taking it for a step that wrote nothing, would add
+-- the items again and answer "seen" for those this one added).
 if g >= 2 then
-    if not redis.acl_check_cmd then
-        redis.call(read, live[2])
-    elseif not redis.acl_check_cmd(read, live[2], "GET", "u1", "0") then
-        return redis.error_reply("NOPERM this user has no permissions to run the '" .. read
-            .. "' command on the older generations")
+    local refused = read_refusal("on the older generations", read, live[2])
+    if refused then
+        return refused
     end
 end
 -- The parameters are checked when this step creates the generation; one that exists was

@@ -18,7 +18,14 @@ pub(crate) struct LuaScript {
 }
 
 impl LuaScript {
+    /// Panics (at compile time: scripts are statics) when `source` calls a function of
+    /// `lua/acl.lua` without that part first, or holds it twice: Lua itself would find the
+    /// missing part only when the call runs, on the path of a refusal.
     pub(crate) const fn new(source: &'static str, sha: fn() -> String) -> Self {
+        assert!(
+            acl_part_declared(source.as_bytes()),
+            "a script calls acl_refusal or read_refusal without lua/acl.lua first, or holds it twice"
+        );
         LuaScript {
             source,
             sha: LazyLock::new(sha),
@@ -59,6 +66,64 @@ impl LuaScript {
     }
 }
 
+/// Whether `lua/acl.lua`'s functions, where `source` calls them, come from that part, declared
+/// once before: the first line outside comments that names a `…_refusal(` is the part's
+/// `local function acl_refusal(`, which no later line declares again.
+const fn acl_part_declared(source: &[u8]) -> bool {
+    const CALL: &[u8] = b"_refusal(";
+    const DECLARATION: &[u8] = b"local function acl_refusal(";
+    let mut declared = false;
+    let mut line = 0;
+    while line < source.len() {
+        let mut end = line;
+        while end < source.len() && source[end] != b'\n' {
+            end += 1;
+        }
+        let mut start = line;
+        while start < end && (source[start] == b' ' || source[start] == b'\t') {
+            start += 1;
+        }
+        let comment = starts_with(source, start, end, b"--");
+        if !comment && starts_with(source, start, end, DECLARATION) {
+            if declared {
+                return false;
+            }
+            declared = true;
+        } else if !comment && !declared && contains(source, start, end, CALL) {
+            return false;
+        }
+        line = end + 1;
+    }
+    true
+}
+
+/// Whether `source[start..end]` begins with `prefix`.
+const fn starts_with(source: &[u8], start: usize, end: usize, prefix: &[u8]) -> bool {
+    if end - start < prefix.len() {
+        return false;
+    }
+    let mut i = 0;
+    while i < prefix.len() {
+        if source[start + i] != prefix[i] {
+            return false;
+        }
+        i += 1;
+    }
+    true
+}
+
+/// Whether `source[start..end]` holds `needle`.
+const fn contains(source: &[u8], start: usize, end: usize, needle: &[u8]) -> bool {
+    let mut at = start;
+    while at < end {
+        if starts_with(source, at, end, needle) {
+            return true;
+        }
+        at += 1;
+    }
+    false
+}
+
 /// One argument, or a slice of them, for [`LuaScript::call`].
 pub(crate) trait Arg: Sync {
     fn write(&self, cmd: &mut Cmd);
@@ -92,7 +157,7 @@ pub(crate) use lua;
 macro_rules! once_lua {
     (quiet($first:literal, $skip:literal) $body:expr) => {
         concat!(
-            $crate::scripts::lua!["once_head"],
+            $crate::scripts::lua!["acl", "once_head"],
             "once_quiet = {",
             $first,
             ", ",
@@ -104,7 +169,7 @@ macro_rules! once_lua {
     };
     ($body:expr) => {
         concat!(
-            $crate::scripts::lua!["once_head"],
+            $crate::scripts::lua!["acl", "once_head"],
             $body,
             $crate::scripts::lua!["once_tail"],
         )
@@ -165,5 +230,24 @@ mod tests {
         assert_eq!(ADD.sha.len(), 40);
         assert!(MERGE.source().contains("bitop"));
         assert!(MERGE_RANGE.source().contains("setrange"));
+    }
+
+    #[test]
+    fn a_script_that_asks_the_acl_holds_the_part_once_before() {
+        let acl = lua!["acl"];
+        let body = "local refused = acl_refusal(\"on it\", \"hset\", KEYS[1])\n";
+        assert!(acl_part_declared(
+            concat!(lua!["acl"], "return 1\n").as_bytes()
+        ));
+        assert!(acl_part_declared(format!("{acl}{body}").as_bytes()));
+        assert!(!acl_part_declared(body.as_bytes()));
+        assert!(!acl_part_declared(format!("{body}{acl}").as_bytes()));
+        assert!(!acl_part_declared(format!("{acl}{acl}{body}").as_bytes()));
+        let renamed = acl.replace("local function acl_refusal", "local function asked");
+        assert!(!acl_part_declared(format!("{renamed}{body}").as_bytes()));
+        // A comment naming the functions is no call.
+        assert!(acl_part_declared(
+            b"-- acl_refusal(ON, COMMAND) asks the ACL\nreturn 1\n"
+        ));
     }
 }

@@ -16,9 +16,9 @@ use std::time::Instant;
 script! {
     /// Swaps an import's staged keys in, checked, in one step per slot group (for a merge, only
     /// the checks).
-    IMPORT_SWAP = lua!["import_swap"];
+    IMPORT_SWAP = lua!["acl", "import_swap"];
     /// A merge's step: one staged range ORed into the filter's key.
-    IMPORT_MERGE = lua!["import_merge"];
+    IMPORT_MERGE = lua!["acl", "import_merge"];
 }
 
 /// ORs every merge's staged pieces into their keys (`lua/import_merge.lua`, one range per

@@ -22,7 +22,7 @@ use std::sync::atomic::Ordering;
 
 script! {
     /// Adds items with `BF.MADD`, making the filter with `BF.RESERVE` first.
-    MODULE_ADD = lua!["module_add"];
+    MODULE_ADD = lua!["acl", "module_add"];
     /// [`MODULE_ADD`], its reply recorded across retries ([`once`](crate::io::once)); quiet: it
     /// only adds.
     MODULE_ADD_ONCE = once_lua!(quiet(1, 0) lua!["module_add"]);

@@ -46,12 +46,18 @@ macro_rules! add {
 script! {
     /// Adds items to the current generation (made first, with its expiry); new when in no
     /// live generation.
-    ADD = add!();
+    ADD = concat!(lua!["acl"], add!());
     /// [`ADD`], its reply recorded across retries ([`once`](crate::io::once)); quiet: it only
     /// adds (`BF.MADD`).
     ADD_ONCE = once_lua!(quiet(1, 0) add!());
     /// Checks items against the live generations (read-only).
-    EXISTS = lua!["window_args", "window_epoch", "module_window_check", "module_window_exists"];
+    EXISTS = lua![
+        "acl",
+        "window_args",
+        "window_epoch",
+        "module_window_check",
+        "module_window_exists",
+    ];
     /// Names the live generations that exist (read-only).
     INFO = lua!["window_args", "window_epoch", "module_window_check", "module_window_info"];
     /// `clear` and `expire` of every generation, the ledger and the parameters.

@@ -46,7 +46,7 @@ macro_rules! merge_range {
 script! {
     /// Adds items to the current generation; new when in no live generation. The parameters
     /// are checked when the step creates the generation.
-    WINDOW_ADD = add!();
+    WINDOW_ADD = concat!(lua!["acl"], add!());
     /// [`WINDOW_ADD`], its reply recorded across retries ([`once`](crate::io::once)); quiet:
     /// it only sets bits (its last element is `verified`, not a flag).
     WINDOW_ADD_ONCE = once_lua!(quiet(1, 1) add!());
@@ -63,6 +63,7 @@ script! {
     WINDOW_MERGE_ONCE = once_lua!(merge!());
     /// The add by ranges' first step: the current generation made, and its epoch.
     WINDOW_MAKE = lua![
+        "acl",
         "window_args",
         "window_epoch",
         "window_add_head",
