@@ -2,7 +2,7 @@
 -- offset set to 1 (u1) or its counter incremented, saturating (u4), in chunks of at most 1,000
 -- offsets per call (Lua's unpack takes at most a few thousand values).
 -- KEYS[1]: the bits or counters. KEYS[2] (a native filter of one key): its parameters,
--- stored first when missing (SET NX GET, as the guard's step does beside a plain write).
+-- stored first when missing (as the guard's step does beside a plain write).
 -- ARGV[1]: "set" or "incr". ARGV[2]: k, offsets per item. ARGV[3]: the client's parameters
 -- ("" without KEYS[2]). ARGV[4..]: k bit offsets per item.
 -- Reply: one character per item, "1" when it was new (a bit was 0, or a counter was 0, before
@@ -14,8 +14,10 @@ if ARGV[1] == "set" then
 end
 local key, argv, k = KEYS[1], ARGV, tonumber(ARGV[2])
 if KEYS[2] then
-    local stored = redis.call("set", KEYS[2], argv[3], "NX", "GET")
-    if stored and stored ~= argv[3] then
+    local stored = redis.call("get", KEYS[2])
+    if not stored then
+        redis.call("set", KEYS[2], argv[3])
+    elseif stored ~= argv[3] then
         return {"params", stored}
     end
 end

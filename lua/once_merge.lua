@@ -2,16 +2,18 @@
 -- lua/probe.lua, then this): the batch's bitmap ORed into the filter's bits with BITOP,
 -- keeping the filter's TTL, through a scratch key that is gone when the script ends.
 -- KEYS[1]: the bits. KEYS[2]: the scratch key. KEYS[3] (a native filter of one key): its
--- parameters, stored first when missing (SET NX GET, as the guard's step does beside a plain
--- write). ARGV[1]: the batch's bitmap. ARGV[2]: the client's parameters ("" without KEYS[3]).
+-- parameters, stored first when missing (as the guard's step does beside a plain write).
+-- ARGV[1]: the batch's bitmap. ARGV[2]: the client's parameters ("" without KEYS[3]).
 -- ARGV[3]: "1" to probe first whether the batch sets a new bit (lua/probe.lua).
 -- Reply: the bits from before ("" when the key did not exist), from which the caller tells
 -- which items were new; 0 when the batch set no new bit (no item new: nothing written, nothing
 -- recorded); or {"params", STORED} when other parameters are stored: nothing written.
 -- Recorded whole: the caller deletes the record once it has the reply.
 if KEYS[3] then
-    local stored = redis.call("set", KEYS[3], ARGV[2], "NX", "GET")
-    if stored and stored ~= ARGV[2] then
+    local stored = redis.call("get", KEYS[3])
+    if not stored then
+        redis.call("set", KEYS[3], ARGV[2])
+    elseif stored ~= ARGV[2] then
         return {"params", stored}
     end
 end

@@ -450,13 +450,16 @@ fn has_server_code(err: &RedisError, code: &str) -> bool {
 }
 
 /// Inside a script, Redis 7 reports an ACL refusal as `ERR The user executing the script can't
-/// run this command ...` (or `... can't access at least one of the keys ...`), and Valkey as
-/// `ERR ACL failure in script: User U has no permissions to ...`, not `NOPERM`.
+/// run this command ...` (or `... can't access at least one of the keys ...`), Redis 6.2 as
+/// `ERR Error running script (call to f_SHA): @user_script:L: @user_script: L: The user
+/// executing the script can't ...` (and one a script caught with `pcall` and replied as
+/// `@user_script: L: The user executing ...`, the code being `@user_script:`), and Valkey as
+/// `ERR ACL failure in script: User U has no permissions to ...`; never `NOPERM`.
 fn is_script_acl_refusal(err: &RedisError) -> bool {
     server_errors(err).iter().any(|(code, detail)| {
-        code == "ERR"
-            && (detail.starts_with("The user executing the script can't")
-                || detail.starts_with("ACL failure in script:"))
+        let redis = (code == "ERR" || code.starts_with("@user_script"))
+            && detail.contains("The user executing the script can't");
+        redis || (code == "ERR" && detail.starts_with("ACL failure in script:"))
     })
 }
 

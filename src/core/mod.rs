@@ -283,7 +283,9 @@ impl<C: Conn, K: Kind> Core<C, K> {
     }
 
     /// Whether the filter may write: `Ok` unless a server holding it may evict its keys (keys
-    /// with a TTL too when `ttl`) and the builder did not accept that (asked once).
+    /// with a TTL too when `ttl`) and the builder did not accept that (asked once); then, once,
+    /// the record of exact answers proven where the server cannot ask the ACL
+    /// ([`Exec::prove_records`]).
     pub(crate) async fn writable(&self, clock: &Clock, ttl: bool) -> Result<()> {
         let groups = Groups {
             keys: &self.groups,
@@ -294,7 +296,8 @@ impl<C: Conn, K: Kind> Core<C, K> {
         let eviction = self.exec.eviction();
         eviction
             .ensure(&self.exec, clock, &self.key, groups, ttl)
-            .await
+            .await?;
+        self.exec.prove_records(clock, &self.groups).await
     }
 
     /// A write batch, told to the near cache: adds reach its copy, anything else (a removal,
@@ -305,7 +308,7 @@ impl<C: Conn, K: Kind> Core<C, K> {
         // `batch`).
         let ttl = self.kind.expiring();
         let made = self.inline() || !self.kind.keeps_parts() || self.guard.is_checked();
-        let asked = made && self.exec.eviction().passed(ttl);
+        let asked = made && self.exec.eviction().passed(ttl) && self.exec.records_proven();
         if !items.is_empty() && !asked {
             Box::pin(async {
                 self.writable(&clock, false).await?;

@@ -63,6 +63,9 @@ pub(crate) struct Exec<C> {
     wait_turn: tokio::sync::Mutex<()>,
     /// Whether the servers may evict the filter's keys (asked before the first write).
     eviction: Eviction,
+    /// Whether the record's commands were proven before the first recorded write
+    /// ([`prove_records`](Exec::prove_records)).
+    records_proven: AtomicBool,
     /// The bytes of commands in flight at once on the connection.
     gate: Gate,
 }
@@ -145,6 +148,7 @@ impl<C> Exec<C> {
             caps: Caps::default(),
             wait_turn: tokio::sync::Mutex::new(()),
             eviction: Eviction::new(options.accept_eviction),
+            records_proven: AtomicBool::new(false),
             gate: Gate::default(),
         }
     }
@@ -174,6 +178,39 @@ impl<C> Exec<C> {
             return None;
         }
         once::width(self.options.retry).map(Step::new)
+    }
+
+    /// Whether the record's commands need no proving before a write: proven, or not recorded.
+    pub(crate) fn records_proven(&self) -> bool {
+        !self.records() || self.records_proven.load(Ordering::Acquire)
+    }
+
+    /// Before the filter's first recorded write, once: on a server whose scripts cannot ask
+    /// the ACL (Redis 6: `lua/once_probe.lua`), the record's commands proven on a key of each
+    /// slot group's ring (`groups`: a key of each), so that a user the ACL refuses them writes
+    /// without records from the start (a WARN event, as when the ACL refuses the recording
+    /// script), rather than recording steps whose record the ACL refuses after their write.
+    pub(crate) async fn prove_records(&self, clock: &Clock, groups: &[String]) -> Result<()>
+    where
+        C: ConnectionLike + Clone + Send + Sync,
+    {
+        if self.records_proven() {
+            return Ok(());
+        }
+        for key in groups {
+            let probe = once::probe(key);
+            let keys = [probe.as_str()];
+            let proven = self
+                .retried(clock, || self.script(key, &once::PROBE, &keys, &[]))
+                .await;
+            match proven {
+                Ok(_) => {}
+                Err(err) if self.lacks(Cap::Exact, key, &err) => break,
+                Err(err) => return Err(err),
+            }
+        }
+        self.records_proven.store(true, Ordering::Release);
+        Ok(())
     }
 
     /// Whether write steps record their replies across retries (see [`step`](Exec::step)).

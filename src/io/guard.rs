@@ -5,7 +5,7 @@
 
 use super::exec::Exec;
 use super::removal::Removal;
-use super::tx::{Slot, Tx};
+use super::tx::{Replies, Slot, Tx};
 use crate::error::{Error, Result};
 use crate::keys;
 use crate::layout::Layout;
@@ -14,6 +14,28 @@ use crate::scripts;
 use redis::aio::ConnectionLike;
 use redis::Value;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+
+/// Where a [`Tx`] holds the replies of the guard's step ([`Guard::step`]): its `SET ... NX`,
+/// then its `GET`.
+#[derive(Debug)]
+pub(crate) struct StepSlot {
+    set: Slot<Value>,
+    get: Slot<Value>,
+}
+
+impl StepSlot {
+    /// The step's reply as one `SET ... NX GET` gives it: nil when nothing was stored (now
+    /// ours is), else what was stored.
+    pub(crate) fn take(self, replies: &mut Replies) -> Result<Value> {
+        let set = replies.take(self.set)?;
+        let stored = replies.take(self.get)?;
+        Ok(if set == Value::Nil {
+            stored
+        } else {
+            Value::Nil
+        })
+    }
+}
 
 /// A filter's stored parameters and how they are checked.
 #[derive(Debug)]
@@ -200,22 +222,24 @@ impl Guard {
         self.layout == Layout::Native
     }
 
-    /// `SET params FINGERPRINT NX GET` in `tx`, sent with every write of a native filter: it
-    /// stores the parameters again when they went away with the bits (a `clear`, an expiry)
-    /// and tells when another client has since stored different ones.
-    pub(crate) fn step(&self, tx: &mut Tx) -> Option<Slot<Value>> {
+    /// `SET params FINGERPRINT NX`, then `GET params`, in `tx`, sent with every write of a
+    /// native filter: it stores the parameters again when they went away with the bits (a
+    /// `clear`, an expiry) and tells when another client has since stored different ones.
+    /// (Two commands: `SET ... NX GET` needs Redis 7, and fails on Redis 6.2 as a syntax error.)
+    pub(crate) fn step(&self, tx: &mut Tx) -> Option<StepSlot> {
         if self.layout != Layout::Native {
             return None;
         }
-        let mut cmd = redis::cmd("SET");
-        cmd.arg(&self.key)
-            .arg(&self.fingerprint)
-            .arg("NX")
-            .arg("GET");
-        Some(tx.add(cmd))
+        let mut set = redis::cmd("SET");
+        set.arg(&self.key).arg(&self.fingerprint).arg("NX");
+        Some(StepSlot {
+            set: tx.add(set),
+            get: tx.add(redis::cmd("GET").arg(&self.key).to_owned()),
+        })
     }
 
-    /// The step's reply: nothing was stored (now ours is), or what was stored must be ours.
+    /// The step's reply ([`StepSlot::take`]): nothing was stored (now ours is), or what was
+    /// stored must be ours.
     pub(crate) fn check_step(&self, reply: Value) -> Result<()> {
         match reply {
             Value::Nil => Ok(()),
@@ -360,7 +384,7 @@ impl Guard {
             let Some(slot) = self.step(&mut tx) else {
                 return Ok(());
             };
-            let stored = exec.run(key, &tx).await?.take(slot)?;
+            let stored = slot.take(&mut exec.run(key, &tx).await?)?;
             if stored == Value::Nil {
                 self.restored.store(true, Ordering::Release);
             }

@@ -83,6 +83,13 @@ fn ring(key: &str, width: u64, slot: u64) -> String {
     keys::sidecar(key, &format!("redbloom:once:{width}.{slot}"))
 }
 
+/// A key of the pattern of `key`'s ring slots that holds nothing (in `key`'s slot group), on
+/// which [`PROBE`] proves the record's commands.
+pub(crate) fn probe(key: &str) -> String {
+    let key = key.strip_suffix(':').unwrap_or(key);
+    keys::sidecar(key, "redbloom:once:probe")
+}
+
 /// One write step across its attempts: its id, its ring's width and epoch, and which of its
 /// commands went out before. A step of several commands (a batch over
 /// [`MAX_OFFSETS_PER_COMMAND`](crate::bitfield::MAX_OFFSETS_PER_COMMAND)) records each under
@@ -226,8 +233,8 @@ pub(crate) fn answers_text(answers: &[bool]) -> String {
     answers.iter().map(|&a| if a { '1' } else { '0' }).collect()
 }
 
-/// The guard's step carried inside a recorded write script (`SET params FINGERPRINT NX GET`,
-/// a native filter of one key: lua/once_bitfield.lua, once_merge.lua), so that the write, its
+/// The guard's step carried inside a recorded write script (`GET params`, then `SET` when
+/// missing, a native filter of one key: lua/once_bitfield.lua, once_merge.lua), so that the write, its
 /// guard and its record are one round trip.
 #[derive(Clone, Copy)]
 pub(crate) struct GuardStep<'a>(Option<&'a Guard>);
@@ -295,6 +302,10 @@ script! {
     /// A counting filter's add-if-absent, recorded (a step that added nothing wrote nothing:
     /// not recorded).
     COUNTING_ADD_ABSENT = once_lua!(quiet(1, 0) lua!["counting_add_absent"]);
+    /// Before a filter's first recorded write, on a server without `redis.acl_check_cmd`
+    /// (Redis 6): the record's commands proven on [`probe`]'s key (1), or nothing (0: the
+    /// steps ask the ACL themselves).
+    PROBE = lua!["once_probe"];
 }
 
 #[cfg(test)]

@@ -193,7 +193,7 @@ async fn command<C: Conn>(
             let incr: Slot<Value> = tx.add(bitfield::increment(&part.key, &cells));
             let mut replies = exec.run(&part.key, &tx).await?;
             if let Some((g, slot)) = step {
-                g.check_step(replies.take(slot)?)?;
+                g.check_step(slot.take(&mut replies)?)?;
             }
             let reply = replies.take(incr)?;
             bitfield::fold_counters(&reply, k, count, Fold::AnyZero)

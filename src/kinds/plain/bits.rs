@@ -301,7 +301,7 @@ impl Bits {
         if let Some(guard) = ctx.guard {
             let mut tx = Tx::plain();
             if let Some(slot) = guard.step(&mut tx) {
-                let stored = ctx.exec.run(&self.key, &tx).await?.take(slot)?;
+                let stored = slot.take(&mut ctx.exec.run(&self.key, &tx).await?)?;
                 guard.check_step(stored)?;
             }
         }
@@ -459,7 +459,7 @@ impl Bits {
                 let set = tx.add::<Value>(bitfield::set(&self.key, offsets));
                 let mut replies = ctx.exec.run(&self.key, &tx).await?;
                 if let Some((g, slot)) = guard {
-                    g.check_step(replies.take(slot)?)?;
+                    g.check_step(slot.take(&mut replies)?)?;
                 }
                 fold(&replies.take(set)?, k, items, Fold::AnyZero)
             }
@@ -585,7 +585,7 @@ impl Bits {
         }
         let mut replies = ctx.exec.run(&self.key, &tx).await?;
         if let Some((g, slot)) = guard {
-            g.check_step(replies.take(slot)?)?;
+            g.check_step(slot.take(&mut replies)?)?;
         }
         let old = replies.take(old)?;
         let new = dense::new_flags(
