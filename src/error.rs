@@ -411,7 +411,7 @@ impl Error {
 
 /// Every server error in `err`, as (code, detail): itself, or each command's of a pipeline or
 /// transaction (redis-rs wraps those in one error whose own `code()` is `None`).
-fn server_errors(err: &RedisError) -> Vec<(String, String)> {
+pub(crate) fn server_errors(err: &RedisError) -> Vec<(String, String)> {
     let detail = |d: Option<&str>| d.unwrap_or_default().to_owned();
     let mut errors: Vec<(String, String)> = err
         .clone()
@@ -426,7 +426,27 @@ fn server_errors(err: &RedisError) -> Vec<(String, String)> {
     if let Some(code) = err.code() {
         errors.push((code.to_owned(), detail(err.detail())));
     }
+    let within: Vec<_> = errors
+        .iter()
+        .filter(|(code, _)| code == "ERR")
+        .filter_map(|(_, detail)| raised_in_script(detail))
+        .collect();
+    errors.extend(within);
     errors
+}
+
+/// The error a script raised (a `redis.call` that failed), as Redis 6 wraps it: `ERR Error
+/// running script (call to f_SHA): @user_script:L: CODE detail` gives `(CODE, detail)`, as
+/// Redis 7 and Valkey give it unwrapped (`WRONGTYPE Operation against a key ...`; an ACL
+/// refusal comes as `@user_script: L: The user executing the script can't ...`).
+fn raised_in_script(detail: &str) -> Option<(String, String)> {
+    let rest = detail.strip_prefix("Error running script")?;
+    let (_, rest) = rest.split_once("): @user_script:")?;
+    let rest = rest
+        .trim_start_matches(|c: char| c.is_ascii_digit())
+        .strip_prefix(": ")?;
+    let (code, detail) = rest.split_once(' ').unwrap_or((rest, ""));
+    Some((code.to_owned(), detail.to_owned()))
 }
 
 /// Whether the server answered `code`, directly or for any command of a pipeline or transaction.
@@ -473,5 +493,29 @@ impl From<RedisError> for Error {
         } else {
             Error::Redis(err)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_error_a_script_raised_is_known_in_redis_6_words() {
+        let wrapped = "Error running script (call to f_7a7b): @user_script:15: WRONGTYPE \
+                       Operation against a key holding the wrong kind of value";
+        assert_eq!(
+            raised_in_script(wrapped),
+            Some((
+                "WRONGTYPE".to_owned(),
+                "Operation against a key holding the wrong kind of value".to_owned()
+            ))
+        );
+        let refused = "Error running script (call to f_86ba): @user_script:193: @user_script: \
+                       193: The user executing the script can't run this command or subcommand";
+        let (code, detail) = raised_in_script(refused).unwrap();
+        assert_eq!(code, "@user_script:");
+        assert!(detail.contains("The user executing the script can't"));
+        assert_eq!(raised_in_script("unknown command `EVAL_RO`"), None);
     }
 }

@@ -525,10 +525,9 @@ fn lacks_bitfield_ro(err: &redis::RedisError) -> bool {
 }
 
 /// A server that does not know a command (`BITFIELD_RO` before Redis 6.2, `EVALSHA_RO` before
-/// Redis 7).
+/// Redis 7), sent alone or in a pipeline.
 fn is_unknown_command(err: &redis::RedisError) -> bool {
-    err.code() == Some("ERR")
-        && err
-            .detail()
-            .is_some_and(|d| d.starts_with("unknown command"))
+    crate::error::server_errors(err)
+        .iter()
+        .any(|(code, detail)| code == "ERR" && detail.starts_with("unknown command"))
 }
