@@ -465,6 +465,14 @@ fn named_wrong_type(err: &RedisError) -> Option<(String, String)> {
     })
 }
 
+impl Error {
+    /// An ACL refusal of the command sent (`NOPERM`: the command, or one of its keys), not of
+    /// a call inside a script.
+    pub(crate) fn is_command_refusal(&self) -> bool {
+        matches!(self, Error::NoPermission(err) if has_server_code(err, "NOPERM"))
+    }
+}
+
 fn has_server_code(err: &RedisError, code: &str) -> bool {
     server_errors(err).iter().any(|(c, _)| c == code)
 }

@@ -205,6 +205,9 @@ impl<C> Exec<C> {
                 .await;
             match proven {
                 Ok(_) => {}
+                // The script itself refused (`EVALSHA`, or the ring's keys): the recorded
+                // steps meet the same refusal first thing, and go without records from there.
+                Err(err) if err.is_command_refusal() => break,
                 Err(err) if self.lacks(Cap::Exact, key, &err) => break,
                 Err(err) => return Err(err),
             }
