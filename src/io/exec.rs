@@ -190,6 +190,7 @@ impl<C> Exec<C> {
     /// slot group's ring (`groups`: a key of each), so that a user the ACL refuses them writes
     /// without records from the start (a WARN event, as when the ACL refuses the recording
     /// script), rather than recording steps whose record the ACL refuses after their write.
+    /// Where scripts can ask the ACL, one round trip says so for every group.
     pub(crate) async fn prove_records(&self, clock: &Clock, groups: &[String]) -> Result<()>
     where
         C: ConnectionLike + Clone + Send + Sync,
@@ -204,6 +205,9 @@ impl<C> Exec<C> {
                 .retried(clock, || self.script(key, &once::PROBE, &keys, &[]))
                 .await;
             match proven {
+                // The server's scripts ask the ACL in every recorded step (Redis 7, Valkey):
+                // so do the other masters of a cluster, which run the same server.
+                Ok(Value::Int(0)) => break,
                 Ok(_) => {}
                 // The script itself refused (`EVALSHA`, or the ring's keys): the recorded
                 // steps meet the same refusal first thing, and go without records from there.
