@@ -79,15 +79,19 @@ pub(crate) fn all_rings(key: &str) -> Vec<String> {
 /// Slot `slot` of the ring of `width` beside a part's key (`Seam::part_keys`, which for a
 /// window filter is a prefix ending in `:`).
 fn ring(key: &str, width: u64, slot: u64) -> String {
+    once_key(key, &format!("{width}.{slot}"))
+}
+
+/// The record's key `name` beside `key` (in its slot group): `…:redbloom:once:NAME`.
+fn once_key(key: &str, name: &str) -> String {
     let key = key.strip_suffix(':').unwrap_or(key);
-    keys::sidecar(key, &format!("redbloom:once:{width}.{slot}"))
+    keys::sidecar(key, &format!("redbloom:once:{name}"))
 }
 
 /// A key of the pattern of `key`'s ring slots that holds nothing (in `key`'s slot group), on
 /// which [`PROBE`] proves the record's commands.
 pub(crate) fn probe(key: &str) -> String {
-    let key = key.strip_suffix(':').unwrap_or(key);
-    keys::sidecar(key, "redbloom:once:probe")
+    once_key(key, "probe")
 }
 
 /// One write step across its attempts: its id, its ring's width and epoch, and which of its
