@@ -35,11 +35,7 @@ pub(crate) async fn run(cli: Cli) -> Result<ExitCode> {
     let conn = open(&cli).await?;
     let stored = StoredParams::read(&mut conn.clone(), &key).await?;
     let Some(stored) = stored else {
-        bail!(
-            "{key:?} holds no filter with stored parameters (a go-zero filter made by Go stores \
-             none): give its size, --bits N, or --capacity N with --fpr P (and the flags of its \
-             kind)"
-        );
+        bail!(unstored(&mut conn.clone(), &key).await);
     };
     let kind = stored.kind().to_owned();
     let work = FromStored {
@@ -52,6 +48,35 @@ pub(crate) async fn run(cli: Cli) -> Result<ExitCode> {
     };
     let status = work?.await;
     status
+}
+
+/// Why a filter with no stored parameters cannot be opened by its key alone, by what the key
+/// holds (its `TYPE`: a read of the filter's own key).
+async fn unstored(conn: &mut Connection, key: &str) -> String {
+    let found: String = redis::cmd("TYPE")
+        .arg(key)
+        .query_async(conn)
+        .await
+        .unwrap_or_default();
+    match found.as_str() {
+        "none" => format!(
+            "no filter at {key:?} (the key holds nothing, and no parameters are stored beside \
+             it): give the size of one to make, --bits N, or --capacity N with --fpr P (and the \
+             flags of its kind)"
+        ),
+        // RedisBloom's and valkey-bloom's type names.
+        "MBbloom--" | "bloomfltr" => format!(
+            "{key:?} holds a module filter (BF.*) that another client made, which stores no \
+             parameters: open it with --module and its size, --capacity N --fpr P (BF.INFO \
+             names its capacity)"
+        ),
+        "string" | "" => format!(
+            "{key:?} holds no filter with stored parameters (a go-zero filter made by Go stores \
+             none): give its size, --bits N, or --capacity N with --fpr P (and the flags of its \
+             kind)"
+        ),
+        other => format!("key {key:?} holds a {other}, not a string, so it is not a Bloom filter"),
+    }
 }
 
 /// A filter of the kind and size the flags give.

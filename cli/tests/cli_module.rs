@@ -165,6 +165,17 @@ async fn interop_with_raw_commands_and_mismatches() {
     )
     .await;
     raw(&mut conn, &["BF.ADD", &key, "raw"]).await;
+    // It stores no parameters: with its key alone, one line pointing to --module and its size.
+    assert_fails(
+        redbloom(url, &key, &["exists", "raw"]),
+        &[
+            "module filter",
+            "--module",
+            "--capacity N --fpr P",
+            "BF.INFO",
+        ],
+        None,
+    );
     let flags = [
         "--module",
         "--capacity",

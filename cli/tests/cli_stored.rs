@@ -213,6 +213,47 @@ async fn a_go_zero_filter_made_by_go_needs_its_size() {
     assert_eq!((code, out["bits_set"].as_u64()), (0, Some(1)), "{err}");
 }
 
+/// A key with no stored parameters that holds nothing, or a value of another type: the line says
+/// which, and writes nothing.
+#[tokio::test]
+async fn a_key_alone_with_nothing_stored_names_what_it_holds() {
+    let redis = common::redis().await;
+    let mut conn = redis.connection().await;
+    let url = redis.url();
+    let empty = common::unique_key("stored-none");
+    assert_fails(
+        redbloom(url, &empty, &["add", "a"]),
+        &["no filter at", "holds nothing", "--capacity N with --fpr P"],
+        None,
+    );
+    let list = common::unique_key("stored-list");
+    let _: i64 = redis::cmd("RPUSH")
+        .arg(&list)
+        .arg("x")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_fails(
+        redbloom(url, &list, &["add", "a"]),
+        &["holds a list, not a string"],
+        None,
+    );
+    let left: Vec<String> = redis::cmd("KEYS")
+        .arg(format!("*{empty}*"))
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert!(left.is_empty(), "{left:?}");
+    let items: Vec<String> = redis::cmd("LRANGE")
+        .arg(&list)
+        .arg(0)
+        .arg(-1)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(items, ["x"]);
+}
+
 /// A key whose braces form no hash tag (`{}x`: Redis hashes it whole) stores its parameters
 /// like any other: it opens with its key alone, and another size exits 2.
 #[tokio::test]
