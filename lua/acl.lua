@@ -22,3 +22,45 @@ local function read_refusal(on, read, key)
     end
     return acl_refusal(on, read, key, "GET", "u1", "0")
 end
+-- plan_refusal(ON, PROBE, CALLS): acl_refusal for each of CALLS (each a command and its
+-- arguments, as the script will run it after its first write). Where the server cannot say,
+-- each command is proven instead by running it once on PROBE, a key of the script's slot that
+-- holds nothing, in place of every key of the script it names, without replication or AOF
+-- (set_repl), PROBE deleted after (what it proves is the command, not the keys' patterns).
+local function plan_refusal(on, probe, calls)
+    if redis.acl_check_cmd then
+        for _, call in ipairs(calls) do
+            local refused = acl_refusal(on, unpack(call))
+            if refused then
+                return refused
+            end
+        end
+        return nil
+    end
+    local named, done, refused = {}, {}, nil
+    for _, key in ipairs(KEYS) do
+        named[key] = true
+    end
+    redis.set_repl(redis.REPL_NONE)
+    for _, call in ipairs(calls) do
+        local command = string.lower(call[1])
+        if not done[command] then
+            done[command] = true
+            local args = {}
+            for i, arg in ipairs(call) do
+                args[i] = (i > 1 and named[arg]) and probe or arg
+            end
+            -- (Other errors, RENAME's "no such key", prove the command was let through.)
+            local reply = redis.pcall(unpack(args))
+            redis.pcall("del", probe)
+            local text = type(reply) == "table" and reply.err or ""
+            if string.find(text, "NOPERM", 1, true) or string.find(text, "executing the script can't", 1, true) then
+                refused = redis.error_reply("NOPERM this user has no permissions to run the '"
+                    .. command .. "' command " .. on)
+                break
+            end
+        end
+    end
+    redis.set_repl(redis.REPL_ALL)
+    return refused
+end

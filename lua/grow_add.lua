@@ -59,6 +59,14 @@ local refused = s > 0 and read_refusal("on the growing filter's levels", read, K
 if refused then
     return refused
 end
+-- Where the server cannot say (Redis 6), the counts' HSET is proven by making the step's first
+-- write one (the count as it is, or the new level's 0, which the step writes anyway): refused,
+-- the script stops having written nothing. Only a step that writes pays it.
+local proven = redis.acl_check_cmd ~= nil
+-- Whether the newest level's write tells whether the item was in it without writing when it
+-- was: before Redis 7 (no REDIS_VERSION_NUM) a BITFIELD SET that changes no bit is still a
+-- write (propagated, signalled), so there the newest level is read first, as a full one is.
+local set_reads = redis.REDIS_VERSION_NUM ~= nil
 local k, cap, start = {}, {}, {}
 local width = 0
 for i = 1, s do
@@ -86,10 +94,11 @@ for item = 1, (#ARGV - head + 1) / width do
     -- call each) and then the newest is set, its old bits telling whether the item was in it
     -- (all 1: it was, and the write changed nothing): one call less per new item. A full
     -- newest level is read first instead, newest first (it holds the most items), since a
-    -- new item goes to the next level.
+    -- new item goes to the next level (and every level is read first before Redis 7:
+    -- `set_reads`).
     local room = newest > 0 and count < cap[newest]
     local present = false
-    for level = room and newest - 1 or newest, 1, -1 do
+    for level = (room and set_reads) and newest - 1 or newest, 1, -1 do
         local at = base + start[level]
         for j = 1, k[level] do
             get[3 * j - 2] = "GET"
@@ -123,6 +132,10 @@ for item = 1, (#ARGV - head + 1) / width do
             if kind ~= "none" and kind ~= "string" then
                 return redis.error_reply("WRONGTYPE Operation against a key holding the wrong kind of value")
             end
+            if not proven then
+                redis.call("hset", counts, newest, 0)
+                proven = true
+            end
             if store then
                 redis.call("set", KEYS[s + 2], ARGV[1])
                 store = false
@@ -145,6 +158,10 @@ for item = 1, (#ARGV - head + 1) / width do
             set[4 * j + 2] = "u1"
             set[4 * j + 3] = ARGV[at + j]
             set[4 * j + 4] = "1"
+        end
+        if not proven then
+            redis.call("hset", counts, newest - 1, count)
+            proven = true
         end
         local new = false
         local old = redis.call("bitfield", KEYS[1 + newest], unpack(set, 1, 4 * k[newest]))

@@ -39,7 +39,7 @@ if made and ttl > 0 then
 elseif made and ttl < -1 then
     expire = {"pexpireat", KEYS[1], -ttl}
 end
-local refused = expire and acl_refusal("the import needs", unpack(expire))
+local refused = expire and plan_refusal("the import needs", KEYS[3], {expire})
 if refused then
     return refused
 end

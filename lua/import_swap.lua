@@ -108,11 +108,10 @@ end
 if #KEYS >= p and params ~= "" then
     later("set", KEYS[p], params)
 end
-for _, call in ipairs(plan) do
-    local refused = acl_refusal("the import needs", unpack(call))
-    if refused then
-        return refused
-    end
+-- (The probe where the server cannot ask: a key of this slot beside the first staging key.)
+local refused = plan_refusal("the import needs", KEYS[n + 1] .. ":probe", plan)
+if refused then
+    return refused
 end
 for _, call in ipairs(plan) do
     redis.call(unpack(call))
