@@ -445,6 +445,13 @@ fn raised_in_script(detail: &str) -> Option<(String, String)> {
     let rest = rest
         .trim_start_matches(|c: char| c.is_ascii_digit())
         .strip_prefix(": ")?;
+    // An error reply the call got, which Redis 6.2 passes on as `@user_script: L: -CODE detail`
+    // (an ACL refusal, no reply of the command, keeps its `@user_script:` words).
+    let rest = rest
+        .strip_prefix("@user_script: ")
+        .map(|inner| inner.trim_start_matches(|c: char| c.is_ascii_digit()))
+        .and_then(|inner| inner.strip_prefix(": -"))
+        .unwrap_or(rest);
     let (code, detail) = rest.split_once(' ').unwrap_or((rest, ""));
     Some((code.to_owned(), detail.to_owned()))
 }
@@ -524,6 +531,15 @@ mod tests {
         let (code, detail) = raised_in_script(refused).unwrap();
         assert_eq!(code, "@user_script:");
         assert!(detail.contains("The user executing the script can't"));
+        let oom = "Error running script (call to f_23b3): @user_script:12: @user_script: 12: \
+                   -OOM command not allowed when used memory > 'maxmemory'.";
+        assert_eq!(
+            raised_in_script(oom),
+            Some((
+                "OOM".to_owned(),
+                "command not allowed when used memory > 'maxmemory'.".to_owned()
+            ))
+        );
         assert_eq!(raised_in_script("unknown command `EVAL_RO`"), None);
     }
 }
