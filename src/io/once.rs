@@ -25,11 +25,11 @@
 //! ([`Builder::exact_retries`](crate::Builder::exact_retries)), steps go as before.
 
 use crate::error::{Error, Result};
-use crate::io::exec::Exec;
+use crate::io::exec::{Conn, Exec};
 use crate::io::guard::Guard;
 use crate::keys;
 use crate::retry::Retry;
-use crate::scripts::{lua, once_lua, script};
+use crate::scripts::{lua, once_lua, script, Arg};
 use redis::aio::ConnectionLike;
 use redis::Value;
 use std::hash::{BuildHasher, Hasher};
@@ -284,6 +284,40 @@ fn unique() -> u64 {
             .as_nanos(),
     );
     hasher.finish()
+}
+
+/// A recorded `BITFIELD` step ([`BITFIELD`]): `op` (`"set"`, a plain filter's bits, or
+/// `"incr"`, a counting filter's counters) at `offsets`, `k` an item, on `key`, the guard's step
+/// in the same script where its writes carry one (one round trip); `index` is the step's
+/// command. The items' flags (1 new), as applied now or as an earlier attempt recorded them.
+pub(crate) async fn bitfield<C: Conn>(
+    exec: &Exec<C>,
+    (key, guard): (&str, Option<&Guard>),
+    (op, k): (&str, usize),
+    offsets: &[u64],
+    (step, index): (&Step, usize),
+) -> Result<Vec<bool>> {
+    let guard = GuardStep::of(guard);
+    let ring = step.ring(key);
+    let mut keys = vec![key];
+    keys.extend(guard.key());
+    keys.push(&ring);
+    let fingerprint = guard.fingerprint();
+    let [id, epoch, retry, keep, answer] = step.args(index);
+    let args: [&dyn Arg; 9] = [
+        &op,
+        &k,
+        &fingerprint,
+        &offsets,
+        &id,
+        &epoch,
+        &retry,
+        &keep,
+        &answer,
+    ];
+    let reply = exec.script(key, &BITFIELD, &keys, &args).await?;
+    guard.check(&reply)?;
+    flags(&reply, offsets.len() / k.max(1))
 }
 
 script! {

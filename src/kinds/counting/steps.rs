@@ -257,27 +257,8 @@ async fn command_once<C: Conn>(
     let [id, epoch, retry, keep, answer] = step.args(index);
     if op == Op::Add {
         // The guard's step in the same script: one round trip, the write recorded with it.
-        let guard = once::GuardStep::of(guard);
-        let mut keys = vec![part.key.as_str()];
-        keys.extend(guard.key());
-        keys.push(&ring);
-        let fingerprint = guard.fingerprint();
-        let args: [&dyn Arg; 9] = [
-            &"incr",
-            &k,
-            &fingerprint,
-            &bit_offsets,
-            &id,
-            &epoch,
-            &retry,
-            &keep,
-            &answer,
-        ];
-        let reply = exec
-            .script(&part.key, &once::BITFIELD, &keys, &args)
-            .await?;
-        guard.check(&reply)?;
-        return once::flags(&reply, count);
+        let on = (part.key.as_str(), guard);
+        return once::bitfield(exec, on, ("incr", k), &bit_offsets, (step, index)).await;
     }
     let mut keys = vec![part.key.as_str()];
     keys.extend(guard.map(Guard::key));

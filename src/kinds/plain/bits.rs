@@ -391,28 +391,8 @@ impl Bits {
         let exec = ctx.exec;
         if ctx.engine == Engine::Fast {
             // The guard's step in the same script: one round trip, the write recorded with it.
-            let guard = once::GuardStep::of(ctx.guard);
-            let mut keys = vec![self.key.as_str()];
-            keys.extend(guard.key());
-            keys.push(&ring);
-            let fingerprint = guard.fingerprint();
-            let [id, epoch, retry, keep, answer] = step.args(index);
-            let args: [&dyn scripts::Arg; 9] = [
-                &"set",
-                &k,
-                &fingerprint,
-                &offsets,
-                &id,
-                &epoch,
-                &retry,
-                &keep,
-                &answer,
-            ];
-            let reply = exec
-                .script(&self.key, &once::BITFIELD, &keys, &args)
-                .await?;
-            guard.check(&reply)?;
-            return once::flags(&reply, items);
+            let on = (self.key.as_str(), ctx.guard);
+            return once::bitfield(exec, on, ("set", k), offsets, (step, index)).await;
         }
         self.guard_alone(ctx).await?;
         let keys = [self.key.as_str(), ring.as_str()];
