@@ -211,7 +211,7 @@ pub enum Error {
 
     /// The user has no permission for a command or key (Redis ACL `NOPERM`): grant the filter's
     /// commands (see the README) on its keys.
-    #[error("permission denied by the server's ACL (NOPERM)")]
+    #[error("permission denied by the server's ACL (NOPERM){}", refused(.0))]
     NoPermission(#[source] RedisError),
 
     /// Redis refused a write because it reached `maxmemory` (`OOM`). The refused command wrote
@@ -496,6 +496,38 @@ fn is_script_acl_refusal(err: &RedisError) -> bool {
             && detail.contains("The user executing the script can't");
         redis || (code == "ERR" && detail.starts_with("ACL failure in script:"))
     })
+}
+
+/// What an ACL refusal names, for its message: `: this user may not run BITFIELD, INFO` (the
+/// commands the server's or a script's `NOPERM` replies name, each once), `…, nor access one of
+/// the keys` when a key was refused; empty when the replies name neither (a script's refusal on
+/// Redis 6, which names nothing).
+fn refused(err: &RedisError) -> String {
+    let mut commands: Vec<String> = Vec::new();
+    let mut keys = false;
+    for (code, detail) in server_errors(err) {
+        if code != "NOPERM" {
+            continue;
+        }
+        let named = detail
+            .split_once("run the '")
+            .and_then(|(_, rest)| rest.split_once('\''))
+            .map(|(command, _)| command.to_ascii_uppercase());
+        match named {
+            Some(command) if !commands.contains(&command) => commands.push(command),
+            Some(_) => {}
+            None => keys |= detail.to_ascii_lowercase().contains("key"),
+        }
+    }
+    match (commands.is_empty(), keys) {
+        (true, false) => String::new(),
+        (true, true) => ": this user may not access one of the filter's keys".to_owned(),
+        (false, false) => format!(": this user may not run {}", commands.join(", ")),
+        (false, true) => format!(
+            ": this user may not run {}, nor access one of the filter's keys",
+            commands.join(", ")
+        ),
+    }
 }
 
 impl From<RedisError> for Error {

@@ -523,6 +523,12 @@ fn connect_error(err: &RedisError, target: &Target) -> anyhow::Error {
             );
         }
     }
+    if text.contains("cluster support disabled") {
+        return anyhow!(
+            "cannot connect to {what} at {addr}: the server is not a Redis Cluster (cluster \
+             support disabled); for a single server use --url instead of --cluster"
+        );
+    }
     anyhow!("cannot connect to {what} at {addr}: {text}")
 }
 

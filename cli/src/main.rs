@@ -73,16 +73,17 @@ pub(crate) fn describe(err: &anyhow::Error) -> String {
     let mut parts: Vec<String> = Vec::new();
     for cause in err.chain() {
         let text = cause.to_string();
+        let names = text.contains("this user may not");
         if !parts.last().is_some_and(|last| last.ends_with(&text)) {
             parts.push(text);
         }
         // Its own words say it all; the server's reply below is redis-rs's rendering of a
         // pipeline or script ("Pipeline failures: [(Index 0, ...", a script's SHA).
-        if matches!(
-            cause.downcast_ref::<redbloom::Error>(),
-            Some(redbloom::Error::WrongType { .. })
-        ) {
-            break;
+        // (An ACL refusal that names what the user may not do, likewise.)
+        match cause.downcast_ref::<redbloom::Error>() {
+            Some(redbloom::Error::WrongType { .. }) => break,
+            Some(redbloom::Error::NoPermission(_)) if names => break,
+            _ => {}
         }
     }
     parts.join(": ")

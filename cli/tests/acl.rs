@@ -302,9 +302,20 @@ async fn each_command_is_needed_and_together_they_are_enough() {
             acl::assert_refused_without_info(&what, exercise(&url).await);
             continue;
         }
+        let result = exercise(&url).await;
+        // What the error names the user may not run is the command refused.
+        if let Err(err) = &result {
+            let text = err.to_string();
+            if let Some((_, named)) = text.split_once("may not run ") {
+                assert!(
+                    named.contains(&command.to_uppercase()),
+                    "without {command}: {text}"
+                );
+            }
+        }
         assert_denied(
             &format!("without {command} ({needed_by})"),
-            exercise(&url).await,
+            result,
             MINIMAL_PW,
         );
     }
@@ -394,7 +405,15 @@ async fn a_user_without_access_to_the_key_gets_no_permission() {
     // The CLI: one line naming NOPERM, status 2, no password.
     for args in [&["add", "a"][..], &["exists", "a"], &["info"]] {
         let cmd = redbloom(&url, "bf:x", &[&["--bits", "1000"][..], args].concat());
-        assert_fails(cmd, &["NOPERM", "permission"], OTHER_PW);
+        assert_fails(
+            cmd,
+            &[
+                "NOPERM",
+                "permission",
+                "may not access one of the filter's keys",
+            ],
+            OTHER_PW,
+        );
     }
 }
 
@@ -496,11 +515,12 @@ async fn a_user_without_scripts_needs_the_default_engine_and_the_gozero_layout()
         "add",
         "a",
     ];
-    assert_fails(
+    let line = assert_fails(
         redbloom(&url, "bf:native-cli", &native),
-        &["NOPERM"],
+        &["NOPERM", "this user may not run EVALSHA"],
         NOEVAL_PW,
     );
+    assert!(!line.contains("Pipeline failures"), "{line}");
 }
 
 #[tokio::test]

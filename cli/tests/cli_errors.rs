@@ -90,6 +90,13 @@ fn a_connection_failure_says_what_it_most_likely_is() {
         "{stderr}"
     );
 
+    // --cluster to a server that is not a cluster: said so, and what to use instead.
+    fails_within(
+        fast,
+        common::cli::redbloom_cluster(&plain.url(), "k", &info),
+        &["not a Redis Cluster", "--url instead of --cluster"],
+    );
+
     // redis:// to a TLS port.
     let dir = tempfile::tempdir().unwrap();
     let tls = tls_server(&dir);
