@@ -336,7 +336,8 @@ Items are lines of at most 64 KiB; the same bounds and signals as load."
     /// Make the filter's key expire after SECONDS.
     #[command(override_usage = usage!("expire SECONDS"))]
     Expire {
-        /// Seconds until the key expires, a whole number.
+        /// Seconds until the key expires: a whole number, or a duration with units (90m, 1h,
+        /// 7d, 1h30m).
         #[arg(
             value_parser = ttl_seconds,
             allow_negative_numbers = true
@@ -555,14 +556,17 @@ fn whole<T: std::str::FromStr + Clone + Send + Sync + 'static>(
 
 /// A TTL: a whole number of seconds, at least 1 (a TTL of 0 would delete the filter at once).
 fn ttl_seconds(text: &str) -> Result<u64, String> {
+    let expected = "expected a whole number of seconds, 1 or more, or a duration with units \
+                    (90m, 1h, 7d, 1h30m)";
     match text.trim().parse::<u64>() {
         Ok(secs) if secs >= 1 => Ok(secs),
-        Ok(_) => Err(
-            "expected a whole number of seconds, 1 or more: a TTL of 0 would delete \
-                      the filter at once (use clear to delete it)"
-                .to_owned(),
-        ),
-        Err(_) => Err("expected a whole number of seconds, 1 or more".to_owned()),
+        Ok(_) => Err(format!(
+            "{expected}: a TTL of 0 would delete the filter at once (use clear to delete it)"
+        )),
+        Err(_) => match duration(text) {
+            Ok(d) if d.subsec_nanos() == 0 => Ok(d.as_secs()),
+            _ => Err(expected.to_owned()),
+        },
     }
 }
 
@@ -692,6 +696,18 @@ mod tests {
         for bad in ["1h30", "h30m", "1h 30m", "30m1", "1hh"] {
             assert!(duration(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn an_expiry_takes_seconds_or_units() {
+        assert_eq!(ttl_seconds("90"), Ok(90));
+        assert_eq!(ttl_seconds("1h"), Ok(3600));
+        assert_eq!(ttl_seconds("1h30m"), Ok(5400));
+        assert_eq!(ttl_seconds("7d"), Ok(7 * 86_400));
+        for bad in ["0", "-1", "1.5s", "500ms", "5x", ""] {
+            assert!(ttl_seconds(bad).is_err(), "{bad}");
+        }
+        assert!(ttl_seconds("0").unwrap_err().contains("use clear"));
     }
 
     #[test]

@@ -52,7 +52,8 @@ fn usage_error(err: clap::Error) -> ExitCode {
             ExitCode::SUCCESS
         }
         ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand | ErrorKind::MissingSubcommand => fail(
-            "missing command: add, exists, load, check, info, clear, expire or bench (see --help)",
+            "missing command: add, exists, load, check, remove, unload, info, clear, expire, \
+             export, import, build or bench (see --help)",
         ),
         _ => {
             // The message is everything before clap's usage and help hints.
