@@ -26,7 +26,8 @@ end
 -- arguments, as the script will run it after its first write). Where the server cannot say,
 -- each command is proven instead by running it once on PROBE, a key of the script's slot that
 -- holds nothing, in place of every key of the script it names, without replication or AOF
--- (set_repl), PROBE deleted after (what it proves is the command, not the keys' patterns).
+-- (set_repl), PROBE deleted after (what it proves is the command, not the keys' patterns: a
+-- refusal of PROBE's own key is not taken for one).
 local function plan_refusal(on, probe, calls)
     if redis.acl_check_cmd then
         for _, call in ipairs(calls) do
@@ -54,9 +55,12 @@ local function plan_refusal(on, probe, calls)
             local reply = redis.pcall(unpack(args))
             redis.pcall("del", probe)
             local text = type(reply) == "table" and reply.err or ""
-            if string.find(text, "NOPERM", 1, true) or string.find(text, "executing the script can't", 1, true) then
+            -- (A refusal of the probe's key says nothing of the real keys: only the command's
+            -- refusal counts.)
+            if string.find(text, "can't run this command", 1, true)
+                or (string.find(text, "NOPERM", 1, true) and string.find(text, "to run", 1, true)) then
                 refused = redis.error_reply("NOPERM this user has no permissions to run the '"
-                    .. command .. "' command " .. on)
+                    .. call[1] .. "' command " .. on)
                 break
             end
         end

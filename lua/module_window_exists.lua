@@ -4,7 +4,9 @@
 -- ARGV[7..]: the items.
 -- Reply: one integer per item: 1 when some live generation holds it (BF.MEXISTS), else 0.
 -- A user whose ACL refuses BF.MEXISTS is told so, whether or not a generation exists yet.
-local refused = acl_refusal("on the module filter", "BF.MEXISTS", KEYS[2], "x")
+-- (Where the server cannot ask the ACL, Redis 6, the read is proven on a key of this slot that
+-- holds nothing: lua/acl.lua.)
+local refused = plan_refusal("on the module filter", KEYS[2] .. ":probe", {{"BF.MEXISTS", KEYS[2], "x"}})
 if refused then
     return refused
 end

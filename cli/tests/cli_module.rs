@@ -349,13 +349,13 @@ async fn an_acl_without_bf_commands_is_one_line_naming_them() {
     let url = redis.url().replace("redis://", "redis://nobf:pw@");
     let key = common::unique_key("cli-module-acl");
     let line = assert_fails(redbloom(&url, &key, &args(&["add", "a"])), &[], Some("pw@"));
-    assert!(line.contains("'BF.MADD'"), "{line}");
+    assert!(line.contains("this user may not run BF.MADD"), "{line}");
     let line = assert_fails(
         redbloom(&url, &key, &args(&["exists", "a"])),
         &[],
         Some("pw@"),
     );
-    assert!(line.to_ascii_lowercase().contains("bf.mexists"), "{line}");
+    assert!(line.contains("this user may not run BF.MEXISTS"), "{line}");
     assert!(
         common::keys_like(&mut admin, "*").await.is_empty(),
         "nothing written"
