@@ -238,11 +238,7 @@ async fn a_key_alone_with_nothing_stored_names_what_it_holds() {
         &["holds a list, not a string"],
         None,
     );
-    let left: Vec<String> = redis::cmd("KEYS")
-        .arg(format!("*{empty}*"))
-        .query_async(&mut conn)
-        .await
-        .unwrap();
+    let left = common::keys_like(&mut conn, &format!("*{empty}*")).await;
     assert!(left.is_empty(), "{left:?}");
     let items: Vec<String> = redis::cmd("LRANGE")
         .arg(&list)
