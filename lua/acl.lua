@@ -27,7 +27,8 @@ end
 -- each command is proven instead by running it once on PROBE, a key of the script's slot that
 -- holds nothing, in place of every key of the script it names, without replication or AOF
 -- (set_repl), PROBE deleted after (what it proves is the command, not the keys' patterns: a
--- refusal of PROBE's own key is not taken for one).
+-- refusal of PROBE's own key is not taken for one); a command the server does not know is
+-- refused too, with its unknown-command error.
 local function plan_refusal(on, probe, calls)
     if redis.acl_check_cmd then
         for _, call in ipairs(calls) do
@@ -55,6 +56,13 @@ local function plan_refusal(on, probe, calls)
             local reply = redis.pcall(unpack(args))
             redis.pcall("del", probe)
             local text = type(reply) == "table" and reply.err or ""
+            -- A command the server lacks (a module's, without the module) fails the step here,
+            -- before its first write, in the words the client knows.
+            if string.find(string.lower(text), "unknown redis command", 1, true) then
+                refused = redis.error_reply("ERR Unknown Redis command called from a script: '"
+                    .. call[1] .. "'")
+                break
+            end
             -- (A refusal of the probe's key says nothing of the real keys: only the command's
             -- refusal counts.)
             if string.find(text, "can't run this command", 1, true)

@@ -33,9 +33,3 @@ if fresh then
         end
     end
 end
--- Where the server cannot ask the ACL (Redis 6), a read the step needs anyway proves the
--- module's commands before lua/module_window_check.lua stores the parameters: without the
--- module (or with BF.MEXISTS refused) the step fails here, having written nothing.
-if not redis.acl_check_cmd then
-    redis.call("BF.MEXISTS", current, "x")
-end
