@@ -37,8 +37,8 @@ pub use self::{
     info::{
         CountingInfo, FilterInfo, GenerationInfo, GrowingInfo, GrowingLevel, KeyTtl, WindowInfo,
     },
-    // RedisBloom, CountingBloom, WindowBloom, GrowingBloom, ModuleBloom (and ModuleInfo): the
-    // registry in src/kinds/mod.rs.
+    // RedisBloom, CountingBloom, WindowBloom, GrowingBloom, ModuleBloom (and ModuleInfo,
+    // MODULE_KEY_TYPES): the registry in src/kinds/mod.rs.
     kinds::filters::*,
     kinds::plain::OfflineBloom,
     layout::{native_locations, Layout},

@@ -59,16 +59,15 @@ async fn unstored(conn: &mut Connection, key: &str) -> String {
         .await
         .unwrap_or_default();
     match found.as_str() {
+        found if redbloom::MODULE_KEY_TYPES.contains(&found) => format!(
+            "{key:?} holds a module filter (BF.*) that another client made, which stores no \
+             parameters: open it with --module and its size, --capacity N --fpr P (BF.INFO \
+             names its capacity)"
+        ),
         "none" => format!(
             "no filter at {key:?} (the key holds nothing, and no parameters are stored beside \
              it): give the size of one to make, --bits N, or --capacity N with --fpr P (and the \
              flags of its kind)"
-        ),
-        // RedisBloom's and valkey-bloom's type names.
-        "MBbloom--" | "bloomfltr" => format!(
-            "{key:?} holds a module filter (BF.*) that another client made, which stores no \
-             parameters: open it with --module and its size, --capacity N --fpr P (BF.INFO \
-             names its capacity)"
         ),
         "string" | "" => format!(
             "{key:?} holds no filter with stored parameters (a go-zero filter made by Go stores \

@@ -32,8 +32,9 @@ use redis::Value;
 use std::time::Instant;
 use tokio::io::{AsyncRead, AsyncWrite};
 
-/// The type of the module's Bloom filter keys, as `TYPE` names it.
-pub(crate) const MODULE_TYPE: &str = "MBbloom--";
+/// The type of the module's Bloom filter keys that dump (RedisBloom's: valkey-bloom has no
+/// `BF.SCANDUMP`), as `TYPE` names it.
+pub(crate) const MODULE_TYPE: &str = crate::kinds::filters::MODULE_KEY_TYPES[0];
 
 /// The role of a dump chunk's section.
 pub(crate) const CHUNK: &str = "chunk";

@@ -35,6 +35,16 @@ use crate::snapshot::{Group, ImportMode, SectionHeader, Staged, Stored};
 use crate::{keys, Builder};
 use std::sync::atomic::{AtomicU8, Ordering};
 
+/// The names `TYPE` gives a module filter's key: RedisBloom's (Redis 8's too), then
+/// valkey-bloom's. What `TYPE` says of a key tells a module filter from a plain string before
+/// opening it, as `redbloom` (the CLI) does for a key given alone.
+///
+/// ```
+/// assert!(redbloom::MODULE_KEY_TYPES.contains(&"MBbloom--"));
+/// assert!(!redbloom::MODULE_KEY_TYPES.contains(&"string"));
+/// ```
+pub const MODULE_KEY_TYPES: [&str; 2] = ["MBbloom--", "bloomfltr"];
+
 /// Items per `BF.MADD` or `BF.MEXISTS` command: a batch goes as commands of at most this many
 /// items, a few in flight, so that one command never holds the server long.
 pub(crate) const PER_COMMAND: usize = 1_000;
