@@ -12,15 +12,17 @@ local function acl_refusal(on, command, ...)
             .. "' command " .. on)
     end
 end
--- read_refusal(ON, READ, KEY): the same for a read of KEY (BITFIELD_RO, or BITFIELD); where
--- the server cannot say, the read is proven by running it with no operation (before Redis 6.2
--- BITFIELD_RO is unknown: the call fails the script before it writes).
-local function read_refusal(on, read, key)
+-- bitfield_refusal(ON, COMMAND, KEY): the same for COMMAND (BITFIELD_RO, or BITFIELD: a read,
+-- or a write, since the ACL refuses the command whatever its operations) on KEY; where the
+-- server cannot say, the command is proven by running it with no operation, which reads and
+-- writes nothing (a refusal, or before Redis 6.2 an unknown BITFIELD_RO, fails the script
+-- there, before it writes).
+local function bitfield_refusal(on, command, key)
     if not redis.acl_check_cmd then
-        redis.call(read, key)
+        redis.call(command, key)
         return nil
     end
-    return acl_refusal(on, read, key, "GET", "u1", "0")
+    return acl_refusal(on, command, key, "GET", "u1", "0")
 end
 -- plan_refusal(ON, PROBE, CALLS): acl_refusal for each of CALLS (each a command and its
 -- arguments, as the script will run it after its first write). Where the server cannot say,

@@ -53,9 +53,13 @@ end
 -- unknown BITFIELD_RO before Redis 6.2) stops the script before it writes, not between two
 -- items, where the caller, taking it for a step that wrote nothing, would add the items again
 -- and answer "seen" for those this one added. The read (of the first level) and the counts'
--- HSET asked of the ACL (lua/acl.lua).
-local refused = s > 0 and read_refusal("on the growing filter's levels", read, KEYS[2])
+-- HSET asked of the ACL (lua/acl.lua); and its write, the levels' BITFIELD (proven by a call
+-- with no operation where the server cannot say), and the read of the newest count, HGET, so
+-- that a refusal of them names them (inside a script Redis 7.0 names no command).
+local refused = s > 0 and bitfield_refusal("on the growing filter's levels", read, KEYS[2])
+    or s > 0 and bitfield_refusal("on the growing filter's levels", "bitfield", KEYS[2])
     or acl_refusal("on the growing filter's counts", "hset", counts, "0", "0")
+    or levels > 0 and acl_refusal("on the growing filter's counts", "hget", counts, "0")
 if refused then
     return refused
 end

@@ -3,6 +3,14 @@ end
 -- A step recorded in its slot replies what it replied then, and applies nothing again. A
 -- record is the reply: "s" and a string (a dense step's bytes from before, a batch's flags),
 -- or "j" and an array of integers as JSON.
+-- The record's commands, this read first, are asked of the ACL before they run (Redis 7,
+-- Valkey; on Redis 6 they are proven before a filter's first recorded write, once_probe.lua):
+-- a refusal names them "on the record of exact answers", so that the client tells it from a
+-- refusal of the step's own work and writes without records only for the first.
+local refused_read = acl_refusal("on the record of exact answers", "hget", once_ring, once_step)
+if refused_read then
+    return refused_read
+end
 local done = redis.call("hget", once_ring, once_step)
 if done then
     if string.sub(done, 1, 1) == "s" then

@@ -12,7 +12,7 @@ local current = live[1]
 -- the script before it writes (the caller, taking it for a step that wrote nothing, would add
 -- the items again and answer "seen" for those this one added).
 if g >= 2 then
-    local refused = read_refusal("on the older generations", read, live[2])
+    local refused = bitfield_refusal("on the older generations", read, live[2])
     if refused then
         return refused
     end

@@ -472,11 +472,33 @@ fn named_wrong_type(err: &RedisError) -> Option<(String, String)> {
     })
 }
 
+/// The words of a recorded step's own refusal of its record's commands (lua/once_tail.lua).
+pub(crate) const ON_THE_RECORD: &str = "on the record of exact answers";
+
 impl Error {
     /// An ACL refusal of the command sent (`NOPERM`: the command, or one of its keys), not of
     /// a call inside a script.
     pub(crate) fn is_command_refusal(&self) -> bool {
         matches!(self, Error::NoPermission(err) if has_server_code(err, "NOPERM"))
+    }
+
+    /// Whether an ACL refusal of a recorded write step (exact answers across retries) may be a
+    /// refusal of its record: of the script (`EVALSHA`), of one of the step's keys (the record's
+    /// ring is one), or of a command of the record, which the step asks the ACL for before it
+    /// writes and names [`ON_THE_RECORD`] (on Redis 6, proven before the filter's first recorded
+    /// write: lua/once_probe.lua). Any other refusal is of the step's own work (a `BITFIELD`,
+    /// a `BF.MADD`, named or, inside a script on Redis 6 and 7.0, not): the same step without
+    /// a record meets it too, so records stay on and the error is the caller's.
+    pub(crate) fn refuses_record(&self) -> bool {
+        let Error::NoPermission(err) = self else {
+            return false;
+        };
+        let (commands, keys) = refusals(err);
+        let scripts = ["EVALSHA", "EVAL", "EVALSHA_RO", "EVAL_RO"];
+        keys || commands.iter().any(|c| scripts.contains(&c.as_str()))
+            || server_errors(err)
+                .iter()
+                .any(|(_, detail)| detail.contains(ON_THE_RECORD))
     }
 }
 
@@ -498,15 +520,18 @@ fn is_script_acl_refusal(err: &RedisError) -> bool {
     })
 }
 
-/// What an ACL refusal names, for its message: `: this user may not run BITFIELD, INFO` (the
-/// commands the server's or a script's `NOPERM` replies name, each once), `…, nor access one of
-/// the keys` when a key was refused; empty when the replies name neither (a script's refusal on
-/// Redis 6, which names nothing).
-fn refused(err: &RedisError) -> String {
+/// What ACL refusals name: the commands (upper-cased, each once) that the server's `NOPERM`
+/// replies, a script's own refusals (`NOPERM … run the 'hset' command on …`, lua/acl.lua) and
+/// a refusal inside a script on Redis 7.2 and Valkey (`ERR ACL failure in script: User U has
+/// no permissions to run the 'bitfield' command …`) name; and whether one refused a key (`No
+/// permissions to access a key`). A refusal inside a script on Redis 6 and 7.0 (`The user
+/// executing the script can't …`) names neither.
+fn refusals(err: &RedisError) -> (Vec<String>, bool) {
     let mut commands: Vec<String> = Vec::new();
     let mut keys = false;
     for (code, detail) in server_errors(err) {
-        if code != "NOPERM" {
+        let in_script = code == "ERR" && detail.starts_with("ACL failure in script:");
+        if code != "NOPERM" && !in_script {
             continue;
         }
         let named = detail
@@ -519,6 +544,15 @@ fn refused(err: &RedisError) -> String {
             None => keys |= detail.to_ascii_lowercase().contains("key"),
         }
     }
+    (commands, keys)
+}
+
+/// What an ACL refusal names, for its message: `: this user may not run BITFIELD, INFO` (the
+/// commands the refusals name, each once: [`refusals`]), `…, nor access one of the filter's
+/// keys` when a key was refused; empty when the replies name neither (a refusal inside a
+/// script on Redis 6 and 7.0, which names nothing).
+fn refused(err: &RedisError) -> String {
+    let (commands, keys) = refusals(err);
     match (commands.is_empty(), keys) {
         (true, false) => String::new(),
         (true, true) => ": this user may not access one of the filter's keys".to_owned(),
@@ -573,5 +607,67 @@ mod tests {
             ))
         );
         assert_eq!(raised_in_script("unknown command `EVAL_RO`"), None);
+    }
+
+    /// The error a server replies, as redis-rs makes it of the reply's bytes.
+    fn replied(text: &str) -> Error {
+        let value = redis::parse_redis_value(format!("-{text}\r\n").as_bytes()).unwrap();
+        Error::from_redis(value.extract_error().unwrap_err(), "f")
+    }
+
+    #[test]
+    fn refusals_name_their_commands_and_tell_the_records_own() {
+        let cases = [
+            // A script's own refusal of its record (lua/once_tail.lua).
+            (
+                "NOPERM this user has no permissions to run the 'hset' command on the record of \
+                 exact answers",
+                ": this user may not run HSET",
+                true,
+            ),
+            // Of its own work.
+            (
+                "NOPERM this user has no permissions to run the 'bitfield' command on the \
+                 growing filter's levels",
+                ": this user may not run BITFIELD",
+                false,
+            ),
+            // The script itself.
+            (
+                "NOPERM User u has no permissions to run the 'evalsha' command",
+                ": this user may not run EVALSHA",
+                true,
+            ),
+            // A key of the step (the record's ring is one).
+            (
+                "NOPERM No permissions to access a key",
+                ": this user may not access one of the filter's keys",
+                true,
+            ),
+            // Inside a script, Redis 7.2 and Valkey: named; Redis 7.0: not, and not the
+            // record's (whose commands are asked of the ACL first).
+            (
+                "ERR ACL failure in script: User u has no permissions to run the 'bitfield' \
+                 command script: 3e5f, on @user_script:245.",
+                ": this user may not run BITFIELD",
+                false,
+            ),
+            (
+                "ERR The user executing the script can't run this command or subcommand \
+                 script: 3e5f, on @user_script:245.",
+                "",
+                false,
+            ),
+        ];
+        for (text, names, record) in cases {
+            let err = replied(text);
+            assert!(matches!(err, Error::NoPermission(_)), "{text}: {err:?}");
+            assert_eq!(
+                err.to_string(),
+                format!("permission denied by the server's ACL (NOPERM){names}"),
+                "{text}"
+            );
+            assert_eq!(err.refuses_record(), record, "{text}");
+        }
     }
 }

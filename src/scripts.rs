@@ -24,7 +24,7 @@ impl LuaScript {
     pub(crate) const fn new(source: &'static str, sha: fn() -> String) -> Self {
         assert!(
             acl_part_declared(source.as_bytes()),
-            "a script calls acl_refusal or read_refusal without lua/acl.lua first, or holds it twice"
+            "a script calls acl_refusal or bitfield_refusal without lua/acl.lua first, or holds it twice"
         );
         LuaScript {
             source,

@@ -152,11 +152,12 @@ async fn no_pexpire_a_dense_add_of_a_filter_with_a_ttl_answers_new() {
 /// The record of exact answers is written after the write it records: its commands refused
 /// there failed the step with its write applied, and the step sent again without a record
 /// answered "seen". (`UNLINK` comes with the first record of each period of the record's
-/// ring; `HSET` with every record.) Every kind's single and batch adds.
+/// ring; `HSET` with every record; `HGET`, the record's read, first in every step.) Every
+/// kind's single and batch adds, which go without records.
 #[tokio::test]
 async fn no_unlink_or_hset_recorded_adds_answer_new() {
-    let (server, _admin) = server(&["unlink", "hset"]).await;
-    for command in ["unlink", "hset"] {
+    let (server, _admin) = server(&["unlink", "hset", "hget"]).await;
+    for command in ["unlink", "hset", "hget"] {
         let conn = user(&server, command).await;
         let batch = items(command, 40);
         let what = |kind: &str| format!("{kind}, no {command}");
@@ -174,6 +175,7 @@ async fn no_unlink_or_hset_recorded_adds_answer_new() {
             .unwrap();
         all_new("plain", vec![plain.add("one").await.unwrap()]);
         all_new("plain", plain.add_many(&batch).await.unwrap());
+        assert!(!plain.exact_retries(), "{}: records on", what("plain"));
         let native = exact(RedisBloom::builder(format!("native-{command}")), true)
             .layout(redbloom::Layout::Native)
             .expected_items(100_000)
@@ -208,8 +210,8 @@ async fn no_unlink_or_hset_recorded_adds_answer_new() {
             "{}",
             what("counting")
         );
-        // A growing filter needs HSET for its counts: without it, its adds fail.
-        if command != "hset" {
+        // A growing filter needs HSET and HGET for its counts: without them, its adds fail.
+        if command == "unlink" {
             let growing = exact(GrowingBloom::builder(format!("growing-{command}")), true)
                 .expected_items(100_000)
                 .false_positive_rate(0.01)
@@ -221,15 +223,100 @@ async fn no_unlink_or_hset_recorded_adds_answer_new() {
     }
 }
 
+/// A refusal of a recorded step's own work is not one of its record: a user who may not run
+/// `BITFIELD` gets an error that names it (where scripts can ask the ACL: Redis 7, Valkey),
+/// nothing is written, and the filter keeps its records on. Any refusal in a recorded step was
+/// taken for the record's: a growing filter turned its records off (a WARN event, and the CLI's
+/// warning), failed again without them, and on Redis 7.0 named nothing.
+#[tokio::test]
+async fn no_bitfield_the_refusal_is_the_callers_and_records_stay_on() {
+    let (server, mut admin) = server(&["bitfield"]).await;
+    let conn = user(&server, "bitfield").await;
+    let asks: i64 = redis::cmd("EVAL")
+        .arg("return redis.acl_check_cmd and 1 or 0")
+        .arg(0)
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    async fn refused<K: redbloom::kind::Kind>(
+        what: &str,
+        builder: Builder<K>,
+        conn: &MultiplexedConnection,
+        admin: &mut MultiplexedConnection,
+        named: bool,
+    ) {
+        let bloom = exact(builder, true)
+            .expected_items(1_000)
+            .false_positive_rate(0.01)
+            .build(conn.clone())
+            .unwrap();
+        for (how, result) in [
+            ("add", bloom.add("one").await.map(|new| vec![new])),
+            ("add_many", bloom.add_many(&items(what, 5)).await),
+        ] {
+            let Err(err @ Error::NoPermission(_)) = result else {
+                panic!("{what} {how}: {result:?}");
+            };
+            if named {
+                assert!(
+                    err.to_string().ends_with("this user may not run BITFIELD"),
+                    "{what} {how}: {err}"
+                );
+            }
+            assert!(bloom.exact_retries(), "{what} {how}: records turned off");
+        }
+        assert_eq!(keys(admin, what).await, Vec::<String>::new(), "{what}");
+    }
+    let named = asks == 1;
+    refused(
+        "native",
+        RedisBloom::builder("native").layout(redbloom::Layout::Native),
+        &conn,
+        &mut admin,
+        named,
+    )
+    .await;
+    refused(
+        "counting",
+        CountingBloom::builder("counting"),
+        &conn,
+        &mut admin,
+        named,
+    )
+    .await;
+    refused(
+        "window",
+        WindowBloom::builder("window", ONE_HOUR),
+        &conn,
+        &mut admin,
+        named,
+    )
+    .await;
+    refused(
+        "growing",
+        GrowingBloom::builder("growing"),
+        &conn,
+        &mut admin,
+        named,
+    )
+    .await;
+}
+
 /// A growing filter counts each level's new items (`HSET`) after setting their bits: a user
 /// who may not `HSET` got an error with the bits written (the step sent again without a record
-/// then answered "seen"). Now the step fails before it writes.
+/// then answered "seen"). Now the step fails before it writes; and one who may not read the
+/// counts (`HGET`) too.
 #[tokio::test]
 async fn no_hset_a_growing_add_fails_writing_nothing() {
-    let (server, mut admin) = server(&["hset"]).await;
-    let conn = user(&server, "hset").await;
-    for on in [false, true] {
-        let key = format!("growing-{on}");
+    let (server, mut admin) = server(&["hset", "hget"]).await;
+    for (command, on) in [
+        ("hset", false),
+        ("hset", true),
+        ("hget", false),
+        ("hget", true),
+    ] {
+        let conn = user(&server, command).await;
+        let key = format!("growing-{command}-{on}");
         let builder = || {
             exact(GrowingBloom::builder(&key), on)
                 .expected_items(1_000)
@@ -244,16 +331,32 @@ async fn no_hset_a_growing_add_fails_writing_nothing() {
             .unwrap();
         let before = keys(&mut admin, &key).await;
         let growing = builder().build(conn.clone()).unwrap();
-        for (what, result) in [
-            ("add", growing.add("second").await.map(|new| vec![new])),
-            ("add_many", growing.add_many(&items("hset", 5)).await),
-            ("dense", growing.add_many(&items("dense", 600)).await),
+        // (The dense add reads the counts whole, HGETALL: a user refused HGET alone may load.)
+        let dense = match command {
+            "hset" => 600,
+            _ => 0,
+        };
+        for (what, batch) in [
+            ("add", items("one", 1)),
+            ("add_many", items("hset", 5)),
+            ("dense", items("dense", dense)),
         ] {
+            if batch.is_empty() {
+                continue;
+            }
+            let result = match batch.len() {
+                1 => growing.add(&batch[0]).await.map(|new| vec![new]),
+                _ => growing.add_many(&batch).await,
+            };
             assert!(
                 matches!(result, Err(Error::NoPermission(_))),
-                "exact {on}, {what}: {result:?}"
+                "no {command}, exact {on}, {what}: {result:?}"
             );
-            assert_eq!(keys(&mut admin, &key).await, before, "exact {on}, {what}");
+            assert_eq!(
+                keys(&mut admin, &key).await,
+                before,
+                "no {command}, exact {on}, {what}"
+            );
         }
     }
 }

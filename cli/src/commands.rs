@@ -182,9 +182,10 @@ async fn execute<K: CliKind>(cli: &Cli, builder: Builder<K>, conn: Connection) -
     let done = command(cli, &bloom).await;
     if !cli.inexact_retries && cli.retry_for > 0.0 && !bloom.exact_retries() {
         eprintln!(
-            "warning: the ACL refused the script that records each write's answers (EVALSHA, or \
-             the keys {{KEY}}:redbloom:once:*): after a retry, \"new\" may count an item as seen \
-             and a counting write may repeat (docs/security.md)"
+            "warning: the ACL refused the script that records each write's answers (EVALSHA, \
+             its HGET, HSET or UNLINK, or the keys {{KEY}}:redbloom:once:*): after a retry, \
+             \"new\" may count an item as seen and a counting write may repeat \
+             (docs/security.md)"
         );
     }
     done

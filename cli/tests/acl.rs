@@ -443,6 +443,52 @@ async fn a_user_without_bitfield_uses_the_scripts_engine_even_with_wait() {
     );
 }
 
+/// A refusal of the filter's own write is one line that names it, for every kind, with no
+/// warning about records: it is not the record's (a growing filter took it for one, warned
+/// that its records were off, and on Redis 7.0 named nothing). A refusal of the record's read
+/// (`HGET`) is the record's: the add goes without records, and the CLI says so.
+#[tokio::test]
+async fn a_refused_write_is_named_and_only_a_refused_record_warns() {
+    let (server, mut admin) = acl_server().await;
+    set_user(
+        &mut admin,
+        "nobf",
+        &[">nobf-PW", "~*", "+@all", "-bitfield"],
+    )
+    .await;
+    set_user(
+        &mut admin,
+        "nohget",
+        &[">nohget-PW", "~*", "+@all", "-hget"],
+    )
+    .await;
+    let refused = user_url(&server, "nobf", "nobf-PW");
+    let unrecorded = user_url(&server, "nohget", "nohget-PW");
+    let kinds: [&[&str]; 5] = [
+        &["--bits", "10000"],
+        &["--capacity", "1000", "--fpr", "0.01"],
+        &["--counting", "--capacity", "1000", "--fpr", "0.01"],
+        &["--window", "1h", "--capacity", "1000", "--fpr", "0.01"],
+        &["--growth", "2", "--capacity", "1000", "--fpr", "0.01"],
+    ];
+    for (i, flags) in kinds.into_iter().enumerate() {
+        let key = format!("refused-write-{i}");
+        let args = [flags, &["add", "a"]].concat();
+        assert_fails(
+            common::cli::redbloom(&refused, &key, &args),
+            &["NOPERM", "may not run BITFIELD"],
+            "nobf-PW",
+        );
+        let key = format!("unrecorded-{i}");
+        let (code, _, stderr) = run(common::cli::redbloom(&unrecorded, &key, &args));
+        assert_eq!(code, 0, "{flags:?}: {stderr}");
+        assert!(
+            stderr.starts_with("warning: the ACL refused the script that records"),
+            "{flags:?}: {stderr}"
+        );
+    }
+}
+
 #[tokio::test]
 async fn a_user_without_scripts_needs_the_default_engine_and_the_gozero_layout() {
     let (server, mut admin) = acl_server().await;

@@ -105,7 +105,8 @@ impl Cap {
                 is_unknown_command(err) || lacks_bitfield_ro(err)
             }
             (Cap::EvalRo, Error::Redis(err)) => is_unknown_command(err),
-            (Cap::Merge { .. } | Cap::Exact, Error::NoPermission(_)) => true,
+            (Cap::Merge { .. }, Error::NoPermission(_)) => true,
+            (Cap::Exact, err) => err.refuses_record(),
             _ => false,
         }
     }
@@ -212,7 +213,11 @@ impl<C> Exec<C> {
                 // The script itself refused (`EVALSHA`, or the ring's keys): the recorded
                 // steps meet the same refusal first thing, and go without records from there.
                 Err(err) if err.is_command_refusal() => break,
-                Err(err) if self.lacks(Cap::Exact, key, &err) => break,
+                // One of the record's commands refused: every refusal here is the record's.
+                Err(Error::NoPermission(_)) => {
+                    self.learn(Cap::Exact, key);
+                    break;
+                }
                 Err(err) => return Err(err),
             }
         }
@@ -239,6 +244,13 @@ impl<C> Exec<C> {
         if !cap.lacking(err) {
             return false;
         }
+        self.learn(cap, key);
+        true
+    }
+
+    /// The filter learns that the server (or its ACL) lacks `cap`: once, an INFO event
+    /// `fallback` naming `key` (a WARN one for exact answers) and a metric.
+    fn learn(&self, cap: Cap, key: &str) {
         if !cap.flag(&self.caps).swap(true, Ordering::Relaxed) {
             let (from, to, cause) = cap.describe();
             if cap == Cap::Exact {
@@ -248,7 +260,6 @@ impl<C> Exec<C> {
                 self.fell_back(key, (from, to, cause), true);
             }
         }
-        true
     }
 
     /// Reports a fallback on `key`: `from` given up for `to` because of `cause`; `learned` for

@@ -206,8 +206,6 @@ impl<'a, C: Conn> On<'a, C> {
                     let mut all: Vec<&dyn Arg> = args.to_vec();
                     all.extend(once.iter().map(|arg| arg as &dyn Arg));
                     match exec.script(&part.key, &MODULE_ADD_ONCE, &keys, &all).await {
-                        // The ACL refuses a BF.* command, not the recording.
-                        Err(err) if refuses_bf(&err) => return Err(err),
                         Err(err) if exec.lacks(Cap::Exact, &part.key, &err) => {
                             exec.script(&part.key, &MODULE_ADD, &keys[..keys.len() - 1], &args)
                                 .await?
@@ -309,11 +307,6 @@ fn is_full(err: &redis::ServerError) -> bool {
 fn is_not_found(err: &redis::RedisError) -> bool {
     let text = err.to_string().to_ascii_lowercase();
     text.contains("not found") || text.contains("does not exist")
-}
-
-/// Whether `err` is the add script's refusal of a `BF.*` command by the ACL.
-fn refuses_bf(err: &Error) -> bool {
-    matches!(err, Error::NoPermission(err) if err.to_string().contains("'BF."))
 }
 
 /// Whether the add script found a filter another client made whose parameters this client

@@ -428,8 +428,6 @@ async fn add_command<C: Conn>(
         step: step.map(|step| (step, index)),
     };
     let reply = match call(ctx, run, &tail).await {
-        // The ACL refuses a command the step needs, not the recording.
-        Err(err) if refuses_command(&err) => return Err(err),
         Err(err) if step.is_some() && exec.lacks(Cap::Exact, &ctx.part().key, &err) => {
             let run = Run {
                 script: &ADD,
@@ -452,12 +450,6 @@ async fn add_command<C: Conn>(
             items.len()
         ))),
     }
-}
-
-/// Whether `err` is the add script's refusal, by the ACL, of a command it needs.
-fn refuses_command(err: &Error) -> bool {
-    matches!(err, Error::NoPermission(err)
-        if err.to_string().contains("on the module filter"))
 }
 
 /// Checks the items of one part against its live generations (read-only scripts of at most
