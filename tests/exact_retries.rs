@@ -893,8 +893,7 @@ async fn dense_repeats_write_nothing<K: Kind>(
 
 /// A file loaded again costs the server no write (SPEC.md §4: an add of present items writes
 /// nothing): the dense adds of plain and window filters, whole and by ranges, find that a batch
-/// sets no new bit before they write (their scratch keys kept out of the AOF and the replicas),
-/// and a growing filter's before it takes its lease.
+/// sets no new bit before they write (their scratch keys kept out of the AOF and the replicas).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dense_adds_of_present_items_write_nothing() {
     let aof = [
@@ -947,13 +946,6 @@ async fn dense_adds_of_present_items_write_nothing() {
     dense_repeats_write_nothing(&url, large_native, ranges, "repeat-ranges").await;
     let window_ranges = ("setrange", WINDOW_RANGES.per_call);
     dense_repeats_write_nothing(&url, large_window, window_ranges, "repeat-window-ranges").await;
-    // A growing filter's dense add of items all there takes no lease either.
-    let growing = |key: &str| {
-        GrowingBloom::builder(key)
-            .expected_items(20_000)
-            .false_positive_rate(1e-6)
-    };
-    dense_repeats_write_nothing(&url, growing, whole, "repeat-growing").await;
     let mut primary = common::connect(&url).await;
     let acked: i64 = redis::cmd("WAIT")
         .arg(1)

@@ -25,7 +25,6 @@ pub(crate) struct Lease<'a, C> {
     exec: &'a Exec<C>,
     key: &'a str,
     held: bool,
-    waited: bool,
 }
 
 impl<'a, C: Conn> Lease<'a, C> {
@@ -35,7 +34,6 @@ impl<'a, C: Conn> Lease<'a, C> {
             exec,
             key,
             held: false,
-            waited: false,
         };
         let set = redis::cmd("SET")
             .arg(key)
@@ -52,7 +50,6 @@ impl<'a, C: Conn> Lease<'a, C> {
                     break;
                 }
                 Ok(None) => {
-                    lease.waited = true;
                     // 1 to 4 ms, so that waiting writers do not poll in step.
                     let jitter = u64::from(start.elapsed().subsec_nanos() % 4);
                     tokio::time::sleep(Duration::from_millis(1 + jitter)).await;
@@ -61,12 +58,6 @@ impl<'a, C: Conn> Lease<'a, C> {
             }
         }
         lease
-    }
-
-    /// Whether another writer held the lease when this one asked: what it read before may
-    /// be stale by that writer's merge.
-    pub(crate) fn waited(&self) -> bool {
-        self.waited
     }
 
     /// Gives the lease back (when held).

@@ -2,9 +2,7 @@
 //! as the add script would (newest level first; a new item to the newest level, the next made
 //! when it is full), and the bits merged with the counts set by one script
 //! (`lua/grow_merge.lua`) that writes nothing if the counts changed since the read. Concurrent
-//! writers' merges take turns through a lease, so that they do not fail each other's; a batch
-//! whose items are all there, read while no writer holds the lease, takes none (it writes
-//! nothing at all).
+//! writers' merges take turns through a lease, so that they do not fail each other's.
 
 use super::{params_keys, Growing};
 use crate::core::{Conn, Ctx};
@@ -113,45 +111,22 @@ async fn merge<C: Conn>(
 ) -> Result<Option<(Vec<bool>, bool)>> {
     let part = ctx.part();
     let _turn = part.turn.lock().await;
-    let hints = |applied: &Applied| {
-        let levels = applied.counts.len();
-        part.known.store(levels as u32, Ordering::Relaxed);
-        let newest = applied.counts.last().copied().unwrap_or(0);
-        part.newest_count.store(newest, Ordering::Relaxed);
-    };
+    // Concurrent writers' merges take turns ([`Lease`]).
     let lease_key = format!("{}:lease", part.counts);
-    // While no other writer holds the lease, the levels are read and the batch applied before
-    // this one takes it: a batch whose items are all there writes nothing, not even the lease
-    // (SPEC.md §4), as a file loaded again. While one holds it, what would be read now would
-    // be stale by its merge: the lease first, as every merge under contention.
-    let exists = redis::cmd("EXISTS").arg(&lease_key).to_owned();
-    let held = ctx.retried(|| ctx.exec().query::<i64>(&lease_key, &exists)).await? > 0;
-    let first = match held {
-        true => None,
-        false => Some(ctx.retried(|| prepare(ctx, hashes)).await?),
-    };
-    if let Some(first) = first.as_ref().filter(|first| first.changes_nothing()) {
-        hints(&first.applied);
-        return Ok(Some((first.applied.answers.clone(), first.applied.full)));
-    }
-    // Concurrent writers' merges take turns ([`Lease`]). The first merge goes with what was
-    // read before (its compare and set writes nothing if the counts changed since), unless
-    // another writer took the lease meanwhile: then the levels are read again.
     let lease = Lease::take(ctx.exec(), &lease_key).await;
-    let mut first = first.filter(|_| !lease.waited());
     // With a record across retries, each merge (its compare and set) is a command of one step:
     // a retry after a lost reply reads back the answers of a merge that went through instead
-    // of reading the levels again and answering from them. A first merge with what was read
-    // before the lease is one more: [`MERGE_ATTEMPTS`] read under the lease (a writer whose
-    // lease ended between that read and this lease's start makes it fail, and with one read
-    // fewer under the lease, concurrent loaders fell back to the per-item script and collapsed).
+    // of reading the levels again and answering from them.
     let step = ctx.exec().step();
     let mut merged = None;
-    for index in 0..MERGE_ATTEMPTS + usize::from(first.is_some()) {
+    for index in 0..MERGE_ATTEMPTS {
         let once = step.as_ref().map(|step| (step, index));
-        match ctx.retried(|| attempt(ctx, hashes, once, first.take())).await {
+        match ctx.retried(|| attempt(ctx, hashes, once)).await {
             Ok(Some(applied)) => {
-                hints(&applied);
+                let levels = applied.counts.len();
+                part.known.store(levels as u32, Ordering::Relaxed);
+                let newest = applied.counts.last().copied().unwrap_or(0);
+                part.newest_count.store(newest, Ordering::Relaxed);
                 merged = Some((applied.answers, applied.full));
                 break;
             }
@@ -168,53 +143,18 @@ async fn merge<C: Conn>(
     Ok(merged)
 }
 
-/// The part's levels as read, and the batch applied to them in memory.
-struct Prepared {
-    /// Each level's count as read.
-    counts: Vec<u64>,
-    /// The batch applied.
-    applied: Applied,
-}
-
-impl Prepared {
-    /// The levels whose counts the batch changes (each new item counts in one).
-    fn changed(&self) -> Vec<usize> {
-        (0..self.applied.counts.len())
-            .filter(|&i| self.counts.get(i) != Some(&self.applied.counts[i]))
-            .collect()
-    }
-
-    /// Whether the batch adds nothing: every item there, no level made.
-    fn changes_nothing(&self) -> bool {
-        self.changed().is_empty()
-    }
-}
-
-/// One read of the levels, and the batch applied to them.
-async fn prepare<C: Conn>(ctx: Ctx<'_, C, Growing>, hashes: &[ItemHash]) -> Result<Prepared> {
-    let (counts, mut segments) = read(ctx).await?;
-    let applied = ctx.kind().apply(&counts, &mut segments, hashes);
-    Ok(Prepared { counts, applied })
-}
-
-/// One read, apply and merge (the read and apply `prepared` already, when given); `None` when
-/// the counts changed since the read.
+/// One read, apply and merge; `None` when the counts changed since the read.
 async fn attempt<C: Conn>(
     ctx: Ctx<'_, C, Growing>,
     hashes: &[ItemHash],
     once: Option<(&Step, usize)>,
-    prepared: Option<Prepared>,
 ) -> Result<Option<Applied>> {
     let (exec, kind, part) = (ctx.exec(), ctx.kind(), ctx.part());
-    let prepared = match prepared {
-        Some(prepared) => prepared,
-        None => prepare(ctx, hashes).await?,
-    };
-    let changed = prepared.changed();
-    let Prepared {
-        counts,
-        mut applied,
-    } = prepared;
+    let (counts, mut segments) = read(ctx).await?;
+    let mut applied = kind.apply(&counts, &mut segments, hashes);
+    let changed: Vec<usize> = (0..applied.counts.len())
+        .filter(|&i| counts.get(i) != Some(&applied.counts[i]))
+        .collect();
     // A recorded merge that went out before goes again even when it changes nothing: what looks
     // like nothing to do may be the lost attempt's work, whose answers its record holds. A first
     // attempt with nothing to do writes nothing (no record either).
