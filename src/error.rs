@@ -659,6 +659,10 @@ mod tests {
                 false,
             ),
         ];
+        // The words the client looks for are the ones the record's script says.
+        let tail = crate::scripts::lua!["once_tail"];
+        let asked = format!("acl_refusal(\"{ON_THE_RECORD}\"");
+        assert_eq!(tail.matches(&asked).count(), 2, "{tail}");
         for (text, names, record) in cases {
             let err = replied(text);
             assert!(matches!(err, Error::NoPermission(_)), "{text}: {err:?}");
