@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Concurrent loaders of one growing filter (BENCHMARKS.md "Concurrent loaders of one growing
-# filter"): N `redbloom load`s of 1,000,000 distinct items each, at once, into one filter
+# filter"): N `redbloom load`s of 1,000,000 distinct items each (ITEMS=n: n each), at once, into one filter
 # (--growth 2 --capacity 10000 --fpr 0.01), for BASE then NEW, N = 2 and 4, against one private
 # redis-server (FLUSHALL before each run). Prints each load's seconds and exit status, the
-# run's wall time, and the server's EVALSHA calls (the per-item add script) and their time.
+# run's wall time, the server's EVALSHA calls (the per-item add script) and their time, and the
+# longest command or transaction it ran (SLOWLOG: the longest merge).
 # Each load gives up after 200 s.
 # Usage: scripts/growing_loaders.sh BASE_BIN NEW_BIN     (LOADERS="2 4": the counts of loaders;
 # FLAGS="--counting --capacity 1000000 --fpr 0.01": another filter than the growing one;
@@ -27,13 +28,17 @@ if [ -n "${REPLICA:-}" ]; then
         sleep 0.1
     done
 fi
-for i in 1 2 3 4; do seq 1000000 | sed "s/^/l$i:/" > "$tmp/items$i"; done
+items=${ITEMS:-1000000}
+for i in 1 2 3 4; do seq "$items" | sed "s/^/l$i:/" > "$tmp/items$i"; done
+redis-cli -p "$port" config set slowlog-log-slower-than 1000 >/dev/null
+redis-cli -p "$port" config set slowlog-max-len 100000 >/dev/null
 for n in ${LOADERS:-2 4}; do
     for label in base new; do
         bin=$base
         [ "$label" = new ] && bin=$new
         redis-cli -p "$port" flushall >/dev/null
         redis-cli -p "$port" config resetstat >/dev/null
+        redis-cli -p "$port" slowlog reset >/dev/null
         start=$(date +%s.%N)
         for i in $(seq "$n"); do
             (
@@ -49,5 +54,8 @@ for n in ${LOADERS:-2 4}; do
         echo "== $label, $n loaders: wall $(echo "$end - $start" | bc) s"
         for i in $(seq "$n"); do cat "$tmp/out$i"; done
         redis-cli -p "$port" info commandstats | grep -E '^cmdstat_evalsha:' | cut -d, -f1-3 || echo "no EVALSHA"
+        # Each SLOWLOG entry opens with [id,time,duration µs,[args: the longest of the run.
+        echo "longest command: $(redis-cli -p "$port" --json slowlog get 100000 \
+            | grep -oE '\[[0-9]+,[0-9]+,[0-9]+,\[' | cut -d, -f3 | sort -n | tail -1) µs"
     done
 done

@@ -83,10 +83,19 @@ pub(super) async fn add<C: Conn>(
     }
 }
 
+/// The largest segment a merge writes (its `BITOP` and its scratch key's `SET` hold the server
+/// while they copy it): a level past [`SEGMENT_BYTES`](super::shape::SEGMENT_BYTES) sits alone
+/// in a segment of its own size, and the per-item script, the way left, holds the server about
+/// as long per step (210 items a step at nine levels: 17.8 ms on average) for a few hundred
+/// steps per batch of 100,000 (50-100x the server time of the merge). A merge into a 12.9 MB
+/// level held it 23 ms (median), 45 ms at most (`SLOWLOG` of an 8,000,000-item `load`,
+/// BENCHMARKS.md "Levels past 4 MiB").
+const MAX_WRITE_BYTES: u64 = 16 << 20;
+
 /// Whether an add of `items` items is cheaper by reading the part's levels whole and merging
 /// the batch's bits: the levels known are at most `dense::MAX_READ_BYTES` together, the
-/// segments the batch may write at most `dense::MAX_BYTES` each (the merge's `BITOP` holds the
-/// server while it copies them), and the batch is more than a few items.
+/// segments the batch may write at most [`MAX_WRITE_BYTES`] each, and the batch is more than a
+/// few items.
 fn pays<C>(ctx: Ctx<'_, C, Growing>, items: usize) -> bool {
     let (kind, part) = (ctx.kind(), ctx.part());
     if items < 64 || !ctx.exec().has(MERGE) {
@@ -99,7 +108,7 @@ fn pays<C>(ctx: Ctx<'_, C, Growing>, items: usize) -> bool {
         .map(|s| kind.segments[s].div_ceil(8))
         .max()
         .unwrap_or(0);
-    kind.bytes_of(named) <= dense::MAX_READ_BYTES && biggest <= dense::MAX_BYTES
+    kind.bytes_of(named) <= dense::MAX_READ_BYTES && biggest <= MAX_WRITE_BYTES
 }
 
 /// The merge under the part's [`Lease`], tried [`MERGE_ATTEMPTS`] times (each attempt
