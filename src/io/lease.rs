@@ -10,6 +10,7 @@
 
 use crate::error::Result;
 use crate::io::exec::{Conn, Exec};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 /// How long a lease lasts at most: long enough for a dense write's read and compare-and-set
@@ -20,6 +21,28 @@ pub(crate) const LEASE_MS: u64 = 5_000;
 /// How long a writer waits for the lease before it goes without.
 pub(crate) const WAIT_MS: u64 = 30_000;
 
+/// The longest pause between two polls for a lease held by another writer.
+const POLL_MS: u64 = 4;
+
+/// A part's turns at its dense writes: this handle's own batches one at a time (so that they do
+/// not make each other's compare-and-set fail), and whether its last [`Lease`] had to be waited
+/// for. A writer that waited lets a poll go by before it asks again: else its next batch, ready
+/// the moment it gives the lease back, takes it again before the others' polls come, and
+/// concurrent loaders finish one after another instead of together (four loads of 2M items:
+/// 9.7 to 18 s; BENCHMARKS.md "Levels past 4 MiB").
+#[derive(Debug, Default)]
+pub(crate) struct Turns {
+    local: tokio::sync::Mutex<()>,
+    waited: AtomicBool,
+}
+
+impl Turns {
+    /// This handle's turn (held through a dense write's read and compare-and-set).
+    pub(crate) async fn local(&self) -> tokio::sync::MutexGuard<'_, ()> {
+        self.local.lock().await
+    }
+}
+
 /// The lease at `key`, held or not.
 pub(crate) struct Lease<'a, C> {
     exec: &'a Exec<C>,
@@ -28,8 +51,9 @@ pub(crate) struct Lease<'a, C> {
 }
 
 impl<'a, C: Conn> Lease<'a, C> {
-    /// Waits for the lease at `key` (at most [`WAIT_MS`]), polling every few milliseconds.
-    pub(crate) async fn take(exec: &'a Exec<C>, key: &'a str) -> Self {
+    /// Waits for the lease at `key` (at most [`WAIT_MS`]), polling every few milliseconds; a
+    /// first poll's pause too when `turns`' last lease was waited for.
+    pub(crate) async fn take(exec: &'a Exec<C>, key: &'a str, turns: &Turns) -> Self {
         let mut lease = Lease {
             exec,
             key,
@@ -42,7 +66,11 @@ impl<'a, C: Conn> Lease<'a, C> {
             .arg("PX")
             .arg(LEASE_MS)
             .to_owned();
+        if turns.waited.load(Ordering::Relaxed) {
+            tokio::time::sleep(Duration::from_millis(POLL_MS)).await;
+        }
         let start = Instant::now();
+        let mut waited = false;
         while start.elapsed() < Duration::from_millis(WAIT_MS) {
             match exec.query::<Option<String>>(key, &set).await {
                 Ok(Some(_)) => {
@@ -50,13 +78,15 @@ impl<'a, C: Conn> Lease<'a, C> {
                     break;
                 }
                 Ok(None) => {
+                    waited = true;
                     // 1 to 4 ms, so that waiting writers do not poll in step.
-                    let jitter = u64::from(start.elapsed().subsec_nanos() % 4);
+                    let jitter = u64::from(start.elapsed().subsec_nanos()) % POLL_MS;
                     tokio::time::sleep(Duration::from_millis(1 + jitter)).await;
                 }
                 Err(_) => break,
             }
         }
+        turns.waited.store(waited, Ordering::Relaxed);
         lease
     }
 

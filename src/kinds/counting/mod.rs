@@ -21,6 +21,7 @@ use crate::geometry::Geometry;
 use crate::hash::ItemHash;
 use crate::info::{CountingInfo, FilterInfo, KeyTtl};
 use crate::io::guard::{Evidence, Guard};
+use crate::io::lease::Turns;
 use crate::io::removal::Removal;
 use crate::io::strings;
 use crate::io::tx::{Slot, Tx};
@@ -85,9 +86,9 @@ pub struct Counters {
     scratch: (String, String),
     /// `bits` is the number of counters of this key.
     geometry: Geometry,
-    /// Held through a dense batch's read and swap, so that this handle's own batches in flight
-    /// do not make each other's swaps fail.
-    turn: tokio::sync::Mutex<()>,
+    /// Turns at the dense batch's read and swap: this handle's batches in flight, and other
+    /// writers' (the lease).
+    turns: Turns,
     /// The dense swap's lease in its slot, which concurrent writers take in turn
     /// ([`Lease`](crate::io::lease::Lease)).
     lease: String,
@@ -104,7 +105,7 @@ impl Counters {
             key,
             scratch,
             geometry,
-            turn: tokio::sync::Mutex::new(()),
+            turns: Turns::default(),
             lease,
         }
     }

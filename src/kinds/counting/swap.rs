@@ -69,7 +69,7 @@ pub(super) async fn run<C: Conn>(
 ) -> Result<Option<Vec<bool>>> {
     let (part, exec) = (ctx.part(), ctx.exec());
     let (old_key, new_key) = &part.scratch;
-    let _turn = part.turn.lock().await;
+    let _turn = part.turns.local().await;
     let mut keys = vec![part.key.as_str(), old_key, new_key];
     keys.extend(ctx.guard().map(|guard| guard.key()));
     let adds = if op == Op::Remove { "0" } else { "1" };
@@ -85,7 +85,7 @@ pub(super) async fn run<C: Conn>(
     // that waits for replicas, the lease's round trip before each shard's swap lets a first
     // shard's `WAIT` go out before the other shards' swaps: those still go when it fails,
     // `Shards::fan_out`; cli/tests/counting_wait.rs.)
-    let lease = Lease::take(exec, &part.lease).await;
+    let lease = Lease::take(exec, &part.lease, &part.turns).await;
     let swapped = swap(ctx, (cells, op), (&keys, adds), step.as_ref()).await;
     if let Some(step) = &step {
         step.settle(exec).await;

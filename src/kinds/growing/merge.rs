@@ -119,10 +119,10 @@ async fn merge<C: Conn>(
     hashes: &[ItemHash],
 ) -> Result<Option<(Vec<bool>, bool)>> {
     let part = ctx.part();
-    let _turn = part.turn.lock().await;
+    let _turn = part.turns.local().await;
     // Concurrent writers' merges take turns ([`Lease`]).
     let lease_key = format!("{}:lease", part.counts);
-    let lease = Lease::take(ctx.exec(), &lease_key).await;
+    let lease = Lease::take(ctx.exec(), &lease_key, &part.turns).await;
     // With a record across retries, each merge (its compare and set) is a command of one step:
     // a retry after a lost reply reads back the answers of a merge that went through instead
     // of reading the levels again and answering from them.

@@ -38,6 +38,7 @@ use crate::error::{Error, Result};
 use crate::hash::ItemHash;
 use crate::info::{GrowingInfo, GrowingLevel};
 use crate::io::guard::{self, Guard};
+use crate::io::lease::Turns;
 use crate::io::removal::Removal;
 use crate::layout::Layout;
 use crate::scripts::{lua, script};
@@ -131,9 +132,9 @@ pub struct Part {
     /// The levels this client last heard the part has, and the newest one's count.
     known: AtomicU32,
     newest_count: AtomicU64,
-    /// Held through a dense add's read and merge, so that this handle's own batches in flight
-    /// do not make each other's merges fail.
-    turn: tokio::sync::Mutex<()>,
+    /// Turns at the dense add's read and merge: this handle's batches in flight, and other
+    /// writers' (the lease).
+    turns: Turns,
 }
 
 kind::kind!(Growing = "growing");
@@ -349,7 +350,7 @@ impl Growing {
             counts,
             known: AtomicU32::new(0),
             newest_count: AtomicU64::new(0),
-            turn: tokio::sync::Mutex::new(()),
+            turns: Turns::default(),
         }
     }
 
