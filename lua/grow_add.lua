@@ -20,7 +20,7 @@
 -- an item needed a level past S (the client sends the rest again, naming more levels) or, with
 -- FULL 1, past the most levels (that item and the rest: nothing written). {"params", STORED}
 -- when the parameters differ ("" when the bare key holds bits without any): nothing written.
--- (No local functions, and few calls into Redis: each costs the script about a microsecond.)
+-- (Few calls into Redis: each costs the script about a microsecond.)
 local counts, read, s, most = KEYS[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
 local levels = redis.call("hlen", counts)
 local verified = 1
@@ -92,17 +92,90 @@ local out = {levels, 0, verified, 0, 0}
 local get, set = {}, {}
 local head = 5 + 2 * s
 local done = 0
-for item = 1, (#ARGV - head + 1) / width do
+local items = (#ARGV - head + 1) / width
+-- The levels full when the step begins (1 .. fixed) take no more bits: which items they hold
+-- is read for the whole step first, level by level, newest first, each
+-- only for the items not found yet, in calls of at most 1,000 offsets (not one call per item and
+-- level: each call into Redis costs the script about a microsecond besides its arguments). Of
+-- more than a few items, a first call reads their first bits and a second the other bits of
+-- those whose first bit is set. The levels past `fixed`, the newest with room and those the
+-- step makes, are read item by item below: the step itself writes them.
+local fixed = newest
+if newest > 0 and count < cap[newest] then
+    fixed = newest - 1
+end
+-- (A step of one item reads them item by item: as many calls, less to do around them.)
+if items == 1 then
+    fixed = 0
+end
+local found = {}
+-- Reads offsets `skip + 1 .. skip + n` of level `level` of each item of `list`: those whose
+-- bits are all set are appended to `yes`, the others to `no`.
+local function sort(level, list, skip, n, yes, no)
+    local per, from = math.max(1, math.floor(1000 / n)), 1
+    while from <= #list do
+        local last, m = math.min(#list, from + per - 1), 0
+        for j = from, last do
+            local at = head + (list[j] - 1) * width + start[level] + skip
+            for i = 0, n - 1 do
+                get[m + 1], get[m + 2], get[m + 3] = "GET", "u1", ARGV[at + i]
+                m = m + 3
+            end
+        end
+        local bits = redis.call(read, KEYS[1 + level], unpack(get, 1, m))
+        for j = from, last do
+            local all, base = true, (j - from) * n
+            for i = 1, n do
+                if bits[base + i] == 0 then
+                    all = false
+                    break
+                end
+            end
+            if all then
+                yes[#yes + 1] = list[j]
+            else
+                no[#no + 1] = list[j]
+            end
+        end
+        from = last + 1
+    end
+end
+local pending = {}
+for item = 1, fixed > 0 and items or 0 do
+    pending[item] = item
+end
+for level = fixed, 1, -1 do
+    if #pending == 0 then
+        break
+    end
+    local hits, rest = {}, {}
+    if #pending < 4 or k[level] == 1 then
+        sort(level, pending, 0, k[level], hits, rest)
+    else
+        local first = {}
+        sort(level, pending, 0, 1, first, rest)
+        sort(level, first, 1, k[level] - 1, hits, rest)
+    end
+    for _, item in ipairs(hits) do
+        found[item] = true
+    end
+    pending = rest
+end
+for item = 1, items do
     local base = head + (item - 1) * width
-    -- Present in any level? While the newest level has room, the older ones are read (one
-    -- call each) and then the newest is set, its old bits telling whether the item was in it
+    -- Present in any level (those up to `fixed` read above)? While the newest level has room,
+    -- the others older than it are read (one call each) and then the newest is set, its old bits telling whether the item was in it
     -- (all 1: it was, and the write changed nothing): one call less per new item. A full
     -- newest level is read first instead, newest first (it holds the most items), since a
     -- new item goes to the next level (and every level is read first before Redis 7:
     -- `set_reads`).
     local room = newest > 0 and count < cap[newest]
-    local present = false
-    for level = (room and set_reads) and newest - 1 or newest, 1, -1 do
+    local present = found[item] == true
+    local from = (room and set_reads) and newest - 1 or newest
+    if present then
+        from = fixed
+    end
+    for level = from, fixed + 1, -1 do
         local at = base + start[level]
         for j = 1, k[level] do
             get[3 * j - 2] = "GET"

@@ -8,7 +8,8 @@
 # Usage: scripts/group_commit.sh BASE_BIN NEW_BIN [ROUNDS] [ITEMS]
 # ONLY=REGEX runs only the kinds/ops whose names match it; NEW_FLAGS="..." adds flags to NEW's
 # runs (e.g. --inexact-retries, to compare without the records of exact answers); ABSENT=1
-# makes an `exists` run check items that are not there (the filter loaded with as many others).
+# makes an `exists` run check items that are not there (the filter loaded with as many others);
+# GROWING_FLAGS="..." replaces the growing filter's flags (e.g. a smaller first level: more levels).
 set -euo pipefail
 base=$1 new=$2 rounds=${3:-3} items=${4:-200000}
 . "$(dirname "$0")/private_redis.sh"
@@ -44,7 +45,7 @@ kinds=(
     "native|--layout native --capacity 1000000 --fpr 0.01"
     "window|--window 1h --capacity 1000000 --fpr 0.01"
     "counting|--counting --capacity 1000000 --fpr 0.01"
-    "growing|--growth 2 --capacity 100000 --fpr 0.01"
+    "growing|${GROWING_FLAGS:---growth 2 --capacity 100000 --fpr 0.01}"
 )
 for _ in $(seq "$rounds"); do
     for entry in "${kinds[@]}"; do
