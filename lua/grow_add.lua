@@ -94,12 +94,12 @@ local head = 5 + 2 * s
 local done = 0
 local items = (#ARGV - head + 1) / width
 -- The levels full when the step begins (1 .. fixed) take no more bits: which items they hold
--- is read for the whole step first, level by level, newest first, each
--- only for the items not found yet, in calls of at most 1,000 offsets (not one call per item and
--- level: each call into Redis costs the script about a microsecond besides its arguments). Of
--- more than a few items, a first call reads their first bits and a second the other bits of
--- those whose first bit is set. The levels past `fixed`, the newest with room and those the
--- step makes, are read item by item below: the step itself writes them.
+-- is read for the whole step first, level by level, newest first, each only for the items not
+-- found yet, in calls of at most 1,000 offsets. Of four items or more, a first call reads their
+-- first bits and a second the other bits of those whose first bit is set: an absent item's
+-- first bit is most often 0, and each offset read costs the script more than the call it goes
+-- in. The levels past `fixed`, the newest with room and those the step makes, are read item by
+-- item below: the step itself writes them.
 local fixed = newest
 if newest > 0 and count < cap[newest] then
     fixed = newest - 1
@@ -164,11 +164,11 @@ end
 for item = 1, items do
     local base = head + (item - 1) * width
     -- Present in any level (those up to `fixed` read above)? While the newest level has room,
-    -- the others older than it are read (one call each) and then the newest is set, its old bits telling whether the item was in it
-    -- (all 1: it was, and the write changed nothing): one call less per new item. A full
-    -- newest level is read first instead, newest first (it holds the most items), since a
-    -- new item goes to the next level (and every level is read first before Redis 7:
-    -- `set_reads`).
+    -- the others older than it are read (one call each) and then the newest is set, its old
+    -- bits telling whether the item was in it (all 1: it was, and the write changed nothing):
+    -- one call less per new item. A full newest level is read first instead, newest first (it
+    -- holds the most items), since a new item goes to the next level (and every level is read
+    -- first before Redis 7: `set_reads`).
     local room = newest > 0 and count < cap[newest]
     local present = found[item] == true
     local from = (room and set_reads) and newest - 1 or newest

@@ -44,10 +44,12 @@ impl TestRedis {
 
     /// A new multiplexed connection. Its response timeout is 10 s, not redis-rs's 500 ms: big
     /// reference batches through go-zero's scripts take a few hundred ms, more on a loaded CI
-    /// machine. Tests of timeouts make their own connections.
+    /// machine; and so is its connection timeout (a connection timed out once with a CI run and
+    /// tests beside each other). Tests of timeouts make their own connections.
     pub async fn connection(&self) -> MultiplexedConnection {
         let config = redis::AsyncConnectionConfig::new()
-            .set_response_timeout(Some(std::time::Duration::from_secs(10)));
+            .set_response_timeout(Some(std::time::Duration::from_secs(10)))
+            .set_connection_timeout(Some(std::time::Duration::from_secs(10)));
         redis::Client::open(self.url.as_str())
             .expect("valid URL")
             .get_multiplexed_async_connection_with_config(&config)
@@ -223,11 +225,12 @@ pub async fn impatient(url: &str, timeout: std::time::Duration) -> redis::aio::C
         .unwrap()
 }
 
-/// A multiplexed connection to `url` with a 10 s response timeout (as [`TestRedis::connection`]),
-/// for tests that start their own [`RedisServer`]s.
+/// A multiplexed connection to `url` with 10 s response and connection timeouts (as
+/// [`TestRedis::connection`]), for tests that start their own [`RedisServer`]s.
 pub async fn connect(url: &str) -> MultiplexedConnection {
     let config = redis::AsyncConnectionConfig::new()
-        .set_response_timeout(Some(std::time::Duration::from_secs(10)));
+        .set_response_timeout(Some(std::time::Duration::from_secs(10)))
+        .set_connection_timeout(Some(std::time::Duration::from_secs(10)));
     redis::Client::open(url)
         .expect("valid URL")
         .get_multiplexed_async_connection_with_config(&config)
