@@ -109,37 +109,6 @@ if items == 1 then
     fixed = 0
 end
 local found = {}
--- Reads offsets `skip + 1 .. skip + n` of level `level` of each item of `list`: those whose
--- bits are all set are appended to `yes`, the others to `no`.
-local function sort(level, list, skip, n, yes, no)
-    local per, from = math.max(1, math.floor(1000 / n)), 1
-    while from <= #list do
-        local last, m = math.min(#list, from + per - 1), 0
-        for j = from, last do
-            local at = head + (list[j] - 1) * width + start[level] + skip
-            for i = 0, n - 1 do
-                get[m + 1], get[m + 2], get[m + 3] = "GET", "u1", ARGV[at + i]
-                m = m + 3
-            end
-        end
-        local bits = redis.call(read, KEYS[1 + level], unpack(get, 1, m))
-        for j = from, last do
-            local all, base = true, (j - from) * n
-            for i = 1, n do
-                if bits[base + i] == 0 then
-                    all = false
-                    break
-                end
-            end
-            if all then
-                yes[#yes + 1] = list[j]
-            else
-                no[#no + 1] = list[j]
-            end
-        end
-        from = last + 1
-    end
-end
 local pending = {}
 for item = 1, fixed > 0 and items or 0 do
     pending[item] = item
@@ -148,13 +117,15 @@ for level = fixed, 1, -1 do
     if #pending == 0 then
         break
     end
+    -- (find_sort: lua/find_sort.lua.)
     local hits, rest = {}, {}
+    local key, base = KEYS[1 + level], head + start[level]
     if #pending < 4 or k[level] == 1 then
-        sort(level, pending, 0, k[level], hits, rest)
+        find_sort(key, read, base, width, pending, 0, k[level], hits, rest)
     else
         local first = {}
-        sort(level, pending, 0, 1, first, rest)
-        sort(level, first, 1, k[level] - 1, hits, rest)
+        find_sort(key, read, base, width, pending, 0, 1, first, rest)
+        find_sort(key, read, base, width, first, 1, k[level] - 1, hits, rest)
     end
     for _, item in ipairs(hits) do
         found[item] = true

@@ -49,10 +49,10 @@ def has(rev, name):
 
 
 def grow_script(rev):
-    """The growing add as src/kinds/growing/add.rs puts it together: lua/acl.lua (where REV has
-    it) before lua/grow_add.lua."""
-    acl = lua(rev, "acl") + "\n" if not rev or has(rev, "acl") else ""
-    return acl + lua(rev, "grow_add")
+    """The growing add as src/kinds/growing/add.rs puts it together: lua/acl.lua and
+    lua/find_sort.lua (where REV has them) before lua/grow_add.lua."""
+    parts = [p for p in ("acl", "find_sort") if not rev or has(rev, p)] + ["grow_add"]
+    return "\n".join(lua(rev, p) for p in parts)
 
 
 def server():
@@ -202,7 +202,7 @@ BITS = 9_585_059
 
 
 def window_scripts(rev):
-    find = ["window_find"] if not rev or has(rev, "window_find") else []
+    find = [p for p in ("find_sort", "window_find") if not rev or has(rev, p)]
     add = ["window_args", "window_epoch", "window_add_head", "window_check", "window_create"]
     add += find + ["window_add"]
     exists = ["window_args", "window_check"] + find + ["window_exists"]

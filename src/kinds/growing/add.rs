@@ -16,10 +16,10 @@ use std::sync::atomic::Ordering;
 
 script! {
     /// Adds items: tests every level, sets the newest, makes the next one when it is full.
-    GROW_ADD = lua!["acl", "grow_add"];
+    GROW_ADD = lua!["acl", "find_sort", "grow_add"];
     /// [`GROW_ADD`], its reply recorded across retries ([`once`](crate::io::once)); quiet: it
     /// only sets bits (its flags follow five other elements).
-    GROW_ADD_ONCE = once_lua!(quiet(6, 0) lua!["grow_add"]);
+    GROW_ADD_ONCE = once_lua!(quiet(6, 0) lua!["find_sort", "grow_add"]);
 }
 
 /// What the add script answered.

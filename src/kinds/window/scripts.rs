@@ -21,6 +21,7 @@ macro_rules! add {
             "window_add_head",
             "window_check",
             "window_create",
+            "find_sort",
             "window_find",
             "window_add",
         ]
@@ -51,7 +52,13 @@ script! {
     /// it only sets bits (its last element is `verified`, not a flag).
     WINDOW_ADD_ONCE = once_lua!(quiet(1, 1) add!());
     /// Checks items against the live generations (read-only; the clock only when needed).
-    WINDOW_EXISTS = lua!["window_args", "window_check", "window_find", "window_exists"];
+    WINDOW_EXISTS = lua![
+        "window_args",
+        "window_check",
+        "find_sort",
+        "window_find",
+        "window_exists"
+    ];
     /// Describes the live generations (read-only).
     WINDOW_INFO = lua!["window_args", "window_check", "window_epoch", "window_info"];
     /// The dense add's merge of a batch's bitmap into the current generation (a batch the
