@@ -378,3 +378,40 @@ async fn a_level_past_4_mib_is_merged_dense() {
     let info = filter.info().await.unwrap();
     assert_eq!(info.levels, 1, "{info:?}");
 }
+
+/// A batch goes dense only when the levels it reads whole are at most 4 KiB per item: a
+/// batch of 256 into a first level of a few MB goes by the per-item script (it used to be
+/// merged: the level read whole and written back for 256 items, 14,943 items/s against 143,925
+/// item by item from four tasks; of 64, 3,838 against 113,832), one of 1,000 is merged.
+#[tokio::test]
+async fn a_small_batch_into_large_levels_goes_item_by_item() {
+    // A server of its own: the test reads its command statistics.
+    let server = common::server::RedisServer::start().expect("redis-server on PATH");
+    let mut conn = common::connect(&server.url()).await;
+    let key = common::unique_key("grow-small-batch");
+    let filter = growing(conn.clone(), &key, 2_000_000);
+    let bytes = filter.levels()[0].bits / 8;
+    assert!(
+        bytes > 256 * 4096 && bytes <= 1_000 * 4096,
+        "a first level between 1 and 4 MiB: {bytes} bytes"
+    );
+    let small: Vec<String> = (0..256).map(|i| format!("small{i}")).collect();
+    let answers = filter.add_many(&small).await.unwrap();
+    assert!(answers.iter().all(|&new| new), "all new");
+    assert_eq!(common::calls(&mut conn, "bitop").await, 0, "merged");
+    assert_eq!(common::calls(&mut conn, "getrange").await, 0, "read whole");
+    assert!(
+        common::calls(&mut conn, "evalsha").await > 0,
+        "item by item"
+    );
+    let large: Vec<String> = (0..1_000).map(|i| format!("large{i}")).collect();
+    let mut again = small[..10].to_vec();
+    again.extend(large.iter().cloned());
+    let answers = filter.add_many(&again).await.unwrap();
+    assert!(!answers[..10].iter().any(|&new| new), "seen again");
+    assert!(answers[10..].iter().all(|&new| new), "new");
+    assert!(common::calls(&mut conn, "bitop").await > 0, "merged");
+    let found = filter.exists_many(&again).await.unwrap();
+    assert!(found.iter().all(|&f| f), "an item is missing");
+    assert_eq!(filter.info().await.unwrap().items, 1_256);
+}
