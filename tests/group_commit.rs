@@ -177,6 +177,72 @@ async fn single_calls_from_many_tasks_go_as_few_steps_with_exact_answers() {
     }
 }
 
+/// Half of `TASKS * PER_TASK` items added, then each checked alone (one call at a time), then
+/// by `TASKS` tasks at once, each checking its share one call at a time: every caller gets the
+/// answer the check alone gave, in fewer round trips than calls.
+async fn single_checks<K: Kind>(url: &str, builder: Builder<K>, kind: &str)
+where
+    redbloom::Bloom<Counted, K>: Clone,
+{
+    let sent = Arc::new(AtomicU64::new(0));
+    let conn = Counted {
+        conn: common::connect(url).await,
+        sent: sent.clone(),
+    };
+    let bloom = builder.build(conn).unwrap();
+    let items: Vec<String> = (0..TASKS * PER_TASK).map(|i| format!("c{i}")).collect();
+    let added: Vec<&String> = items.iter().step_by(2).collect();
+    bloom.add_many(&added).await.unwrap();
+    let mut alone = Vec::with_capacity(items.len());
+    for item in &items {
+        alone.push(bloom.exists(item).await.unwrap());
+    }
+    assert!(alone.iter().step_by(2).all(|&found| found), "{kind}: lost");
+    let before = sent.load(Ordering::Relaxed);
+    let tasks: Vec<_> = items
+        .chunks(PER_TASK)
+        .map(|share| {
+            let (bloom, share) = (bloom.clone(), share.to_vec());
+            tokio::spawn(async move {
+                let mut found = Vec::with_capacity(share.len());
+                for item in &share {
+                    found.push(bloom.exists(item).await.unwrap());
+                }
+                found
+            })
+        })
+        .collect();
+    let mut grouped = Vec::with_capacity(items.len());
+    for task in tasks {
+        grouped.extend(task.await.unwrap());
+    }
+    let steps = sent.load(Ordering::Relaxed) - before;
+    assert!(grouped == alone, "{kind}: a grouped check's answer differs");
+    let calls = items.len() as u64;
+    assert!(
+        steps * 3 < calls,
+        "{kind}: {steps} round trips for {calls} single checks"
+    );
+}
+
+/// The kinds whose single checks go by group commit (a growing filter over two levels, a
+/// window filter): each caller gets its own answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn single_checks_from_many_tasks_get_their_own_answers() {
+    // A server of its own: the test counts its commands.
+    let server = RedisServer::start().expect("redis-server on PATH");
+    let url = server.url();
+    let growing = GrowingBloom::builder("checks:growing")
+        .expected_items(1_000)
+        .false_positive_rate(0.01)
+        .growth(2);
+    single_checks(&url, growing, "growing").await;
+    let window = WindowBloom::builder("checks:window", Duration::from_secs(3600))
+        .expected_items(10_000)
+        .false_positive_rate(0.01);
+    single_checks(&url, window, "window").await;
+}
+
 /// A filter whose calls wait at most `timeout`, on a connection that waits 10 s for a reply.
 async fn patient_filter(
     url: &str,

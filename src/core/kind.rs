@@ -246,10 +246,12 @@ pub trait Seam: Sized + Send + Sync + Debug + 'static {
     }
 
     /// Whether single-item checks go by group commit too (writes always do): for a kind whose
-    /// check is a script that costs the server per call (a window filter's, over its
-    /// generations). A check by `BITFIELD_RO` costs the server little per call, and 64 tasks'
-    /// single checks pipelined on the connection ran faster alone (go-zero 260,000 items/s
-    /// alone against 155,000 grouped; BENCHMARKS.md "Group commit").
+    /// check costs the server per call (a window filter's script over its generations, a
+    /// growing filter's pipeline over its levels). A check by one `BITFIELD_RO` costs the
+    /// server little per call, and 64 tasks' single checks pipelined on the connection ran as
+    /// fast alone (go-zero 0.98x, native 1.00x, counting 1.02x grouped; at first go-zero 260,000
+    /// items/s alone against 155,000 grouped; BENCHMARKS.md "Group commit", "Grouped checks of
+    /// a growing filter").
     const GROUPS_CHECKS: bool = false;
 
     /// Steps a lane of this kind keeps in flight at most ([`group::STEPS_IN_FLIGHT`] unless
