@@ -96,7 +96,7 @@ const MAX_WRITE_BYTES: u64 = 16 << 20;
 /// The most bytes of levels a dense add reads per item of its batch. A merge moves the levels
 /// known whole to the client and back through `BITOP`, whatever the batch's size, and takes
 /// turns with every other merge of the filter; the per-item script's steps cost the server
-/// about 6-8 µs an item at one or two levels and go 8 at a time. Measured (`redbloom bench --op
+/// about 6-8 µs an item at one or two levels and take no turns. Measured (`redbloom bench --op
 /// add --items 200000 --concurrency 4 --batch B`, growth 2, rate 0.01, one private redis-server
 /// 7.0.15): at levels of 0.5 MB, batches of 64 merged ran 32,359 items/s (4.97 µs of server
 /// CPU an item) against 130,745 (7.33) item by item, of 256 merged 190,083 (1.11) against

@@ -446,8 +446,8 @@ impl Seam for Growing {
     // commit").
     const STEPS_IN_FLIGHT: usize = 2;
     // A check is a pipeline of `HLEN` and a `BITFIELD_RO` per segment, whatever its items: 64
-    // tasks' single checks ran 1.28-1.45x faster grouped, at 0.72x the server CPU per item
-    // (BENCHMARKS.md "Grouped checks of a growing filter").
+    // tasks' single checks ran 1.28-1.58x faster grouped, at 0.71-0.80x the server CPU per
+    // item (BENCHMARKS.md "Grouped checks of a growing filter").
     const GROUPS_CHECKS: bool = true;
 
     fn make(setup: Setup<'_, Self>) -> Result<Made<Self>> {
