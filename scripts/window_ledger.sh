@@ -17,16 +17,8 @@ run() {
     local label=$1 bin=$2 op=$3 conc=$4 batch=$5
     cli flushall > /dev/null
     seq 10000 | sed 's/^/other:/' | "$bin" --url "redis://127.0.0.1:$port" --key w "${flags[@]}" load - > /dev/null
-    local before after out
-    before=$(cpu)
-    out=$("$bin" --url "redis://127.0.0.1:$port" --key w --json "${flags[@]}" bench --op "$op" \
-        --items "$items" --concurrency "$conc" --batch "$batch")
-    after=$(cpu)
-    python3 - "$label" "$items" "$before" "$after" "$out" >> "$results" <<'PY'
-import json, sys
-label, items, before, after, out = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4]), json.loads(sys.argv[5])
-print(f"{label}\t{out['items_per_sec']:.0f}\t{(after - before) * 1e6 / items:.2f}")
-PY
+    timed "$results" "$label" "$items" "$bin" --url "redis://127.0.0.1:$port" --key w --json \
+        "${flags[@]}" bench --op "$op" --items "$items" --concurrency "$conc" --batch "$batch"
 }
 
 for _ in $(seq "$rounds"); do

@@ -24,6 +24,18 @@ struct Counted {
     sent: Arc<AtomicU64>,
 }
 
+impl Counted {
+    /// A connection to `url` that counts, and its count.
+    async fn connect(url: &str) -> (Self, Arc<AtomicU64>) {
+        let sent = Arc::new(AtomicU64::new(0));
+        let conn = Counted {
+            conn: common::connect(url).await,
+            sent: sent.clone(),
+        };
+        (conn, sent)
+    }
+}
+
 impl ConnectionLike for Counted {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         self.sent.fetch_add(1, Ordering::Relaxed);
@@ -51,11 +63,7 @@ async fn single_adds<K: Kind>(url: &str, builder: Builder<K>) -> (usize, u64)
 where
     redbloom::Bloom<Counted, K>: Clone,
 {
-    let sent = Arc::new(AtomicU64::new(0));
-    let conn = Counted {
-        conn: common::connect(url).await,
-        sent: sent.clone(),
-    };
+    let (conn, sent) = Counted::connect(url).await;
     let bloom = builder.build(conn).unwrap();
     // The filter's first write (parameters, eviction check) before the count starts.
     bloom.add("warm-up").await.unwrap();
@@ -184,11 +192,7 @@ async fn single_checks<K: Kind>(url: &str, builder: Builder<K>, kind: &str)
 where
     redbloom::Bloom<Counted, K>: Clone,
 {
-    let sent = Arc::new(AtomicU64::new(0));
-    let conn = Counted {
-        conn: common::connect(url).await,
-        sent: sent.clone(),
-    };
+    let (conn, sent) = Counted::connect(url).await;
     let bloom = builder.build(conn).unwrap();
     let items: Vec<String> = (0..TASKS * PER_TASK).map(|i| format!("c{i}")).collect();
     let added: Vec<&String> = items.iter().step_by(2).collect();
