@@ -4,12 +4,19 @@
 //! ```text
 //! cargo bench --bench peers -- gozero URL KEY BITS add|exists ITEMS CLIENTS
 //! cargo bench --bench peers -- redisbloom URL KEY add|exists PREFIX ITEMS BATCH CONCURRENCY [CAPACITY FPR]
+//! cargo bench --bench peers -- bitfield URL KEY BITS add|exists ITEMS BATCH CONCURRENCY
 //! ```
 //!
 //! `gozero` is the per-item pattern of go-zero's `core/bloom` (and most Redis-bitmap Bloom
 //! clients): CLIENTS clients, each with its own connection, each sending one `EVALSHA` of
 //! go-zero's set or test script per item and waiting for its reply. Items are `bench:0..N-1`,
 //! as in `redbloom bench`.
+//!
+//! `bitfield` sends go-zero's offsets by hand, as a client without redbloom would with the
+//! cheapest commands: `BITFIELD KEY SET u1 OFFSET 1 ...` to add (new: a bit was 0) and
+//! `BITFIELD_RO KEY GET u1 OFFSET ...` to check, BATCH items per command, from CONCURRENCY tasks
+//! sharing one connection (what redbloom's go-zero filter sent per item before its writes were
+//! recorded for exact answers across retries; nothing recorded here).
 //!
 //! `redisbloom` drives the RedisBloom module: `BF.MADD` / `BF.MEXISTS` of BATCH items
 //! (`PREFIX0..PREFIX{N-1}`) from CONCURRENCY tasks sharing one connection; with CAPACITY and
@@ -38,6 +45,7 @@ async fn main() {
     let result = match args.first().map(String::as_str) {
         Some("gozero") if args.len() == 7 => gozero(&args[1..]).await,
         Some("redisbloom") if args.len() == 8 || args.len() == 10 => redisbloom(&args[1..]).await,
+        Some("bitfield") if args.len() == 8 => bitfield(&args[1..]).await,
         // `cargo bench` with no arguments runs every bench target: nothing to do here.
         None => return,
         _ => Err("usage: see the top of benches/peers.rs".into()),
@@ -139,6 +147,67 @@ async fn redisbloom(args: &[String]) -> Result<(), Error> {
     let outcomes = futures_util::future::join_all(tasks.collect::<Vec<_>>()).await;
     report(
         "redisbloom",
+        add,
+        items,
+        concurrency,
+        batch,
+        started,
+        outcomes,
+    )
+}
+
+async fn bitfield(args: &[String]) -> Result<(), Error> {
+    let (url, key, bits, add) = (
+        &args[0],
+        args[1].clone(),
+        args[2].parse::<u64>()?,
+        op(&args[3])?,
+    );
+    let (items, batch) = (args[4].parse::<u64>()?, args[5].parse::<u64>()?.max(1));
+    let concurrency = args[6].parse::<u64>()?;
+    let client = redis::Client::open(url.as_str())?;
+    let conn: MultiplexedConnection = client.get_multiplexed_async_connection().await?;
+    let next = Arc::new(AtomicU64::new(0));
+    let started = Instant::now();
+    let tasks = (0..concurrency).map(|_| {
+        let (next, key, mut conn) = (next.clone(), key.clone(), conn.clone());
+        tokio::spawn(async move {
+            let (mut latencies, mut hits) = (Vec::new(), 0);
+            loop {
+                let first = next.fetch_add(batch, Ordering::Relaxed);
+                if first >= items {
+                    return Ok::<Outcome, redis::RedisError>((latencies, hits));
+                }
+                let mut cmd = redis::cmd(if add { "BITFIELD" } else { "BITFIELD_RO" });
+                cmd.arg(&key);
+                let mut k = 0;
+                for i in first..items.min(first + batch) {
+                    let offsets = redbloom::gozero_locations(format!("bench:{i}").as_bytes(), bits);
+                    k = offsets.len();
+                    for offset in offsets {
+                        match add {
+                            true => cmd.arg("SET").arg("u1").arg(offset).arg(1),
+                            false => cmd.arg("GET").arg("u1").arg(offset),
+                        };
+                    }
+                }
+                let call = Instant::now();
+                let replies: Vec<i64> = cmd.query_async(&mut conn).await?;
+                latencies.push(call.elapsed().as_micros() as u64);
+                // New: one of its old bits was 0; present: all of its bits are 1.
+                hits += replies
+                    .chunks(k.max(1))
+                    .filter(|bits| match add {
+                        true => bits.contains(&0),
+                        false => !bits.contains(&0),
+                    })
+                    .count() as u64;
+            }
+        })
+    });
+    let outcomes = futures_util::future::join_all(tasks.collect::<Vec<_>>()).await;
+    report(
+        "bitfield",
         add,
         items,
         concurrency,
