@@ -144,6 +144,22 @@ pub(crate) fn merge_by_ranges(bytes: u64, range: u64, offsets: u64) -> bool {
     offsets as f64 * WRITE_BYTES_PER_BIT >= touched_bytes(bytes, range, offsets)
 }
 
+/// [`WRITE_BYTES_PER_BIT`] when each write records its answers across retries (exact
+/// answers): a batch not merged goes as recorded scripts, whose `BITFIELD` costs the server
+/// about 1.3 µs per bit (the offsets pass into Lua and the old bits back: 432 scripts of 2,314
+/// native items, 21 ms each, for 1,000,000 items into a 120 MB key), against 6.6-9 ns per byte
+/// of a recorded range: break-even near 140-200 bytes per bit. With the raw break-even, the
+/// CLI's batches (16 MiB of items: about 200,000 short lines) went by those scripts into keys
+/// past about 90 MB, 7x slower than by ranges (BENCHMARKS.md, "Recorded loads into large
+/// filters").
+const RECORDED_WRITE_BYTES_PER_BIT: f64 = 128.0;
+
+/// [`merge_by_ranges`] for a write whose answers are recorded across retries, against
+/// recorded `BITFIELD` scripts.
+pub(crate) fn recorded_merge_by_ranges(bytes: u64, range: u64, offsets: u64) -> bool {
+    offsets as f64 * RECORDED_WRITE_BYTES_PER_BIT >= touched_bytes(bytes, range, offsets)
+}
+
 /// Whether reading the ranges that `offsets` offsets touch costs less than `BITFIELD_RO`.
 pub(crate) fn read_by_ranges(bytes: u64, range: u64, offsets: u64) -> bool {
     offsets as f64 * READ_BYTES_PER_BIT >= touched_bytes(bytes, range, offsets)

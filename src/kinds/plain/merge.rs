@@ -75,8 +75,9 @@ pub(crate) struct RangesDone {
 
 impl Bits {
     /// A batch's recorded merge by ranges under `step`, for a key over
-    /// [`dense::MAX_BYTES`] and a batch that pays for it alone; `None` when the batch goes by
-    /// recorded commands instead (nothing written).
+    /// [`dense::MAX_BYTES`] and a batch that pays for it alone against recorded commands
+    /// ([`dense::recorded_merge_by_ranges`]); `None` when the batch goes by recorded commands
+    /// instead (nothing written).
     pub(super) async fn merge_ranges_once<C: Conn>(
         &self,
         ctx: Run<'_, C>,
@@ -87,7 +88,11 @@ impl Bits {
         if ctx.engine != Engine::Fast
             || !ctx.exec.has(MERGE_BY_RANGES)
             || self.geometry.max_bytes() <= dense::MAX_BYTES
-            || !self.merge_pays(ctx, offsets)
+            || !dense::recorded_merge_by_ranges(
+                self.geometry.max_bytes(),
+                ctx.exec.options().merge_chunk(),
+                offsets as u64,
+            )
         {
             return Ok(None);
         }
