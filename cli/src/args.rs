@@ -289,7 +289,7 @@ pub(crate) enum Command {
   zcat items.gz | redbloom --key seen --capacity 10000000 --fpr 0.001 --json load -
 
 Items are lines of at most 64 KiB; at most 128 MiB of items are in flight (a batch at most
-16 MiB), and a partial batch goes after 250 ms. SIGINT/SIGTERM print the summary of what was
+64 MiB), and a partial batch goes after 250 ms. SIGINT/SIGTERM print the summary of what was
 acknowledged and exit 130/143."
     )]
     Load(FileArgs),
@@ -301,7 +301,7 @@ acknowledged and exit 130/143."
   cat today.txt | redbloom --key seen --capacity 10000000 --fpr 0.001 --json check -
 
 Items are lines of at most 64 KiB; at most 128 MiB of items are in flight (a batch at most
-16 MiB), and a partial batch goes after 250 ms. SIGINT/SIGTERM print the summary of what was
+64 MiB), and a partial batch goes after 250 ms. SIGINT/SIGTERM print the summary of what was
 acknowledged and exit 130/143."
     )]
     Check(FileArgs),

@@ -29,9 +29,10 @@ const CAP_KIB: u64 = 2 << 20;
 /// The peak RSS allowed to a failing read: the item limit, buffers and the binary.
 const FAIL_RSS_KIB: u64 = 48 << 10;
 /// The peak RSS allowed to the big load: 128 MiB of items in flight, the 1 MiB read buffer, a
-/// line, a chunk, the library's work on the (at most 8) 16 MiB batches in flight, each with a
-/// 1 MiB filter's dense bitmaps, and the binary's ~12 MiB. Measured: 165 MiB from a pipe, about
-/// 195 MiB from a file; before the bound, 333 MiB for this 300 MiB input, growing with it.
+/// line, a chunk, the library's work on the batches in flight (at most 64 MiB of items each, so
+/// two at most), each with a 1 MiB filter's dense bitmaps, and the binary's ~12 MiB. Measured:
+/// 156 MiB from a pipe (165 MiB with batches of at most 16 MiB; about 195 MiB from a file);
+/// before the bound, 333 MiB for this 300 MiB input, growing with it.
 const LOAD_RSS_KIB: u64 = 224 << 10;
 
 /// GNU time, which reports the peak RSS of the command it runs (`-f %M`).
