@@ -149,9 +149,9 @@ pub(crate) fn merge_by_ranges(bytes: u64, range: u64, offsets: u64) -> bool {
 /// about 1.3 µs per bit (the offsets pass into Lua and the old bits back: 432 scripts of 2,314
 /// native items, 21 ms each, for 1,000,000 items into a 120 MB key), against 6.6-9 ns per byte
 /// of a recorded range: break-even near 140-200 bytes per bit. With the raw break-even, the
-/// CLI's batches (16 MiB of items: about 200,000 short lines) went by those scripts into keys
-/// past about 90 MB, 7x slower than by ranges (BENCHMARKS.md, "Recorded loads into large
-/// filters").
+/// CLI's batches (16 MiB of items then: about 200,000 short lines) went by those scripts into
+/// keys past about 90 MB, 1.2-1.8x slower than by ranges, each script holding the server 13-21
+/// ms (BENCHMARKS.md, "Recorded loads into large filters").
 const RECORDED_WRITE_BYTES_PER_BIT: f64 = 128.0;
 
 /// [`merge_by_ranges`] for a write whose answers are recorded across retries, against

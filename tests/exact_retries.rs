@@ -412,8 +412,8 @@ async fn merges_by_ranges_answer_exactly_across_retries() {
 /// cost per bit, not the bare command's: 8,000 native items (56,000 bits) into 4.8 MB in
 /// ranges of 128 KiB (all 37 touched) pay for the pass against recorded `BITFIELD` scripts
 /// (about 1.3 µs a bit), not against bare `BITFIELD` (0.3-0.65 µs). Priced as bare, such
-/// batches went by the scripts (7x slower for the CLI's batches into a 120 MB filter, each
-/// script holding the server 21 ms).
+/// batches went by the scripts (1.2-1.8x slower for the CLI's batches into a 120 MB filter,
+/// each script holding the server 13-21 ms).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_recorded_batch_that_outweighs_its_ranges_merges_by_ranges() {
     let server = RedisServer::start().unwrap();
