@@ -141,7 +141,14 @@ fn touched_bytes(bytes: u64, range: u64, offsets: u64) -> f64 {
 /// Whether merging `offsets` offsets into a key of `bytes` bytes by ranges of `range` bytes
 /// costs less than setting them by `BITFIELD`.
 pub(crate) fn merge_by_ranges(bytes: u64, range: u64, offsets: u64) -> bool {
-    offsets as f64 * WRITE_BYTES_PER_BIT >= touched_bytes(bytes, range, offsets)
+    ranges_pay(bytes, range, offsets, WRITE_BYTES_PER_BIT)
+}
+
+/// Whether a pass by ranges (of `range` bytes, over keys of `bytes` bytes in all) for `offsets`
+/// offsets costs less than the alternative, which costs `bytes_per_bit` bytes of the ranges
+/// they touch per offset.
+pub(crate) fn ranges_pay(bytes: u64, range: u64, offsets: u64, bytes_per_bit: f64) -> bool {
+    offsets as f64 * bytes_per_bit >= touched_bytes(bytes, range, offsets)
 }
 
 /// [`WRITE_BYTES_PER_BIT`] when each write records its answers across retries (exact
@@ -157,12 +164,12 @@ const RECORDED_WRITE_BYTES_PER_BIT: f64 = 128.0;
 /// [`merge_by_ranges`] for a write whose answers are recorded across retries, against
 /// recorded `BITFIELD` scripts.
 pub(crate) fn recorded_merge_by_ranges(bytes: u64, range: u64, offsets: u64) -> bool {
-    offsets as f64 * RECORDED_WRITE_BYTES_PER_BIT >= touched_bytes(bytes, range, offsets)
+    ranges_pay(bytes, range, offsets, RECORDED_WRITE_BYTES_PER_BIT)
 }
 
 /// Whether reading the ranges that `offsets` offsets touch costs less than `BITFIELD_RO`.
 pub(crate) fn read_by_ranges(bytes: u64, range: u64, offsets: u64) -> bool {
-    offsets as f64 * READ_BYTES_PER_BIT >= touched_bytes(bytes, range, offsets)
+    ranges_pay(bytes, range, offsets, READ_BYTES_PER_BIT)
 }
 
 /// A batch's offsets grouped by the range of the key each falls in, in batch order within a

@@ -88,11 +88,7 @@ impl Bits {
         if ctx.engine != Engine::Fast
             || !ctx.exec.has(MERGE_BY_RANGES)
             || self.geometry.max_bytes() <= dense::MAX_BYTES
-            || !dense::recorded_merge_by_ranges(
-                self.geometry.max_bytes(),
-                ctx.exec.options().merge_chunk(),
-                offsets as u64,
-            )
+            || !self.recorded_merge_pays(ctx, offsets)
         {
             return Ok(None);
         }
@@ -204,6 +200,13 @@ impl Bits {
     fn merge_pays<C: Conn>(&self, ctx: Run<'_, C>, offsets: usize) -> bool {
         let range = ctx.exec.options().merge_chunk();
         dense::merge_by_ranges(self.geometry.max_bytes(), range, offsets as u64)
+    }
+
+    /// [`merge_pays`](Self::merge_pays) for a merge whose answers are recorded across
+    /// retries, against recorded `BITFIELD` scripts.
+    fn recorded_merge_pays<C: Conn>(&self, ctx: Run<'_, C>, offsets: usize) -> bool {
+        let range = ctx.exec.options().merge_chunk();
+        dense::recorded_merge_by_ranges(self.geometry.max_bytes(), range, offsets as u64)
     }
 
     /// Whether a read of the ranges `offsets` offsets touch pays.

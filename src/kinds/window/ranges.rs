@@ -51,6 +51,21 @@ const PINS: usize = 8;
 /// command's).
 const RECORD_BASE: usize = 1 << 12;
 
+/// Bytes of the live generations' ranges that one bit of the per-item add script is worth:
+/// that script costs the server several times a plain filter's `BITFIELD` per bit (it answers
+/// from every live generation: 10-14 µs of wall time per item of 11 bits into generations of
+/// 19.5 MB), and a pass by ranges about 0.2 s there whatever the batch. Break-even measured
+/// (`scripts/window_batches.sh`, BENCHMARKS.md "Window batches by ranges"): about 15,000 items
+/// with the older generations filled, 20,000 with only the current one; this ratio sends
+/// batches by ranges from about 18,700 (at the plain filter's 64, from 112,000: 1.4-1.8x
+/// slower at 30,000).
+const WRITE_BYTES_PER_BIT: f64 = 384.0;
+
+/// The same for checks, against the per-item check script (about 5 µs per item there): checks
+/// by ranges from about 14,000 items (at the plain filter's 128, from 56,000: 2.3-5.6x slower at
+/// 30,000).
+const READ_BYTES_PER_BIT: f64 = 512.0;
+
 /// Whether a batch of `items` goes by ranges: generations too large for the whole-generation
 /// dense path (`whole`: what that path takes), and enough offsets to pay for the ranges of all
 /// the live generations.
@@ -68,8 +83,8 @@ pub(super) fn pays<C: Conn>(
     let too_large = geometry.max_bytes() > dense::MAX_BYTES || all > whole;
     too_large
         && match write {
-            true => dense::merge_by_ranges(all, range, offsets),
-            false => dense::read_by_ranges(all, range, offsets),
+            true => dense::ranges_pay(all, range, offsets, WRITE_BYTES_PER_BIT),
+            false => dense::ranges_pay(all, range, offsets, READ_BYTES_PER_BIT),
         }
 }
 
