@@ -415,3 +415,73 @@ async fn a_small_batch_into_large_levels_goes_item_by_item() {
     assert!(found.iter().all(|&f| f), "an item is missing");
     assert_eq!(filter.info().await.unwrap().items, 1_256);
 }
+
+/// A check of a batch reads a large level whole once the words its items would read by
+/// `BITFIELD_RO` outweigh the level: 256 bytes of level a word (a word read costs the server
+/// about 0.4 µs, a byte read whole about 1.5 ns here). Priced at 8 bytes a bit, a level of
+/// 26.5 MB was read word by word by batches of 100,000: 1.8-2x slower. Smaller batches still
+/// read words; both answer as checks of 100 items do.
+#[tokio::test]
+async fn a_check_reads_a_large_level_whole_once_its_words_outweigh_it() {
+    // A server of its own: the test reads its command statistics.
+    let server = common::server::RedisServer::start().expect("redis-server on PATH");
+    let mut conn = common::connect(&server.url()).await;
+    let key = common::unique_key("grow-check-whole");
+    let filter = growing(conn.clone(), &key, 3_000_000);
+    let first = &filter.levels()[0];
+    let bytes = first.bits / 8;
+    assert!(bytes > 4 << 20, "the first level is past 4 MiB: {first:?}");
+    let added: Vec<String> = (0..20_000).map(|i| format!("in{i}")).collect();
+    filter.add_many(&added).await.unwrap();
+    // The batch size from which the level is read whole.
+    let whole = (bytes / (u64::from(first.words_per_item) * 256)) as usize;
+    let hashes = u64::from(first.words_per_item * first.bits_per_word);
+    assert!(
+        (whole * 2) as u64 * hashes * 8 < bytes,
+        "twice that many items' bits at 8 bytes each stay under the level"
+    );
+    for (size, read_whole) in [(whole / 2, false), (whole * 2, true)] {
+        // Half of the batch added, half not.
+        let batch: Vec<String> = (0..size)
+            .map(|i| match i % 2 {
+                0 => format!("in{}", i / 2 % 20_000),
+                _ => format!("out{i}"),
+            })
+            .collect();
+        let (getranges, words) = (
+            common::calls(&mut conn, "getrange").await,
+            common::calls(&mut conn, "bitfield_ro").await,
+        );
+        let found = filter.exists_many(&batch).await.unwrap();
+        let getranges = common::calls(&mut conn, "getrange").await - getranges;
+        let words = common::calls(&mut conn, "bitfield_ro").await - words;
+        match read_whole {
+            true => assert!(
+                getranges > 0 && words == 0,
+                "{size} items: read whole ({getranges} GETRANGEs, {words} BITFIELD_ROs)"
+            ),
+            false => assert!(
+                getranges == 0 && words > 0,
+                "{size} items: read by words ({getranges} GETRANGEs, {words} BITFIELD_ROs)"
+            ),
+        }
+        let mut small = Vec::with_capacity(size);
+        for chunk in batch.chunks(100) {
+            small.extend(filter.exists_many(chunk).await.unwrap());
+        }
+        assert!(
+            found == small,
+            "{size} items: answers differ from checks of 100"
+        );
+        assert!(
+            found.iter().step_by(2).all(|&f| f),
+            "an added item is missing"
+        );
+        let absent = found.iter().skip(1).step_by(2).filter(|&&f| !f).count();
+        assert!(
+            absent * 100 >= size / 2 * 95,
+            "{absent} of {} absent",
+            size / 2
+        );
+    }
+}

@@ -80,17 +80,27 @@ impl Growing {
     }
 }
 
+/// Bytes of the levels read whole that one word an item reads (`GET i64` in `BITFIELD_RO`) is
+/// worth. Checks of 1,000,000 items of two words against a level of 26.5 MB (`--capacity
+/// 10000000 --fpr 0.001`): read word by word, about 0.35-0.5 µs of server time a word
+/// (`INFO commandstats`: 131 `BITFIELD_RO`s of 5.7 ms) and 1 µs of wall time an item; read
+/// whole, about 46 ms a batch, whatever its size: break-even near 290 bytes a word. Priced at
+/// 8 bytes a bit (40 a word of five bits), the CLI's batches of 100,000 read such a level word
+/// by word, 1.5x slower, and batches of 20,000 to 50,000 into levels of 5.3 and 7.9 MB 1.6-3x
+/// slower (`scripts/growing_checks.sh`, BENCHMARKS.md "Growing checks read whole").
+const READ_BYTES_PER_WORD: u64 = 256;
+
 /// Whether a check of `items` items is cheaper by reading the part's known levels whole (at
 /// most `dense::MAX_READ_BYTES` together) than by sending their words' offsets.
 pub(super) fn whole_pays<C>(ctx: Ctx<'_, C, Growing>, items: usize) -> bool {
     let kind = ctx.kind();
     let known = kind.known(ctx.part());
     let bytes = kind.bytes_of(known);
-    let width: u64 = kind.levels[..known]
+    let words: u64 = kind.levels[..known]
         .iter()
-        .map(|l| u64::from(l.hashes()))
+        .map(|l| u64::from(l.per_item))
         .sum();
-    bytes <= dense::MAX_READ_BYTES && items as u64 * width * 8 >= bytes
+    bytes <= dense::MAX_READ_BYTES && items as u64 * words * READ_BYTES_PER_WORD >= bytes
 }
 
 /// The dense check: the part's levels read whole (retried), every item tested here.
