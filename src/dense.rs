@@ -361,23 +361,28 @@ impl RangeMerge {
     }
 }
 
-/// Whether the batch's `BITFIELD` would carry several times as many bytes as the filter
-/// (each bit takes about 30 bytes of arguments).
-fn outweighs(bits: u64, items: usize, hashes: u32) -> bool {
-    items as u64 * u64::from(hashes) * 8 >= bits.div_ceil(8)
+/// Whether the batch's bits, at `bytes_per_bit` each, reach the filter's bytes: a pass over
+/// the whole filter is priced as a pass by ranges is ([`WRITE_BYTES_PER_BIT`],
+/// [`READ_BYTES_PER_BIT`]); it costs the server less per byte (0.3 ms for a 1.4 MB merge),
+/// but the client moves the filter whole. At 8 bytes a bit (each bit's 30 bytes of
+/// arguments against the filter's), batches of 5,000 to 30,000 go-zero items into a 4 MiB
+/// filter went by `BITFIELD`, 10x slower to add and check than whole (BENCHMARKS.md, "Whole
+/// passes priced as ranges").
+fn outweighs(bits: u64, items: usize, hashes: u32, bytes_per_bit: f64) -> bool {
+    items as f64 * f64::from(hashes) * bytes_per_bit >= bits.div_ceil(8) as f64
 }
 
 /// Whether adding a batch of `items` items with `hashes` bits each is cheaper dense than as
 /// `BITFIELD` on a filter of `bits` bits: the filter is at most [`MAX_BYTES`] and the batch
 /// outweighs it.
 pub(crate) fn worth_it(bits: u64, items: usize, hashes: u32) -> bool {
-    bits.div_ceil(8) <= MAX_BYTES && outweighs(bits, items, hashes)
+    bits.div_ceil(8) <= MAX_BYTES && outweighs(bits, items, hashes, WRITE_BYTES_PER_BIT)
 }
 
 /// Whether checking such a batch is cheaper by reading the filter: at most [`MAX_READ_BYTES`],
 /// and the batch outweighs it.
 pub(crate) fn read_worth_it(bits: u64, items: usize, hashes: u32) -> bool {
-    bits.div_ceil(8) <= MAX_READ_BYTES && outweighs(bits, items, hashes)
+    bits.div_ceil(8) <= MAX_READ_BYTES && outweighs(bits, items, hashes, READ_BYTES_PER_BIT)
 }
 
 /// The `GETRANGE` byte ranges (inclusive) that read a filter of `bits` bits.
@@ -445,7 +450,8 @@ fn batch_size(bits: u64, hashes: u32, max_bytes: u64, per_bit: f64) -> usize {
     let bytes = bits.div_ceil(8);
     let k = u64::from(hashes);
     if bytes <= max_bytes {
-        // Twice the break-even, so that the last, partial batches stay dense too.
+        // Large enough that a load passes over the filter seldom: a bit per 4 bytes of the
+        // filter (16 times the bits that pay for a pass of an add, 32 for a check).
         (bytes.div_ceil(8 * k) * 2).clamp(1_000, 1_000_000) as usize
     } else {
         // Four times the items whose bits alone pay for a pass over the whole key, so that a
