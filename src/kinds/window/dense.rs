@@ -42,16 +42,23 @@ pub(super) fn whole_bytes(write: bool) -> u64 {
     }
 }
 
-/// A script runs about four times the server's work per bit of a `BITFIELD`: the bitmap pays
-/// when the batch's bits outweigh the generations' bytes by a quarter of the plain filter's
-/// ratio (`crate::dense::worth_it`).
+/// Bytes of the live generations moved whole that one bit of the per-item scripts is worth,
+/// for an add and a check alike: the scripts answer from every live generation, at several
+/// times a plain filter's `BITFIELD` per bit (about 15 µs an add of 11 bits, 3.8 µs a check,
+/// into four generations of 3.7 MB), where a pass over them whole takes about 70 ms (an add)
+/// and 22 ms (a check): break-even near 280 and 230 bytes a bit. At 32, batches of up to
+/// 42,000 items there went by the scripts, those of 6,000 to 20,000 1.5-4.3x slower to add and
+/// 1.0-2.8x to check (BENCHMARKS.md, "Window batches by ranges").
+const BYTES_PER_BIT: u64 = 256;
+
+/// Whether the batch's bits outweigh the live generations' bytes at [`BYTES_PER_BIT`].
 fn outweighs(bytes: u64, generations: u32, items: usize, hashes: u32) -> bool {
-    items as u64 * u64::from(hashes) * 32 >= bytes * u64::from(generations)
+    items as u64 * u64::from(hashes) * BYTES_PER_BIT >= bytes * u64::from(generations)
 }
 
-/// Items per bulk call: twice the batch that makes the dense path pay (so that partial
-/// batches pay too) when the generations are small enough for it, else a batch that pays by
-/// itself for a pass by ranges over all the live generations (`ranges`).
+/// Items per bulk call: when the generations are small enough for the dense path, a bit per
+/// 16 bytes of them (16 times the bits that pay for a pass: few passes), else a batch that
+/// pays by itself for a pass by ranges over all the live generations (`ranges`).
 pub(super) fn batch_size(bytes: u64, generations: u32, hashes: u32) -> usize {
     let all = bytes * u64::from(generations);
     if bytes > dense::MAX_BYTES || all > MAX_ADD_BYTES {
