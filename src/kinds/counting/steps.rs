@@ -112,7 +112,10 @@ pub(super) async fn part<C: Conn>(
     };
     match op {
         Op::Exists => attempt().await,
-        _ => ctx.written(&part.key, Engine::Fast, attempt).await,
+        _ => {
+            let _beside = part.turns.beside().await;
+            ctx.written(&part.key, Engine::Fast, attempt).await
+        }
     }
 }
 

@@ -511,6 +511,12 @@ impl Seam for Growing {
             }
             Ok(answers)
         };
+        // A write by the per-item script shares this handle's turn: never during one of its
+        // merges, whose compare-and-set it would fail.
+        let _beside = match write {
+            true => Some(ctx.part().turns.beside().await),
+            false => None,
+        };
         match write && ctx.exec().options().replicas.is_some() {
             true => {
                 ctx.written(&ctx.part().counts, Engine::Scripts, steps)
