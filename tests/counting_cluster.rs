@@ -18,8 +18,10 @@ use std::time::Duration;
 /// counters and goes the dense way (a swap per key).
 const CAPACITY: u64 = 20_000;
 const BIG: usize = 20_000;
-/// A capacity for which the big batch goes by `BITFIELD` commands: its counters outweigh it.
-const LARGE: u64 = 400_000;
+/// A capacity for which the big batch goes by `BITFIELD` commands: the counters outweigh its
+/// counters at 64 bytes each (about 12 MB of counters: past the 8 MiB a swap takes in one
+/// key, and 1.5 MB a shard of eight against 1.1 MB for a shard's share of the batch).
+const LARGE: u64 = 2_500_000;
 
 fn counting<C>(conn: C, key: &str, shards: u32, capacity: u64) -> CountingBloom<C>
 where

@@ -428,11 +428,13 @@ async fn no_bitfield_ro_a_window_add_fails_writing_nothing() {
     let conn = user(&server, "bitfield_ro").await;
     for on in [false, true] {
         let key = format!("window-{on}");
-        // Generations of 1 s: the older one holds an item.
+        // Generations of 1 s: the older one holds an item. Sized so that a batch of 5 goes by
+        // the per-item script (one of 1,000 items would take its whole generations, reading
+        // them with GET).
         let builder = || {
             exact(WindowBloom::builder(&key, Duration::from_secs(2)), on)
                 .generations(2)
-                .expected_items(1_000)
+                .expected_items(100_000)
                 .false_positive_rate(0.01)
         };
         let setup = builder().build(admin.clone()).unwrap();

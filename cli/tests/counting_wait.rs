@@ -19,8 +19,10 @@ use std::time::Duration;
 /// The items the filters are sized for: a batch of as many outweighs the counters and goes
 /// the dense way (one swap per key).
 const CAPACITY: u64 = 20_000;
-/// A capacity whose counters outweigh such a batch: it goes by `BITFIELD` commands.
-const LARGE: u64 = 400_000;
+/// A capacity whose counters outweigh such a batch at 64 bytes a counter (about 12 MB: past
+/// the 8 MiB a swap takes in one key, and over a shard's share of the batch): it goes by
+/// `BITFIELD` commands.
+const LARGE: u64 = 2_500_000;
 
 /// A counting filter for `capacity` items, of `shards` shards.
 fn counting(key: &str, (shards, capacity): (u32, u64)) -> Builder<Counting> {

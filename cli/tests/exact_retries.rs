@@ -52,10 +52,11 @@ fn counting_unload(inexact: bool) -> u64 {
     let dir = tempfile::tempdir().unwrap();
     let all = dir.path().join("r.txt");
     std::fs::write(&all, lines("r", 10_000)).unwrap();
+    // 4.8 MB of counters: the unload's batch goes by BITFIELD (it swaps from 10,700 items).
     let mut flags = vec![
         "--counting",
         "--capacity",
-        "100000",
+        "1000000",
         "--fpr",
         "0.01",
         "--json",

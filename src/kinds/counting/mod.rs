@@ -355,7 +355,7 @@ impl Seam for Counting {
         if bytes > dense::MAX_READ_BYTES {
             return self.bulk_add_batch_size(parts);
         }
-        // Twice the break-even, so that the last, partial batches read whole too.
+        // A counter per 4 bytes (32 times the break-even: few whole reads).
         let hashes = u64::from(part.geometry.hashes);
         (bytes.div_ceil(8 * hashes) * 2).clamp(1_000, 1_000_000) as usize * parts.count() as usize
     }

@@ -7,7 +7,6 @@ use super::swap::{self, read_whole};
 use super::{Counters, Counting};
 use crate::bitfield::{self, Fold, MAX_OFFSETS_PER_COMMAND};
 use crate::core::{Conn, Ctx, Op};
-use crate::dense;
 use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::io::exec::{self, Cap, Exec};
@@ -45,10 +44,7 @@ pub(super) async fn part<C: Conn>(
     // A check that outweighs the counters reads them whole (as the plain filter's dense check
     // reads its bits) and tests them here.
     let bytes = part.max_bytes();
-    if op == Op::Exists
-        && bytes <= dense::MAX_READ_BYTES
-        && items.len() as u64 * part.geometry.hashes as u64 * 8 >= bytes
-    {
+    if op == Op::Exists && swap::read_worth_it(bytes, items.len(), part.geometry.hashes) {
         let cells = part.geometry.offsets(items)?;
         return ctx
             .retried(|| async {

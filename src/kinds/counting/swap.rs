@@ -40,15 +40,34 @@ pub(crate) const SCRATCH_TTL_MS: u64 = 60_000;
 /// changed the counters between the read and the swap.
 pub(crate) const SWAP_ATTEMPTS: usize = 3;
 
+/// Bytes of counters swapped whole that one counter by `BITFIELD ... INCRBY u4` is worth: a
+/// load's counters by `BITFIELD` cost about 1 µs each of wall time (300,000 items of 7 into
+/// 4.8 MB in 2.0 s, exact answers on), a swap of 4.8 MB about 50 ms: break-even near 100 bytes
+/// a counter. At 8 (each counter's `BITFIELD` arguments against the key's bytes), batches of
+/// up to 85,000 items went by `BITFIELD` there (BENCHMARKS.md, "Counting batches priced as
+/// ranges").
+const WRITE_BYTES_PER_COUNTER: u64 = 64;
+
+/// The same for a check reading the counters whole against `BITFIELD_RO ... GET u4`: about
+/// 0.57 µs a counter (300,000 items' checks in 1.2 s), the whole read of 4.8 MB 15-20 ms.
+const READ_BYTES_PER_COUNTER: u64 = 128;
+
 /// Whether a batch of `items` items of `hashes` counters each is cheaper dense on a key of
-/// `bytes` bytes of counters: the key is at most `max_bytes` and the batch's `BITFIELD`
-/// arguments (about 8 bytes a counter, and its reply as much) outweigh it.
+/// `bytes` bytes of counters: the key is at most `max_bytes` and the batch's counters outweigh
+/// it at [`WRITE_BYTES_PER_COUNTER`].
 pub(crate) fn worth_it(bytes: u64, items: usize, hashes: u32, max_bytes: u64) -> bool {
-    bytes <= max_bytes && items as u64 * u64::from(hashes) * 8 >= bytes
+    bytes <= max_bytes && items as u64 * u64::from(hashes) * WRITE_BYTES_PER_COUNTER >= bytes
 }
 
-/// A batch size for bulk adds and removes on a key of `bytes` bytes of counters: twice the
-/// break-even of [`worth_it`] (so that the last, partial batches stay dense), else as many
+/// Whether a check of such a batch is cheaper by reading the counters whole (at most
+/// `dense::MAX_READ_BYTES`).
+pub(crate) fn read_worth_it(bytes: u64, items: usize, hashes: u32) -> bool {
+    bytes <= dense::MAX_READ_BYTES
+        && items as u64 * u64::from(hashes) * READ_BYTES_PER_COUNTER >= bytes
+}
+
+/// A batch size for bulk adds and removes on a key of `bytes` bytes of counters: a counter per
+/// 4 bytes of them (16 times the break-even of [`worth_it`]: few swaps), else as many
 /// items as a few `BITFIELD` commands take (`per_item`).
 pub(crate) fn batch_size(bytes: u64, hashes: u32, per_item: usize) -> usize {
     if bytes <= MAX_SWAP_BYTES {
