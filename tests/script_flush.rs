@@ -58,7 +58,7 @@ async fn survives_script_flushes(engine: Engine, scripts: u64, after_last: u64) 
     let private = redis.private_server().is_some();
     let mut conn = redis.connection().await;
     let key = common::unique_key("flush");
-    let bloom = RedisBloom::new(conn.clone(), &key, 100_000)
+    let bloom = RedisBloom::new(conn.clone(), &key, 1_000_000)
         .unwrap()
         .with_engine(engine);
 
