@@ -13,7 +13,6 @@ added=$(mktemp) checked=$(mktemp)
 trap 'rm -f "$added" "$checked"; cli shutdown nosave >/dev/null 2>&1 || true' EXIT
 seq 500000 | sed 's/^/in:/' > "$added"
 { cat "$added"; seq 500000 | sed 's/^/out:/'; } > "$checked"
-seconds() { python3 -c 'import json, sys; print(round(json.load(sys.stdin)["seconds"], 2))'; }
 for cap in $capacities; do
     cli flushall > /dev/null
     flags=(--url "redis://127.0.0.1:$port" --key g --capacity "$cap" --fpr 0.001 --growth 2 --json)

@@ -1,6 +1,6 @@
 # Sourced by the benchmark scripts: a private redis-server (no persistence) on a free loopback
 # port, shut down when the script exits. Defines `port`, `cli` (redis-cli to it), `cpu`
-# (the server's user + sys CPU seconds so far, from INFO cpu) and `timed`.
+# (the server's user + sys CPU seconds so far, from INFO cpu), `timed` and `seconds`.
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no --daemonize yes --logfile /dev/null
 trap 'redis-cli -p "$port" shutdown nosave >/dev/null 2>&1 || true' EXIT
@@ -22,3 +22,5 @@ label, items, before, after, out = sys.argv[1], int(sys.argv[2]), float(sys.argv
 print(f"{label}\t{out['items_per_sec']:.0f}\t{(after - before) * 1e6 / items:.2f}")
 PY
 }
+# seconds: the "seconds" of a `redbloom --json` reply on stdin, to two decimals.
+seconds() { python3 -c 'import json, sys; print(round(json.load(sys.stdin)["seconds"], 2))'; }

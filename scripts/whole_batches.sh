@@ -13,7 +13,6 @@ sizes=${6:-"33554432 8388608"}
 items=$(mktemp)
 trap 'rm -f "$items"; cli shutdown nosave >/dev/null 2>&1 || true' EXIT
 seq "$items_n" | sed 's/^/w:/' > "$items"
-seconds() { python3 -c 'import json, sys; print(round(json.load(sys.stdin)["seconds"], 2))'; }
 [ -n "${FLAGS:-}" ] && sizes=flags
 for bits in $sizes; do
     if [ -n "${FLAGS:-}" ]; then
@@ -24,7 +23,7 @@ for bits in $sizes; do
     fi
     for b in $batches; do
         for round in $(seq "$rounds"); do
-            line="bits $bits batch $b round $round:"
+            line="${FLAGS:-bits $bits} batch $b round $round:"
             for which in base new; do
                 bin=$base
                 [ "$which" = new ] && bin=$new

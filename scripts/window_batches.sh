@@ -15,7 +15,6 @@ items=$(mktemp) other=$(mktemp)
 trap 'rm -f "$items" "$other"; cli shutdown nosave >/dev/null 2>&1 || true' EXIT
 flags=(--url "redis://127.0.0.1:$port" --key w --window 3m --capacity "${CAP:-10000000}" --fpr 0.001 --json)
 epoch() { cli time | head -1 | python3 -c 'import sys; print(int(sys.stdin.read()) // 60)'; }
-seconds() { python3 -c 'import json, sys; print(round(json.load(sys.stdin)["seconds"], 2))'; }
 if [ -z "${FRESH:-}" ]; then
     for g in 1 2 3; do
         e=$(epoch)

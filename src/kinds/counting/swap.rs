@@ -42,14 +42,15 @@ pub(crate) const SWAP_ATTEMPTS: usize = 3;
 
 /// Bytes of counters swapped whole that one counter by `BITFIELD ... INCRBY u4` is worth: a
 /// load's counters by `BITFIELD` cost about 1 µs each of wall time (300,000 items of 7 into
-/// 4.8 MB in 2.0 s, exact answers on), a swap of 4.8 MB about 50 ms: break-even near 100 bytes
-/// a counter. At 8 (each counter's `BITFIELD` arguments against the key's bytes), batches of
+/// 4.8 MB in 2.0 s, exact answers on), a batch swapped into 4.8 MB about 37 ms (300,000 items
+/// in batches of 20,000: 0.53-0.59 s, 15 swaps): break-even near 75 bytes a counter. At 8 (each counter's `BITFIELD` arguments against the key's bytes), batches of
 /// up to 85,000 items went by `BITFIELD` there (BENCHMARKS.md, "Counting batches priced as
 /// ranges").
 const WRITE_BYTES_PER_COUNTER: u64 = 64;
 
 /// The same for a check reading the counters whole against `BITFIELD_RO ... GET u4`: about
-/// 0.57 µs a counter (300,000 items' checks in 1.2 s), the whole read of 4.8 MB 15-20 ms.
+/// 0.5 µs a counter (300,000 items' checks in 1.0-1.3 s), a batch read whole about 9-10 ms
+/// (300,000 checked in batches of 10,000: 0.27-0.30 s, 30 reads).
 const READ_BYTES_PER_COUNTER: u64 = 128;
 
 /// Whether a batch of `items` items of `hashes` counters each is cheaper dense on a key of
