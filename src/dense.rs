@@ -124,11 +124,11 @@ const MAX_GATHER_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
 /// 30 bytes of arguments; a merge costs the server 4 to 7 ns per byte of the ranges it touches
 /// (each range passes through Lua twice) and the client a few copies of them. Break-even: about
 /// 60 bytes per bit idle, over 100 busy (BENCHMARKS.md, "Bulk loads at any size").
-const WRITE_BYTES_PER_BIT: f64 = 64.0;
+const WRITE_BYTES_PER_BIT: u64 = 64;
 
 /// The same for reads: `BITFIELD_RO` about 0.25 µs per bit on the server; `GETRANGE` about 0.3
 /// to 0.7 ns per byte there and a copy here (break-even near 250 bytes per bit).
-const READ_BYTES_PER_BIT: f64 = 128.0;
+const READ_BYTES_PER_BIT: u64 = 128;
 
 /// Expected bytes of the ranges (of `range` bytes, over a key of `bytes`) that `offsets`
 /// uniformly spread offsets touch.
@@ -147,8 +147,8 @@ pub(crate) fn merge_by_ranges(bytes: u64, range: u64, offsets: u64) -> bool {
 /// Whether a pass by ranges (of `range` bytes, over keys of `bytes` bytes in all) for `offsets`
 /// offsets costs less than the alternative, which costs `bytes_per_bit` bytes of the ranges
 /// they touch per offset.
-pub(crate) fn ranges_pay(bytes: u64, range: u64, offsets: u64, bytes_per_bit: f64) -> bool {
-    offsets as f64 * bytes_per_bit >= touched_bytes(bytes, range, offsets)
+pub(crate) fn ranges_pay(bytes: u64, range: u64, offsets: u64, bytes_per_bit: u64) -> bool {
+    offsets as f64 * bytes_per_bit as f64 >= touched_bytes(bytes, range, offsets)
 }
 
 /// [`WRITE_BYTES_PER_BIT`] when each write records its answers across retries (exact
@@ -159,7 +159,7 @@ pub(crate) fn ranges_pay(bytes: u64, range: u64, offsets: u64, bytes_per_bit: f6
 /// CLI's batches (16 MiB of items then: about 200,000 short lines) went by those scripts into
 /// keys past about 90 MB, 1.2-1.8x slower than by ranges, each script holding the server 13-21
 /// ms (BENCHMARKS.md, "Recorded loads into large filters").
-const RECORDED_WRITE_BYTES_PER_BIT: f64 = 128.0;
+const RECORDED_WRITE_BYTES_PER_BIT: u64 = 128;
 
 /// [`merge_by_ranges`] for a write whose answers are recorded across retries, against
 /// recorded `BITFIELD` scripts.
@@ -361,28 +361,40 @@ impl RangeMerge {
     }
 }
 
-/// Whether the batch's bits, at `bytes_per_bit` each, reach the filter's bytes: a pass over
-/// the whole filter is priced as a pass by ranges is ([`WRITE_BYTES_PER_BIT`],
-/// [`READ_BYTES_PER_BIT`]); it costs the server less per byte (0.3 ms for a 1.4 MB merge),
-/// but the client moves the filter whole. At 8 bytes a bit (each bit's 30 bytes of
-/// arguments against the filter's), batches of 5,000 to 30,000 go-zero items into a 4 MiB
-/// filter went by `BITFIELD`, 10x slower to add and check than whole (BENCHMARKS.md, "Whole
-/// passes priced as ranges").
-fn outweighs(bits: u64, items: usize, hashes: u32, bytes_per_bit: f64) -> bool {
-    items as f64 * f64::from(hashes) * bytes_per_bit >= bits.div_ceil(8) as f64
+/// Whether a batch outweighs the bytes a pass over whole keys moves: its `units` (the bits,
+/// counters or words it would otherwise send one by one, by commands or per-item scripts) at
+/// `bytes_per_unit` bytes each reach `bytes`. Every kind takes its dense path by this test, at
+/// the price its own alternative measured: a plain filter's bits at [`WRITE_BYTES_PER_BIT`] and
+/// [`READ_BYTES_PER_BIT`], a window's at 256 bytes, counters at 64 and 128, a growing filter's
+/// words at 256 (checks) and its items at 4 KiB (adds). (With ranges instead of whole keys:
+/// [`ranges_pay`].)
+pub(crate) fn outweighs(units: u64, bytes_per_unit: u64, bytes: u64) -> bool {
+    units.saturating_mul(bytes_per_unit) >= bytes
+}
+
+/// The bits of a batch of `items` items with `hashes` bits each.
+fn bits_of(items: usize, hashes: u32) -> u64 {
+    (items as u64).saturating_mul(u64::from(hashes))
 }
 
 /// Whether adding a batch of `items` items with `hashes` bits each is cheaper dense than as
 /// `BITFIELD` on a filter of `bits` bits: the filter is at most [`MAX_BYTES`] and the batch
-/// outweighs it.
+/// outweighs it ([`outweighs`]). A pass over the whole filter is priced as a pass by ranges
+/// is: it costs the server less per byte (0.3 ms for a 1.4 MB merge), but the client moves
+/// the filter whole. At 8 bytes a bit (each bit's 30 bytes of arguments against the
+/// filter's), batches of 5,000 to 30,000 go-zero items into a 4 MiB filter went by
+/// `BITFIELD`, 10x slower to add and check than whole (BENCHMARKS.md, "Whole passes priced as
+/// ranges").
 pub(crate) fn worth_it(bits: u64, items: usize, hashes: u32) -> bool {
-    bits.div_ceil(8) <= MAX_BYTES && outweighs(bits, items, hashes, WRITE_BYTES_PER_BIT)
+    let bytes = bits.div_ceil(8);
+    bytes <= MAX_BYTES && outweighs(bits_of(items, hashes), WRITE_BYTES_PER_BIT, bytes)
 }
 
 /// Whether checking such a batch is cheaper by reading the filter: at most [`MAX_READ_BYTES`],
 /// and the batch outweighs it.
 pub(crate) fn read_worth_it(bits: u64, items: usize, hashes: u32) -> bool {
-    bits.div_ceil(8) <= MAX_READ_BYTES && outweighs(bits, items, hashes, READ_BYTES_PER_BIT)
+    let bytes = bits.div_ceil(8);
+    bytes <= MAX_READ_BYTES && outweighs(bits_of(items, hashes), READ_BYTES_PER_BIT, bytes)
 }
 
 /// The `GETRANGE` byte ranges (inclusive) that read a filter of `bits` bits.
@@ -437,13 +449,13 @@ impl Whole {
 /// 4.8 MB key took 0.84 s in batches of four times (23 passes) and 0.34 s in batches of sixteen
 /// (0.19 s without exact answers, which gather batches either way; BENCHMARKS.md).
 pub(crate) fn add_batch_size(bits: u64, hashes: u32) -> usize {
-    batch_size(bits, hashes, MAX_BYTES, WRITE_BYTES_PER_BIT / 4.0)
+    batch_size(bits, hashes, MAX_BYTES, WRITE_BYTES_PER_BIT as f64 / 4.0)
 }
 
 /// Items per bulk check: large enough to read the filter whole (up to [`MAX_BYTES`]) or by
 /// the ranges the batch touches.
 pub(crate) fn check_batch_size(bits: u64, hashes: u32) -> usize {
-    batch_size(bits, hashes, MAX_BYTES, READ_BYTES_PER_BIT)
+    batch_size(bits, hashes, MAX_BYTES, READ_BYTES_PER_BIT as f64)
 }
 
 fn batch_size(bits: u64, hashes: u32, max_bytes: u64, per_bit: f64) -> usize {
@@ -558,6 +570,16 @@ mod tests {
         );
         let exact: Vec<_> = read_ranges(8 * chunk).collect();
         assert_eq!(exact, [(0, chunk - 1)]);
+    }
+
+    #[test]
+    fn a_batch_outweighs_the_bytes_from_its_price_on() {
+        assert!(outweighs(1_000, 64, 64_000) && !outweighs(999, 64, 64_000));
+        assert!(outweighs(u64::MAX, 256, u64::MAX), "no overflow");
+        // A filter of 1,000,000 bits (125,000 bytes), 14 bits an item: whole from 140 items
+        // (140 * 14 * 64 = 125,440 bytes) for an add, from 70 for a check (at 128).
+        assert!(worth_it(1_000_000, 140, 14) && !worth_it(1_000_000, 139, 14));
+        assert!(read_worth_it(1_000_000, 70, 14) && !read_worth_it(1_000_000, 69, 14));
     }
 
     #[test]

@@ -716,19 +716,12 @@ async fn mid_sized_batches_swap_and_read_whole() {
         build(&common::unique_key("counting-mid-small")),
     );
     let batch: Vec<String> = (0..2_000).map(|i| format!("m{}", i % 1_900)).collect();
-    let renames = common::calls(&mut conn, "rename").await;
-    let added = whole.add_many(&batch).await.unwrap();
-    assert_eq!(
-        common::calls(&mut conn, "rename").await - renames,
-        1,
-        "the batch of 2,000 swapped"
-    );
-    let getranges = common::calls(&mut conn, "getrange").await;
-    let found = whole.exists_many(&batch).await.unwrap();
-    assert!(
-        common::calls(&mut conn, "getrange").await > getranges,
-        "the check of 2,000 read the counters whole"
-    );
+    let (added, renames) = common::calls_during(&mut conn, "rename", whole.add_many(&batch)).await;
+    assert_eq!(renames, 1, "the batch of 2,000 swapped");
+    let (found, getranges) =
+        common::calls_during(&mut conn, "getrange", whole.exists_many(&batch)).await;
+    assert!(getranges > 0, "the check of 2,000 read the counters whole");
+    let (added, found) = (added.unwrap(), found.unwrap());
     let mut small_added = Vec::new();
     for chunk in batch.chunks(10) {
         small_added.extend(small.add_many(chunk).await.unwrap());

@@ -814,12 +814,11 @@ async fn mid_sized_batches_go_whole() {
     let batch: Vec<String> = (0..1_000).map(|i| format!("w{i}")).collect();
     loop {
         let before = epoch(server_ms(&mut conn).await);
-        let bitops = common::calls(&mut conn, "bitop").await;
-        let added = whole.add_many(&batch).await.unwrap();
-        let merged = common::calls(&mut conn, "bitop").await - bitops;
-        let getranges = common::calls(&mut conn, "getrange").await;
-        let found = whole.exists_many(&batch).await.unwrap();
-        let read = common::calls(&mut conn, "getrange").await - getranges;
+        let (added, merged) =
+            common::calls_during(&mut conn, "bitop", whole.add_many(&batch)).await;
+        let (found, read) =
+            common::calls_during(&mut conn, "getrange", whole.exists_many(&batch)).await;
+        let (added, found) = (added.unwrap(), found.unwrap());
         let mut small_added = Vec::new();
         for chunk in batch.chunks(10) {
             small_added.extend(small.add_many(chunk).await.unwrap());

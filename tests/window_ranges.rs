@@ -270,12 +270,11 @@ async fn mid_sized_batches_go_by_ranges() {
     let batch = items("m", 0..12_000);
     loop {
         let before = epoch(server_ms(&mut conn).await);
-        let setranges = common::calls(&mut conn, "setrange").await;
-        let added = mid.add_many(&batch).await.unwrap();
-        let merged = common::calls(&mut conn, "setrange").await - setranges;
-        let read_before = common::calls(&mut conn, "getrange").await;
-        let found = mid.exists_many(&batch).await.unwrap();
-        let read = common::calls(&mut conn, "getrange").await - read_before;
+        let (added, merged) =
+            common::calls_during(&mut conn, "setrange", mid.add_many(&batch)).await;
+        let (found, read) =
+            common::calls_during(&mut conn, "getrange", mid.exists_many(&batch)).await;
+        let (added, found) = (added.unwrap(), found.unwrap());
         let mut small_added = Vec::new();
         for chunk in batch.chunks(500) {
             small_added.extend(small.add_many(chunk).await.unwrap());

@@ -146,6 +146,18 @@ pub async fn calls(conn: &mut MultiplexedConnection, command: &str) -> u64 {
     commandstats_calls(&info, command)
 }
 
+/// What `call` gives, and the calls of `command` the server served while it ran ([`calls`]
+/// before and after: on a server of the test's own, no other client's commands count).
+pub async fn calls_during<T>(
+    conn: &mut MultiplexedConnection,
+    command: &str,
+    call: impl std::future::Future<Output = T>,
+) -> (T, u64) {
+    let before = calls(conn, command).await;
+    let outcome = call.await;
+    (outcome, calls(conn, command).await - before)
+}
+
 /// The calls of `command` in an `INFO commandstats` reply (0 when it has none).
 pub fn commandstats_calls(info: &str, command: &str) -> u64 {
     let prefix = format!("cmdstat_{command}:calls=");

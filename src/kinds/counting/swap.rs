@@ -57,14 +57,15 @@ const READ_BYTES_PER_COUNTER: u64 = 128;
 /// `bytes` bytes of counters: the key is at most `max_bytes` and the batch's counters outweigh
 /// it at [`WRITE_BYTES_PER_COUNTER`].
 pub(crate) fn worth_it(bytes: u64, items: usize, hashes: u32, max_bytes: u64) -> bool {
-    bytes <= max_bytes && items as u64 * u64::from(hashes) * WRITE_BYTES_PER_COUNTER >= bytes
+    let counters = items as u64 * u64::from(hashes);
+    bytes <= max_bytes && dense::outweighs(counters, WRITE_BYTES_PER_COUNTER, bytes)
 }
 
 /// Whether a check of such a batch is cheaper by reading the counters whole (at most
 /// `dense::MAX_READ_BYTES`).
 pub(crate) fn read_worth_it(bytes: u64, items: usize, hashes: u32) -> bool {
-    bytes <= dense::MAX_READ_BYTES
-        && items as u64 * u64::from(hashes) * READ_BYTES_PER_COUNTER >= bytes
+    let counters = items as u64 * u64::from(hashes);
+    bytes <= dense::MAX_READ_BYTES && dense::outweighs(counters, READ_BYTES_PER_COUNTER, bytes)
 }
 
 /// A batch size for bulk adds and removes on a key of `bytes` bytes of counters: a counter per
@@ -340,6 +341,10 @@ mod tests {
         let mib = 1 << 20;
         assert!(worth_it(5 * mib, 100_000, 7, MAX_SWAP_BYTES));
         assert!(!worth_it(5 * mib, 10_000, 7, MAX_SWAP_BYTES));
+        // 7 counters an item at 64 bytes (128 for a check): 4,480,000 bytes from 10,000 items.
+        assert!(worth_it(4_480_000, 10_000, 7, MAX_SWAP_BYTES));
+        assert!(!worth_it(4_480_000, 9_999, 7, MAX_SWAP_BYTES));
+        assert!(read_worth_it(4_480_000, 5_000, 7) && !read_worth_it(4_480_000, 4_999, 7));
         assert!(!worth_it(64 * mib, 10_000_000, 7, MAX_SWAP_BYTES));
         assert_eq!(batch_size(64 * mib, 7, 9_000), 9_000);
         let batch = batch_size(5 * mib, 7, 9_000);

@@ -123,7 +123,7 @@ fn pays<C>(ctx: Ctx<'_, C, Growing>, items: usize) -> bool {
         .map(|s| kind.segments[s].div_ceil(8))
         .max()
         .unwrap_or(0);
-    kind.bytes_of(known) <= items as u64 * MAX_BYTES_PER_ITEM
+    dense::outweighs(items as u64, MAX_BYTES_PER_ITEM, kind.bytes_of(known))
         && kind.bytes_of(named) <= dense::MAX_READ_BYTES
         && biggest <= MAX_WRITE_BYTES
 }

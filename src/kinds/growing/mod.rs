@@ -571,12 +571,12 @@ impl Seam for Growing {
         }
     }
 
-    /// Large enough that the dense add (the levels read whole, the batch's bits merged) pays
-    /// for its reads.
     fn part_keys(&self, parts: &Shards<Part>) -> Vec<String> {
         parts.parts().iter().map(|p| p.counts.clone()).collect()
     }
 
+    /// Large enough that the dense add (the levels read whole, the batch's bits merged) pays
+    /// for its reads.
     fn bulk_add_batch_size(&self, parts: &Shards<Part>) -> usize {
         100_000 * parts.count() as usize
     }

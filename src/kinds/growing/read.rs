@@ -100,7 +100,8 @@ pub(super) fn whole_pays<C>(ctx: Ctx<'_, C, Growing>, items: usize) -> bool {
         .iter()
         .map(|l| u64::from(l.per_item))
         .sum();
-    bytes <= dense::MAX_READ_BYTES && items as u64 * words * READ_BYTES_PER_WORD >= bytes
+    bytes <= dense::MAX_READ_BYTES
+        && dense::outweighs(items as u64 * words, READ_BYTES_PER_WORD, bytes)
 }
 
 /// The dense check: the part's levels read whole (retried), every item tested here.

@@ -51,11 +51,6 @@ pub(super) fn whole_bytes(write: bool) -> u64 {
 /// 1.0-2.8x to check (BENCHMARKS.md, "Window batches by ranges").
 const BYTES_PER_BIT: u64 = 256;
 
-/// Whether the batch's bits outweigh the live generations' bytes at [`BYTES_PER_BIT`].
-fn outweighs(bytes: u64, generations: u32, items: usize, hashes: u32) -> bool {
-    items as u64 * u64::from(hashes) * BYTES_PER_BIT >= bytes * u64::from(generations)
-}
-
 /// Items per bulk call: when the generations are small enough for the dense path, a bit per
 /// 16 bytes of them (16 times the bits that pay for a pass: few passes), else a batch that
 /// pays by itself for a pass by ranges over all the live generations (`ranges`).
@@ -80,7 +75,9 @@ pub(super) async fn batch<C: Conn>(
     let geometry = ctx.part().geometry;
     let bytes = geometry.max_bytes();
     let all = bytes * u64::from(generations);
-    let pays = outweighs(bytes, generations, items.len(), geometry.hashes);
+    // The batch's bits outweigh the live generations' bytes at [`BYTES_PER_BIT`].
+    let bits = items.len() as u64 * u64::from(geometry.hashes);
+    let pays = dense::outweighs(bits, BYTES_PER_BIT, all);
     let fits = match write {
         true => bytes <= dense::MAX_BYTES && all <= MAX_ADD_BYTES,
         false => all <= MAX_READ_BYTES,

@@ -59,12 +59,12 @@ const RECORD_BASE: usize = 1 << 12;
 /// with the older generations filled, 20,000 with only the current one; this ratio sends
 /// batches by ranges from about 18,700 (at the plain filter's 64, from 112,000: 1.4-1.8x
 /// slower at 30,000).
-const WRITE_BYTES_PER_BIT: f64 = 384.0;
+const WRITE_BYTES_PER_BIT: u64 = 384;
 
 /// The same for checks, against the per-item check script (about 5 µs per item there): checks
 /// by ranges from about 14,000 items (at the plain filter's 128, from 56,000: 2.3-5.6x slower at
 /// 30,000).
-const READ_BYTES_PER_BIT: f64 = 512.0;
+const READ_BYTES_PER_BIT: u64 = 512;
 
 /// Whether a batch of `items` goes by ranges: generations too large for the whole-generation
 /// dense path (`whole`: what that path takes), and enough offsets to pay for the ranges of all
