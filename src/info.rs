@@ -86,6 +86,12 @@ pub struct GrowingLevel {
     pub segment: u32,
     /// Its first bit in its segment.
     pub offset: u64,
+    /// Whether large batches that add to it (as the newest level) go dense, the levels read
+    /// whole and the batch's bits merged: its segment is at most 16 MiB and the levels up to it
+    /// at most 64 MiB together. Past that its batches go item by item (the per-item script),
+    /// about ten times slower, and each holding the server longer; more shards make every
+    /// shard's levels smaller (BENCHMARKS.md "Levels past 4 MiB").
+    pub dense: bool,
 }
 
 /// One live generation of a window filter.

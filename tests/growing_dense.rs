@@ -375,6 +375,39 @@ async fn a_level_past_4_mib_is_merged_dense() {
     assert!(found.iter().all(|&f| f), "an item is missing");
     let info = filter.info().await.unwrap();
     assert_eq!(info.levels, 1, "{info:?}");
+    assert!(first.dense, "GrowingLevel::dense says so: {first:?}");
+}
+
+/// A level past 16 MiB takes its batches item by item, as `GrowingLevel::dense` says (the CLI's
+/// `load` prints a note from it); two shards make each shard's level small enough to merge.
+#[tokio::test]
+async fn a_level_past_16_mib_goes_item_by_item_as_its_level_says() {
+    // A server of its own: the test reads its command statistics.
+    let server = common::server::RedisServer::start().expect("redis-server on PATH");
+    let mut conn = common::connect(&server.url()).await;
+    let build = |key: &str, shards: u32| {
+        GrowingBloom::builder(key)
+            .expected_items(10_000_000)
+            .false_positive_rate(0.01)
+            .growth(2)
+            .shards(shards)
+            .build(conn.clone())
+            .unwrap()
+    };
+    let (one, two) = (
+        build(&common::unique_key("grow-huge"), 1),
+        build(&common::unique_key("grow-huge-sharded"), 2),
+    );
+    let levels = (one.levels(), two.levels());
+    assert!(levels.0[0].bits / 8 > 16 << 20, "{:?}", levels.0[0]);
+    assert!(!levels.0[0].dense && levels.1[0].dense, "{levels:?}");
+    let batch: Vec<String> = (0..20_000).map(|i| format!("huge{i}")).collect();
+    let (added, bitops) = common::calls_during(&mut conn, "bitop", one.add_many(&batch)).await;
+    assert_eq!(bitops, 0, "past 16 MiB, merged");
+    assert!(added.unwrap().iter().all(|&new| new));
+    let (added, bitops) = common::calls_during(&mut conn, "bitop", two.add_many(&batch)).await;
+    assert!(bitops > 0, "two shards of 13 MB, not merged");
+    assert!(added.unwrap().iter().all(|&new| new));
 }
 
 /// A batch goes dense only when the levels it reads whole are at most 4 KiB per item: a

@@ -220,6 +220,10 @@ async fn command<K: CliKind>(cli: &Cli, bloom: &Bloom<Connection, K>) -> Result<
             }
         }
         Command::Load(args) => {
+            // A note only: a filter the user may not read whole (an ACL) loads all the same.
+            if let Ok(Some(note)) = K::load_note(bloom).await {
+                eprintln!("{note}");
+            }
             let run = stream_file(bloom, args, Op::Add).await?;
             print(
                 &output::Loaded {

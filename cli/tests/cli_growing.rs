@@ -477,6 +477,52 @@ async fn bench_grows_the_filter() {
     assert_eq!(code, 0, "{err}");
 }
 
+/// A load whose batches will go item by item (the newest level past what a batch merges
+/// whole) says so on standard error, naming enough shards, and loads all the same; a filter
+/// whose levels merge, or one sharded enough, loads without a word.
+#[tokio::test]
+async fn a_load_into_a_level_too_large_to_merge_says_so() {
+    let redis = common::redis().await;
+    let url = redis.url();
+    let dir = tempfile::tempdir().unwrap();
+    let file = lines_file(dir.path(), "big", 100);
+    for (capacity, shards, noted) in [
+        ("10000000", "1", true),
+        ("10000000", "2", false),
+        ("1000000", "1", false),
+    ] {
+        let key = common::unique_key("cli-growing-note");
+        let flags = [
+            "--growth",
+            "2",
+            "--capacity",
+            capacity,
+            "--fpr",
+            "0.001",
+            "--shards",
+            shards,
+        ];
+        let cli = |extra: &[&str]| {
+            let mut all = flags.to_vec();
+            all.extend_from_slice(extra);
+            run(redbloom(url, &key, &all))
+        };
+        let (code, loaded, err) = cli(&["--json", "load", &file]);
+        assert_eq!(code, 0, "{err}");
+        assert_eq!(loaded["new"].as_u64(), Some(100), "{loaded}");
+        let note = "note: level 0 of this filter takes 26.5 MB a shard (26.5 MB with the levels \
+                    before it), past what a batch merges whole (16 MiB, and 64 MiB with them): \
+                    this load adds item by item, about ten times slower; a filter made with \
+                    --shards 2 keeps its levels small enough";
+        match noted {
+            true => assert_eq!(err.trim(), note, "{capacity} items, {shards} shard(s)"),
+            false => assert!(err.trim().is_empty(), "{capacity}, {shards}: {err}"),
+        }
+        let (code, _, err) = cli(&["clear"]);
+        assert_eq!(code, 0, "{err}");
+    }
+}
+
 /// Refused flags: exit 2, one line naming the cause, nothing written.
 #[tokio::test]
 async fn bad_flags_exit_2_naming_the_cause() {

@@ -7,7 +7,8 @@ use crate::output;
 use anyhow::{bail, Result};
 use clap::Args;
 use redbloom::kind::Growing;
-use redbloom::{Builder, GrowingBloom, StoredParams};
+use redbloom::redis::aio::ConnectionLike;
+use redbloom::{Bloom, Builder, GrowingBloom, StoredParams};
 
 /// A growing filter's flags.
 #[derive(Debug, Args)]
@@ -61,5 +62,54 @@ impl CliKind for Growing {
 
     fn report(info: redbloom::GrowingInfo) -> output::Info {
         output::Info::from(info)
+    }
+
+    async fn load_note<C>(bloom: &Bloom<C, Growing>) -> redbloom::Result<Option<String>>
+    where
+        C: ConnectionLike + Clone + Send + Sync,
+    {
+        let newest = (bloom.info().await?.levels as usize).saturating_sub(1);
+        let levels = bloom.levels();
+        if levels.get(newest).is_none_or(|level| level.dense) {
+            return Ok(None);
+        }
+        let bytes: Vec<u64> = levels[..=newest].iter().map(|l| l.bits / 8).collect();
+        Ok(Some(slow_level(&bytes, bloom.shards())))
+    }
+}
+
+/// The note for a load whose batches go item by item: into the last of levels of `bytes`
+/// bytes a shard, past what a batch merges whole (a level of 16 MiB, 64 MiB with those
+/// before it).
+fn slow_level(bytes: &[u64], shards: u32) -> String {
+    let (newest, all) = (bytes.last().copied().unwrap_or(0), bytes.iter().sum::<u64>());
+    // Shards split the items, so each shard's levels shrink about as many times.
+    let times = newest.div_ceil(16 << 20).max(all.div_ceil(64 << 20));
+    let more = u64::from(shards).saturating_mul(times.next_power_of_two());
+    format!(
+        "note: level {} of this filter takes {:.1} MB a shard ({:.1} MB with the levels \
+         before it), past what a batch merges whole (16 MiB, and 64 MiB with them): this load \
+         adds item by item, about ten times slower; a filter made with --shards {more} keeps \
+         its levels small enough",
+        bytes.len() - 1,
+        newest as f64 / 1e6,
+        all as f64 / 1e6
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::slow_level;
+
+    #[test]
+    fn the_note_names_the_level_and_enough_shards() {
+        let mib = 1 << 20;
+        let note = slow_level(&[26_500_000], 1);
+        assert!(note.contains("level 0 of this filter takes 26.5 MB"), "{note}");
+        assert!(note.contains("--shards 2 "), "{note}");
+        // Levels of 16 MiB at most, 80 MiB together: the sum asks for two shards more.
+        let note = slow_level(&[16 * mib, 16 * mib, 16 * mib, 16 * mib, 16 * mib], 2);
+        assert!(note.contains("level 4 "), "{note}");
+        assert!(note.contains("--shards 4 "), "{note}");
     }
 }

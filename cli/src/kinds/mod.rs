@@ -55,6 +55,18 @@ pub(crate) trait CliKind: Kind + Sized + Send + Sync {
     fn removes() -> bool {
         false
     }
+
+    /// A line for standard error before a `load`, when something about the filter will make
+    /// it much slower than usual; `None` when nothing will.
+    fn load_note<C>(
+        bloom: &Bloom<C, Self>,
+    ) -> impl Future<Output = redbloom::Result<Option<String>>> + Send
+    where
+        C: ConnectionLike + Clone + Send + Sync,
+    {
+        let _ = bloom;
+        std::future::ready(Ok(None))
+    }
 }
 
 /// Something to do with a filter of whichever kind the command line or Redis names: the one

@@ -106,6 +106,15 @@ const MAX_WRITE_BYTES: u64 = 16 << 20;
 /// 10 KiB an item) and where it also runs as fast (about 1.4 KiB).
 const MAX_BYTES_PER_ITEM: u64 = 4 << 10;
 
+/// Whether batches that add to level `level` (as the newest) can go dense: its segment is at
+/// most [`MAX_WRITE_BYTES`] and the levels up to it at most `dense::MAX_READ_BYTES` together
+/// ([`GrowingLevel::dense`](crate::GrowingLevel::dense)).
+pub(super) fn level_merges(kind: &Growing, level: usize) -> bool {
+    let segment = kind.levels[level].segment;
+    kind.segments[segment].div_ceil(8) <= MAX_WRITE_BYTES
+        && kind.bytes_of(level + 1) <= dense::MAX_READ_BYTES
+}
+
 /// Whether an add of `items` items is cheaper by reading the part's levels whole and merging
 /// the batch's bits: the batch is more than a few items and reads at most
 /// [`MAX_BYTES_PER_ITEM`] of the levels known per item, the levels it may need are at most

@@ -234,7 +234,9 @@ impl<C> Bloom<C, Growing> {
             .kind
             .levels
             .iter()
-            .map(|l| GrowingLevel {
+            .enumerate()
+            .map(|(i, l)| GrowingLevel {
+                dense: merge::level_merges(&self.0.kind, i),
                 capacity: l.capacity,
                 false_positive_rate: l.fpr_with(l.capacity),
                 bits: l.bits(),
