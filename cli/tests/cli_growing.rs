@@ -510,10 +510,9 @@ async fn a_load_into_a_level_too_large_to_merge_says_so() {
         let (code, loaded, err) = cli(&["--json", "load", &file]);
         assert_eq!(code, 0, "{err}");
         assert_eq!(loaded["new"].as_u64(), Some(100), "{loaded}");
-        let note = "note: level 0 of this filter takes 26.5 MB a shard (26.5 MB with the levels \
-                    before it), past what a batch merges whole (16 MiB, and 64 MiB with them): \
-                    this load adds item by item, about ten times slower; a filter made with \
-                    --shards 2 keeps its levels small enough";
+        let note = "note: level 0 of this filter takes 26.5 MB a shard, past the 16 MiB a batch \
+                    merges whole: this load adds item by item, about ten times slower; a filter \
+                    made with --shards 2 keeps its levels small enough";
         match noted {
             true => assert_eq!(err.trim(), note, "{capacity} items, {shards} shard(s)"),
             false => assert!(err.trim().is_empty(), "{capacity}, {shards}: {err}"),

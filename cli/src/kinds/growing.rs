@@ -86,14 +86,20 @@ fn slow_level(bytes: &[u64], shards: u32) -> String {
     // Shards split the items, so each shard's levels shrink about as many times.
     let times = newest.div_ceil(16 << 20).max(all.div_ceil(64 << 20));
     let more = u64::from(shards).saturating_mul(times.next_power_of_two());
+    let mb = |bytes: u64| bytes as f64 / 1e6;
+    let past = match bytes.len() {
+        1 => format!("level 0 of this filter takes {:.1} MB a shard, past the 16 MiB", mb(newest)),
+        n => format!(
+            "level {} of this filter takes {:.1} MB a shard ({:.1} MB with the levels before \
+             it), past the 16 MiB a level (64 MiB with those before it)",
+            n - 1,
+            mb(newest),
+            mb(all)
+        ),
+    };
     format!(
-        "note: level {} of this filter takes {:.1} MB a shard ({:.1} MB with the levels \
-         before it), past what a batch merges whole (16 MiB, and 64 MiB with them): this load \
-         adds item by item, about ten times slower; a filter made with --shards {more} keeps \
-         its levels small enough",
-        bytes.len() - 1,
-        newest as f64 / 1e6,
-        all as f64 / 1e6
+        "note: {past} a batch merges whole: this load adds item by item, about ten times \
+         slower; a filter made with --shards {more} keeps its levels small enough"
     )
 }
 
@@ -105,11 +111,14 @@ mod tests {
     fn the_note_names_the_level_and_enough_shards() {
         let mib = 1 << 20;
         let note = slow_level(&[26_500_000], 1);
-        assert!(note.contains("level 0 of this filter takes 26.5 MB"), "{note}");
+        assert!(
+            note.contains("level 0 of this filter takes 26.5 MB a shard, past the 16 MiB a"),
+            "{note}"
+        );
         assert!(note.contains("--shards 2 "), "{note}");
         // Levels of 16 MiB at most, 80 MiB together: the sum asks for two shards more.
         let note = slow_level(&[16 * mib, 16 * mib, 16 * mib, 16 * mib, 16 * mib], 2);
-        assert!(note.contains("level 4 "), "{note}");
+        assert!(note.contains("level 4 of this filter takes 16.8 MB a shard (83.9 MB with"));
         assert!(note.contains("--shards 4 "), "{note}");
     }
 }
