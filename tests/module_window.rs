@@ -27,12 +27,6 @@ fn windowed(key: &str) -> redbloom::Builder<redbloom::kind::Module> {
         .generations(G)
 }
 
-/// The server's clock in ms.
-async fn server_ms(conn: &mut MultiplexedConnection) -> u64 {
-    let (secs, micros): (u64, u64) = redis::cmd("TIME").query_async(conn).await.unwrap();
-    secs * 1000 + micros / 1000
-}
-
 /// The epoch of the server's time `ms` (W over G generations).
 fn epoch(ms: u64) -> u64 {
     ms * u64::from(G - 1) / W.as_millis() as u64
@@ -40,9 +34,9 @@ fn epoch(ms: u64) -> u64 {
 
 /// Waits (bounded) until the server's clock enters the next generation.
 async fn next_generation(conn: &mut MultiplexedConnection) {
-    let start = epoch(server_ms(conn).await);
+    let start = epoch(common::server_ms(conn).await);
     for _ in 0..200 {
-        if epoch(server_ms(conn).await) > start {
+        if epoch(common::server_ms(conn).await) > start {
             return;
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
@@ -133,7 +127,7 @@ async fn items_live_exactly_as_long_as_the_window_says() {
     let mut added: Vec<(u64, u64, Vec<String>)> = Vec::new();
     for round in 0..6 {
         let items: Vec<String> = (0..50).map(|i| format!("{round}-{i}")).collect();
-        let before = server_ms(&mut conn).await;
+        let before = common::server_ms(&mut conn).await;
         if round % 2 == 0 {
             assert!(recent.add_many(&items).await.unwrap().iter().all(|&n| n));
         } else {
@@ -141,7 +135,7 @@ async fn items_live_exactly_as_long_as_the_window_says() {
                 assert!(recent.add(item).await.unwrap());
             }
         }
-        let after = server_ms(&mut conn).await;
+        let after = common::server_ms(&mut conn).await;
         added.push((before, after, items));
         tokio::time::sleep(Duration::from_millis(230)).await;
     }
@@ -149,10 +143,10 @@ async fn items_live_exactly_as_long_as_the_window_says() {
     let deadline = added.last().unwrap().1 + forget_ms + 300;
     loop {
         for (before, after, items) in &added {
-            let start = server_ms(&mut conn).await;
+            let start = common::server_ms(&mut conn).await;
             let mut found = recent.exists_many(items).await.unwrap();
             found.push(recent.exists(&items[7]).await.unwrap());
-            let end = server_ms(&mut conn).await;
+            let end = common::server_ms(&mut conn).await;
             if end < before + W.as_millis() as u64 {
                 early_checks += 1;
                 assert!(
@@ -170,7 +164,7 @@ async fn items_live_exactly_as_long_as_the_window_says() {
                 );
             }
         }
-        if server_ms(&mut conn).await > deadline {
+        if common::server_ms(&mut conn).await > deadline {
             break;
         }
         tokio::time::sleep(Duration::from_millis(40)).await;
@@ -289,7 +283,7 @@ fn epoch_over(ms: u64, generations: u32) -> u64 {
 /// Waits (bounded: 5 s) until the server's clock reaches epoch `at` over `generations`.
 async fn until_epoch(conn: &mut MultiplexedConnection, generations: u32, at: u64) {
     for _ in 0..500 {
-        if epoch_over(server_ms(conn).await, generations) >= at {
+        if epoch_over(common::server_ms(conn).await, generations) >= at {
             return;
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
@@ -338,7 +332,7 @@ async fn round_trip_between_two_servers() {
     let target = two(&key).build(conn_b.clone()).unwrap();
     let (old, new) = (items("old", 200), items("new", 200));
     let (other, absent) = (items("other", 200), items("absent", 2_000));
-    let e0 = epoch_over(server_ms(&mut conn_a).await, TWO) + 1;
+    let e0 = epoch_over(common::server_ms(&mut conn_a).await, TWO) + 1;
     until_epoch(&mut conn_a, TWO, e0).await;
     source.add_many(&old).await.unwrap();
     target.add_many(&other[..100]).await.unwrap();

@@ -27,12 +27,6 @@ fn window(
         .unwrap()
 }
 
-/// The server's clock in ms.
-async fn server_ms(conn: &mut MultiplexedConnection) -> u64 {
-    let (secs, micros): (u64, u64) = redis::cmd("TIME").query_async(conn).await.unwrap();
-    secs * 1000 + micros / 1000
-}
-
 #[tokio::test]
 async fn add_exists_info_clear_expire() {
     let redis = common::redis().await;
@@ -102,7 +96,7 @@ async fn items_live_exactly_as_long_as_the_window_says() {
     let mut added: Vec<(u64, u64, Vec<String>)> = Vec::new();
     for round in 0..6 {
         let items: Vec<String> = (0..100).map(|i| format!("{round}-{i}")).collect();
-        let before = server_ms(&mut conn).await;
+        let before = common::server_ms(&mut conn).await;
         if round % 2 == 0 {
             assert!(recent.add_many(&items).await.unwrap().iter().all(|&n| n));
         } else {
@@ -110,7 +104,7 @@ async fn items_live_exactly_as_long_as_the_window_says() {
                 assert!(recent.add(item).await.unwrap());
             }
         }
-        let after = server_ms(&mut conn).await;
+        let after = common::server_ms(&mut conn).await;
         added.push((before, after, items));
         tokio::time::sleep(Duration::from_millis(230)).await;
     }
@@ -118,11 +112,11 @@ async fn items_live_exactly_as_long_as_the_window_says() {
     let deadline = added.last().unwrap().1 + forget_ms + 300;
     loop {
         for (before, after, items) in &added {
-            let start = server_ms(&mut conn).await;
+            let start = common::server_ms(&mut conn).await;
             let mut found = recent.exists_many(items).await.unwrap();
             // A single check agrees with the batch.
             found.push(recent.exists(&items[7]).await.unwrap());
-            let end = server_ms(&mut conn).await;
+            let end = common::server_ms(&mut conn).await;
             if end < before + W.as_millis() as u64 {
                 early_checks += 1;
                 assert!(
@@ -140,7 +134,7 @@ async fn items_live_exactly_as_long_as_the_window_says() {
                 );
             }
         }
-        if server_ms(&mut conn).await > deadline {
+        if common::server_ms(&mut conn).await > deadline {
             break;
         }
         tokio::time::sleep(Duration::from_millis(40)).await;
@@ -175,7 +169,7 @@ async fn concurrent_clients_across_generation_changes() {
                 let mut items: Vec<String> =
                     (0..20).map(|i| format!("shared-{round}-{i}")).collect();
                 items.extend((0..10).map(|i| format!("own-{client}-{round}-{i}")));
-                let before = server_ms(&mut clock).await;
+                let before = common::server_ms(&mut clock).await;
                 let new = recent.add_many(&items).await.unwrap();
                 shared_new.push(new[..20].to_vec());
                 assert!(
@@ -183,7 +177,7 @@ async fn concurrent_clients_across_generation_changes() {
                     "own items are new (allowing a rare false positive): {new:?}"
                 );
                 history.push((before, items));
-                let now = server_ms(&mut clock).await;
+                let now = common::server_ms(&mut clock).await;
                 for (at, items) in history.iter().filter(|(at, _)| now < at + 1500) {
                     let found = recent.exists_many(items).await.unwrap();
                     assert!(
@@ -432,7 +426,7 @@ async fn dense_batches_match_small_batches() {
         common::unique_key("window-small"),
     );
     // Generations of 20 minutes: both filters load within one, unless a boundary falls inside
-    // the round, which the round detects and then runs again.
+    // the rounds, which then run again from the first.
     let build = |key: &str| {
         WindowBloom::builder(key, Duration::from_secs(3600))
             .expected_items(10_000)
@@ -440,35 +434,40 @@ async fn dense_batches_match_small_batches() {
             .build(conn.clone())
             .unwrap()
     };
-    let (dense, small) = (build(&dense_key), build(&small_key));
-    let epoch = |ms: u64| ms * 3 / 3_600_000;
+    let (dense, small) = (&build(&dense_key), &build(&small_key));
     let first: Vec<String> = (0..6_000).map(|i| format!("x{}", i % 5_000)).collect();
     let second: Vec<String> = (2_500..12_000).map(|i| format!("x{i}")).collect();
+    let rounds = [&first, &second];
     let bitops = common::calls(&mut conn, "bitop").await;
-    for (round, batch) in [&first, &second].into_iter().enumerate() {
-        loop {
-            let before = epoch(server_ms(&mut conn).await);
-            let big = dense.add_many(batch).await.unwrap();
-            let mut bit_by_bit = Vec::new();
-            for chunk in batch.chunks(10) {
-                bit_by_bit.extend(small.add_many(chunk).await.unwrap());
+    let runs = common::within_one_epoch(
+        conn.clone(),
+        1_200_000,
+        || async move {
+            let mut runs = Vec::new();
+            for batch in rounds {
+                let big = dense.add_many(batch).await.unwrap();
+                let mut bit_by_bit = Vec::new();
+                for chunk in batch.chunks(10) {
+                    bit_by_bit.extend(small.add_many(chunk).await.unwrap());
+                }
+                runs.push((big, bit_by_bit));
             }
-            if epoch(server_ms(&mut conn).await) != before {
-                // A generation began during the round: the filters' items are split
-                // differently over generations. Start over.
-                dense.clear().await.unwrap();
-                small.clear().await.unwrap();
-                continue;
-            }
-            assert!(big == bit_by_bit, "round {round}: new flags differ");
-            let expected = [5_000, 12_000 - 5_000][round];
-            let new = big.iter().filter(|&&n| n).count();
-            assert!(
-                new <= expected && new * 100 >= expected * 99,
-                "{new} of {expected}"
-            );
-            break;
-        }
+            runs
+        },
+        || async move {
+            dense.clear().await.unwrap();
+            small.clear().await.unwrap();
+        },
+    )
+    .await;
+    for (round, (big, bit_by_bit)) in runs.iter().enumerate() {
+        assert!(big == bit_by_bit, "round {round}: new flags differ");
+        let expected = [5_000, 12_000 - 5_000][round];
+        let new = big.iter().filter(|&&n| n).count();
+        assert!(
+            new <= expected && new * 100 >= expected * 99,
+            "{new} of {expected}"
+        );
     }
     assert!(
         common::calls(&mut conn, "bitop").await >= bitops + 2,
@@ -614,8 +613,8 @@ async fn script_steps_match_one_call_per_item() {
                 single.add_many(chunk).await.unwrap();
             }
             // The next generation: the old items are in an older one only.
-            let start = epoch(server_ms(&mut conn).await);
-            while epoch(server_ms(&mut conn).await) == start {
+            let start = epoch(common::server_ms(&mut conn).await);
+            while epoch(common::server_ms(&mut conn).await) == start {
                 tokio::time::sleep(Duration::from_millis(10)).await;
             }
             // Old items, young ones, and young ones again, mixed.
@@ -642,7 +641,7 @@ async fn script_steps_match_one_call_per_item() {
             for item in &probes {
                 found_one_by_one.push(single.exists(item).await.unwrap());
             }
-            let moved = epoch(server_ms(&mut conn).await) != start + 1;
+            let moved = epoch(common::server_ms(&mut conn).await) != start + 1;
             batched.clear().await.unwrap();
             single.clear().await.unwrap();
             if moved {
@@ -797,7 +796,7 @@ async fn checks_read_the_newest_generation_first_while_it_holds_most() {
 #[tokio::test]
 async fn mid_sized_batches_go_whole() {
     let server = RedisServer::start().expect("redis-server on PATH");
-    let mut conn = common::connect(&server.url()).await;
+    let conn = common::connect(&server.url()).await;
     let (key, small_key) = (
         common::unique_key("window-whole"),
         common::unique_key("window-whole-small"),
@@ -809,30 +808,32 @@ async fn mid_sized_batches_go_whole() {
             .build(conn.clone())
             .unwrap()
     };
-    let (whole, small) = (build(&key), build(&small_key));
-    let epoch = |ms: u64| ms * 3 / 3_600_000;
-    let batch: Vec<String> = (0..1_000).map(|i| format!("w{i}")).collect();
-    loop {
-        let before = epoch(server_ms(&mut conn).await);
-        let (added, merged) =
-            common::calls_during(&mut conn, "bitop", whole.add_many(&batch)).await;
-        let (found, read) =
-            common::calls_during(&mut conn, "getrange", whole.exists_many(&batch)).await;
-        let (added, found) = (added.unwrap(), found.unwrap());
-        let mut small_added = Vec::new();
-        for chunk in batch.chunks(10) {
-            small_added.extend(small.add_many(chunk).await.unwrap());
-        }
-        if epoch(server_ms(&mut conn).await) != before {
+    let (whole, small) = (&build(&key), &build(&small_key));
+    let batch: &Vec<String> = &(0..1_000).map(|i| format!("w{i}")).collect();
+    let counted = &conn;
+    let ((added, merged), (found, read), small_added) = common::within_one_epoch(
+        conn.clone(),
+        1_200_000,
+        || async move {
+            let mut conn = counted.clone();
+            let added = common::calls_during(&mut conn, "bitop", whole.add_many(batch)).await;
+            let found = common::calls_during(&mut conn, "getrange", whole.exists_many(batch)).await;
+            let mut small_added = Vec::new();
+            for chunk in batch.chunks(10) {
+                small_added.extend(small.add_many(chunk).await.unwrap());
+            }
+            (added, found, small_added)
+        },
+        || async move {
             whole.clear().await.unwrap();
             small.clear().await.unwrap();
-            continue;
-        }
-        assert!(merged > 0, "the add of 1,000 went whole: {merged} BITOPs");
-        assert!(read > 0, "the check of 1,000 went whole: {read} GETRANGEs");
-        assert!(added == small_added, "new flags differ from batches of 10");
-        assert!(added.iter().filter(|&&n| n).count() >= 990, "new");
-        assert!(found.iter().all(|&f| f), "an added item not found");
-        break;
-    }
+        },
+    )
+    .await;
+    let (added, found) = (added.unwrap(), found.unwrap());
+    assert!(merged > 0, "the add of 1,000 went whole: {merged} BITOPs");
+    assert!(read > 0, "the check of 1,000 went whole: {read} GETRANGEs");
+    assert!(added == small_added, "new flags differ from batches of 10");
+    assert!(added.iter().filter(|&&n| n).count() >= 990, "new");
+    assert!(found.iter().all(|&f| f), "an added item not found");
 }

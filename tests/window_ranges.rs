@@ -25,11 +25,6 @@ fn window(
         .unwrap()
 }
 
-async fn server_ms(conn: &mut MultiplexedConnection) -> u64 {
-    let (secs, micros): (u64, u64) = redis::cmd("TIME").query_async(conn).await.unwrap();
-    secs * 1000 + micros / 1000
-}
-
 /// The filter's generations: (epoch, bytes), by epoch.
 async fn generations(conn: &mut MultiplexedConnection, key: &str) -> Vec<(i64, Vec<u8>)> {
     let mut all = Vec::new();
@@ -67,36 +62,45 @@ async fn ranges_match_small_batches() {
         "generations past 4 MiB: {}",
         big.bits()
     );
-    let epoch = |ms: u64| ms * 3 / 3_600_000;
     // Duplicates inside the first batch; the second holds half of the first's items.
     let first: Vec<String> = (0..40_000).map(|i| format!("x{}", i % 35_000)).collect();
     let second = items("x", 17_500..57_500);
+    let rounds = [&first, &second];
+    let (big, small) = (&big, &small);
     let setranges = common::calls(&mut conn, "setrange").await;
-    for (round, batch) in [&first, &second].into_iter().enumerate() {
-        loop {
-            let before = epoch(server_ms(&mut conn).await);
-            let by_ranges = big.add_many(batch).await.unwrap();
-            let mut small_batches = Vec::new();
-            for chunk in batch.chunks(500) {
-                small_batches.extend(small.add_many(chunk).await.unwrap());
+    // Both rounds within one generation (of 20 minutes), or both again.
+    let runs = common::within_one_epoch(
+        conn.clone(),
+        1_200_000,
+        || async move {
+            let mut runs = Vec::new();
+            for batch in rounds {
+                let by_ranges = big.add_many(batch).await.unwrap();
+                let mut small_batches = Vec::new();
+                for chunk in batch.chunks(500) {
+                    small_batches.extend(small.add_many(chunk).await.unwrap());
+                }
+                runs.push((by_ranges, small_batches));
             }
-            if epoch(server_ms(&mut conn).await) != before {
-                big.clear().await.unwrap();
-                small.clear().await.unwrap();
-                continue;
-            }
-            assert!(
-                by_ranges == small_batches,
-                "round {round}: new flags differ"
-            );
-            let new = by_ranges.iter().filter(|&&n| n).count();
-            let expected = [35_000, 22_500][round];
-            assert!(
-                new <= expected && new * 100 >= expected * 99,
-                "{new} of {expected}"
-            );
-            break;
-        }
+            runs
+        },
+        || async move {
+            big.clear().await.unwrap();
+            small.clear().await.unwrap();
+        },
+    )
+    .await;
+    for (round, (by_ranges, small_batches)) in runs.iter().enumerate() {
+        assert!(
+            by_ranges == small_batches,
+            "round {round}: new flags differ"
+        );
+        let new = by_ranges.iter().filter(|&&n| n).count();
+        let expected = [35_000, 22_500][round];
+        assert!(
+            new <= expected && new * 100 >= expected * 99,
+            "{new} of {expected}"
+        );
     }
     assert!(
         common::calls(&mut conn, "setrange").await > setranges + 10,
@@ -136,8 +140,8 @@ async fn ranges_see_older_generations_and_survive_a_boundary() {
     let recent = window(&conn, &key, w, 3_000_000);
     let old = items("old", 0..20_000);
     assert!(recent.add_many(&old).await.unwrap().iter().all(|&n| n));
-    let at = server_ms(&mut conn).await / 1000;
-    while server_ms(&mut conn).await / 1000 == at {
+    let at = common::server_ms(&mut conn).await / 1000;
+    while common::server_ms(&mut conn).await / 1000 == at {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let mut both = items("young", 0..20_000);
@@ -172,7 +176,7 @@ async fn ranges_see_older_generations_and_survive_a_boundary() {
         // Start a little before a boundary (the server's epochs are 1 s), by a lead that
         // varies from round to round.
         let lead = ([60, 80, 100, 120, 140][round % 5] + earlier).min(900);
-        let now = server_ms(&mut conn).await;
+        let now = common::server_ms(&mut conn).await;
         let next = (now / 1000 + 1) * 1000;
         let wait = (next - now).saturating_sub(lead);
         let wait = if wait < 50 { wait + 1000 } else { wait };
@@ -266,38 +270,40 @@ async fn mid_sized_batches_go_by_ranges() {
         window(&conn, &key, hour, 3_000_000),
         window(&conn, &small_key, hour, 3_000_000),
     );
-    let epoch = |ms: u64| ms * 3 / 3_600_000;
-    let batch = items("m", 0..12_000);
-    loop {
-        let before = epoch(server_ms(&mut conn).await);
-        let (added, merged) =
-            common::calls_during(&mut conn, "setrange", mid.add_many(&batch)).await;
-        let (found, read) =
-            common::calls_during(&mut conn, "getrange", mid.exists_many(&batch)).await;
-        let (added, found) = (added.unwrap(), found.unwrap());
-        let mut small_added = Vec::new();
-        for chunk in batch.chunks(500) {
-            small_added.extend(small.add_many(chunk).await.unwrap());
-        }
-        if epoch(server_ms(&mut conn).await) != before {
+    let batch = &items("m", 0..12_000);
+    let (mid, small, counted) = (&mid, &small, &conn);
+    let ((added, merged), (found, read), small_added) = common::within_one_epoch(
+        conn.clone(),
+        1_200_000,
+        || async move {
+            let mut conn = counted.clone();
+            let added = common::calls_during(&mut conn, "setrange", mid.add_many(batch)).await;
+            let found = common::calls_during(&mut conn, "getrange", mid.exists_many(batch)).await;
+            let mut small_added = Vec::new();
+            for chunk in batch.chunks(500) {
+                small_added.extend(small.add_many(chunk).await.unwrap());
+            }
+            (added, found, small_added)
+        },
+        || async move {
             mid.clear().await.unwrap();
             small.clear().await.unwrap();
-            continue;
-        }
-        assert!(
-            merged > 10,
-            "the add of 12,000 went by ranges: {merged} SETRANGEs"
-        );
-        assert!(
-            read > 10,
-            "the check of 12,000 went by ranges: {read} GETRANGEs"
-        );
-        assert!(added == small_added, "new flags differ from small batches'");
-        let new = added.iter().filter(|&&n| n).count();
-        assert!(new * 100 >= 12_000 * 99, "{new} of 12,000 new");
-        assert!(found.iter().all(|&f| f), "an added item not found");
-        break;
-    }
+        },
+    )
+    .await;
+    let (added, found) = (added.unwrap(), found.unwrap());
+    assert!(
+        merged > 10,
+        "the add of 12,000 went by ranges: {merged} SETRANGEs"
+    );
+    assert!(
+        read > 10,
+        "the check of 12,000 went by ranges: {read} GETRANGEs"
+    );
+    assert!(added == small_added, "new flags differ from small batches'");
+    let new = added.iter().filter(|&&n| n).count();
+    assert!(new * 100 >= 12_000 * 99, "{new} of 12,000 new");
+    assert!(found.iter().all(|&f| f), "an added item not found");
     let (b, s) = (
         generations(&mut conn, &key).await,
         generations(&mut conn, &small_key).await,

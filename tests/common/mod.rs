@@ -158,6 +158,41 @@ pub async fn calls_during<T>(
     (outcome, calls(conn, command).await - before)
 }
 
+/// The server's clock in ms (`TIME`).
+pub async fn server_ms(conn: &mut MultiplexedConnection) -> u64 {
+    let (secs, micros): (u64, u64) = redis::cmd("TIME").query_async(conn).await.unwrap();
+    secs * 1000 + micros / 1000
+}
+
+/// Runs `scenario` until a run of it falls within one epoch of `epoch_ms` ms by the server's
+/// clock, `reset` before each run after the first; the outcome of that run. A window filter's
+/// generations begin at those boundaries: a run across one splits the items over two
+/// generations, and runs again from the start (every round of it, so that each round finds
+/// what the rounds before it left).
+pub async fn within_one_epoch<T, Run, Reset>(
+    mut conn: MultiplexedConnection,
+    epoch_ms: u64,
+    mut scenario: impl FnMut() -> Run,
+    mut reset: impl FnMut() -> Reset,
+) -> T
+where
+    Run: std::future::Future<Output = T>,
+    Reset: std::future::Future<Output = ()>,
+{
+    let mut first = true;
+    loop {
+        if !first {
+            reset().await;
+        }
+        first = false;
+        let before = server_ms(&mut conn).await / epoch_ms;
+        let outcome = scenario().await;
+        if server_ms(&mut conn).await / epoch_ms == before {
+            return outcome;
+        }
+    }
+}
+
 /// The calls of `command` in an `INFO commandstats` reply (0 when it has none).
 pub fn commandstats_calls(info: &str, command: &str) -> u64 {
     let prefix = format!("cmdstat_{command}:calls=");
