@@ -89,8 +89,8 @@ pub struct GrowingLevel {
     /// Whether large batches that add to it (as the newest level) go dense, the levels read
     /// whole and the batch's bits merged: its segment is at most 16 MiB and the levels up to it
     /// at most 64 MiB together. Past that its batches go item by item (the per-item script),
-    /// about ten times slower, and each holding the server longer; more shards make every
-    /// shard's levels smaller (BENCHMARKS.md "Levels past 4 MiB").
+    /// about ten times slower; more shards make every shard's levels smaller (BENCHMARKS.md
+    /// "Levels past 4 MiB").
     pub dense: bool,
 }
 
