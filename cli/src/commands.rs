@@ -220,8 +220,7 @@ async fn command<K: CliKind>(cli: &Cli, bloom: &Bloom<Connection, K>) -> Result<
             }
         }
         Command::Load(args) => {
-            // A note only: a filter the user may not read whole (an ACL) loads all the same.
-            if let Ok(Some(note)) = K::load_note(bloom).await {
+            if let Some(note) = K::load_note(bloom) {
                 eprintln!("{note}");
             }
             let run = stream_file(bloom, args, Op::Add).await?;

@@ -56,16 +56,11 @@ pub(crate) trait CliKind: Kind + Sized + Send + Sync {
         false
     }
 
-    /// A line for standard error before a `load`, when something about the filter will make
-    /// it much slower than usual; `None` when nothing will.
-    fn load_note<C>(
-        bloom: &Bloom<C, Self>,
-    ) -> impl Future<Output = redbloom::Result<Option<String>>> + Send
-    where
-        C: ConnectionLike + Clone + Send + Sync,
-    {
+    /// A line for standard error before a `load`, when the filter's shape will make it much
+    /// slower than usual (known without asking the server); `None` when nothing will.
+    fn load_note<C>(bloom: &Bloom<C, Self>) -> Option<String> {
         let _ = bloom;
-        std::future::ready(Ok(None))
+        None
     }
 }
 
