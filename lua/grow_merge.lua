@@ -58,9 +58,21 @@ if #seen == 0 and #KEYS >= 2 * t + 3 then
         store = true
     end
 end
--- BITOP proven first, on a scratch key (the ACL may refuse it: the batch then goes by the
--- per-item script), before anything is written.
-local refused = t > 0 and refusal(redis.pcall("bitop", "or", scratch[1], scratch[1]))
+-- BITOP proven first (the ACL may refuse it: the batch then goes by the per-item script),
+-- before anything is written: asked of the ACL where the server can say (Redis 7, Valkey; a
+-- refusal of the scratch keys' pattern too), else run on a scratch key. That run passes over
+-- the scratch key's bytes, as long as the segment's: it took about half of the merge's BITOP
+-- time when every server ran it (two 7.9 MB segments' merges: 6.9 ms a BITOP, median).
+local refused = nil
+if t > 0 and redis.acl_check_cmd then
+    refused = acl_refusal("on the growing filter's levels", "bitop", "or", KEYS[2], KEYS[2],
+        scratch[1])
+    if refused then
+        drop()
+    end
+elseif t > 0 then
+    refused = refusal(redis.pcall("bitop", "or", scratch[1], scratch[1]))
+end
 if refused then
     return refused
 end

@@ -20,7 +20,7 @@ use std::sync::atomic::Ordering;
 
 /// The dense add's compare-and-set merge (run with `EVAL` inside a `MULTI`, where
 /// `EVALSHA`'s `NOSCRIPT` could not be answered by loading it).
-const GROW_MERGE: &str = lua!["grow_merge"];
+const GROW_MERGE: &str = lua!["acl", "grow_merge"];
 /// [`GROW_MERGE`], its answers recorded across retries ([`once`](crate::io::once)).
 const GROW_MERGE_ONCE: &str = once_lua!(lua!["grow_merge"]);
 
