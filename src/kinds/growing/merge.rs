@@ -88,9 +88,10 @@ pub(super) async fn add<C: Conn>(
 /// in a segment of its own size, and the per-item script, the way left, holds the server about
 /// as long per step (210 items a step at nine levels: 17.8 ms on average) for a few hundred
 /// steps per batch of 100,000 (about 500 times the merge's server time: 85 µs an item against
-/// about 0.16 µs, `INFO commandstats` of 4M- and 8M-item loads). A merge into a 12.9 MB
-/// level held it 23 ms (median), 45 ms at most (`SLOWLOG` of an 8,000,000-item `load`,
-/// BENCHMARKS.md "Levels past 4 MiB").
+/// about 0.16 µs, `INFO commandstats` of 4M- and 8M-item loads). A merge into a 15.9 MB
+/// level holds it 14-19 ms (median), 52-74 ms at most, the one that makes the segment
+/// (`SLOWLOG`, BENCHMARKS.md "The growing merge's BITOP asked of the ACL"; twice that before
+/// the merge asked the ACL for its `BITOP` instead of running one more to prove it).
 const MAX_WRITE_BYTES: u64 = 16 << 20;
 
 /// The most bytes of levels a dense add reads per item of its batch. A merge moves the levels
