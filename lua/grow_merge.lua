@@ -61,8 +61,8 @@ end
 -- BITOP proven first (the ACL may refuse it: the batch then goes by the per-item script),
 -- before anything is written: asked of the ACL where the server can say (Redis 7, Valkey; a
 -- refusal of the scratch keys' pattern too), else run on a scratch key. That run passes over
--- the scratch key's bytes, as long as the segment's: it took about half of the merge's BITOP
--- time when every server ran it (two 7.9 MB segments' merges: 6.9 ms a BITOP, median).
+-- the scratch key's bytes, as long as the segment's: half of the merge's BITOP time when
+-- every server ran it (two BITOPs a merge into a 7.9 MB level, 6.9 ms each, median).
 local refused = nil
 if t > 0 and redis.acl_check_cmd then
     refused = acl_refusal("on the growing filter's levels", "bitop", "or", KEYS[2], KEYS[2],
