@@ -441,7 +441,8 @@ async fn dense_batches_match_small_batches() {
     let bitops = common::calls(&mut conn, "bitop").await;
     let runs = common::within_one_epoch(
         conn.clone(),
-        1_200_000,
+        // Generations of 20 minutes.
+        |ms| ms / 1_200_000,
         || async move {
             let mut runs = Vec::new();
             for batch in rounds {
@@ -813,7 +814,8 @@ async fn mid_sized_batches_go_whole() {
     let counted = &conn;
     let ((added, merged), (found, read), small_added) = common::within_one_epoch(
         conn.clone(),
-        1_200_000,
+        // Generations of 20 minutes.
+        |ms| ms / 1_200_000,
         || async move {
             let mut conn = counted.clone();
             let added = common::calls_during(&mut conn, "bitop", whole.add_many(batch)).await;

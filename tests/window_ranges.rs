@@ -71,7 +71,8 @@ async fn ranges_match_small_batches() {
     // Both rounds within one generation (of 20 minutes), or both again.
     let runs = common::within_one_epoch(
         conn.clone(),
-        1_200_000,
+        // Generations of 20 minutes.
+        |ms| ms / 1_200_000,
         || async move {
             let mut runs = Vec::new();
             for batch in rounds {
@@ -274,7 +275,8 @@ async fn mid_sized_batches_go_by_ranges() {
     let (mid, small, counted) = (&mid, &small, &conn);
     let ((added, merged), (found, read), small_added) = common::within_one_epoch(
         conn.clone(),
-        1_200_000,
+        // Generations of 20 minutes.
+        |ms| ms / 1_200_000,
         || async move {
             let mut conn = counted.clone();
             let added = common::calls_during(&mut conn, "setrange", mid.add_many(batch)).await;

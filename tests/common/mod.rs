@@ -164,14 +164,14 @@ pub async fn server_ms(conn: &mut MultiplexedConnection) -> u64 {
     secs * 1000 + micros / 1000
 }
 
-/// Runs `scenario` until a run of it falls within one epoch of `epoch_ms` ms by the server's
-/// clock, `reset` before each run after the first; the outcome of that run. A window filter's
-/// generations begin at those boundaries: a run across one splits the items over two
+/// Runs `scenario` until a run of it falls within one epoch (`epoch` of the server's clock in
+/// ms), `reset` before each run after the first; the outcome of that run. A window filter's
+/// generations begin at the epochs' boundaries: a run across one splits the items over two
 /// generations, and runs again from the start (every round of it, so that each round finds
 /// what the rounds before it left).
 pub async fn within_one_epoch<T, Run, Reset>(
     mut conn: MultiplexedConnection,
-    epoch_ms: u64,
+    epoch: impl Fn(u64) -> u64,
     mut scenario: impl FnMut() -> Run,
     mut reset: impl FnMut() -> Reset,
 ) -> T
@@ -179,18 +179,17 @@ where
     Run: std::future::Future<Output = T>,
     Reset: std::future::Future<Output = ()>,
 {
-    let mut first = true;
-    loop {
-        if !first {
+    for run in 0..50 {
+        if run > 0 {
             reset().await;
         }
-        first = false;
-        let before = server_ms(&mut conn).await / epoch_ms;
+        let before = epoch(server_ms(&mut conn).await);
         let outcome = scenario().await;
-        if server_ms(&mut conn).await / epoch_ms == before {
+        if epoch(server_ms(&mut conn).await) == before {
             return outcome;
         }
     }
+    panic!("50 runs of the scenario each crossed an epoch's boundary: it takes too long");
 }
 
 /// The calls of `command` in an `INFO commandstats` reply (0 when it has none).
