@@ -372,9 +372,10 @@ pub(crate) fn outweighs(units: u64, bytes_per_unit: u64, bytes: u64) -> bool {
     units.saturating_mul(bytes_per_unit) >= bytes
 }
 
-/// The bits of a batch of `items` items with `hashes` bits each.
-fn bits_of(items: usize, hashes: u32) -> u64 {
-    (items as u64).saturating_mul(u64::from(hashes))
+/// The units (bits, counters) of a batch of `items` items with `per_item` each: what
+/// [`outweighs`] weighs.
+pub(crate) fn units_of(items: usize, per_item: u32) -> u64 {
+    (items as u64).saturating_mul(u64::from(per_item))
 }
 
 /// Whether adding a batch of `items` items with `hashes` bits each is cheaper dense than as
@@ -387,14 +388,14 @@ fn bits_of(items: usize, hashes: u32) -> u64 {
 /// ranges").
 pub(crate) fn worth_it(bits: u64, items: usize, hashes: u32) -> bool {
     let bytes = bits.div_ceil(8);
-    bytes <= MAX_BYTES && outweighs(bits_of(items, hashes), WRITE_BYTES_PER_BIT, bytes)
+    bytes <= MAX_BYTES && outweighs(units_of(items, hashes), WRITE_BYTES_PER_BIT, bytes)
 }
 
 /// Whether checking such a batch is cheaper by reading the filter: at most [`MAX_READ_BYTES`],
 /// and the batch outweighs it.
 pub(crate) fn read_worth_it(bits: u64, items: usize, hashes: u32) -> bool {
     let bytes = bits.div_ceil(8);
-    bytes <= MAX_READ_BYTES && outweighs(bits_of(items, hashes), READ_BYTES_PER_BIT, bytes)
+    bytes <= MAX_READ_BYTES && outweighs(units_of(items, hashes), READ_BYTES_PER_BIT, bytes)
 }
 
 /// The `GETRANGE` byte ranges (inclusive) that read a filter of `bits` bits.

@@ -94,6 +94,12 @@ pub struct GrowingLevel {
     pub dense: bool,
 }
 
+impl GrowingLevel {
+    /// The largest segment a dense add writes: a level past it (alone in its segment) takes
+    /// its batches item by item ([`dense`](Self::dense)).
+    pub const MAX_DENSE_BYTES: u64 = 16 << 20;
+}
+
 /// One live generation of a window filter.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]

@@ -437,30 +437,9 @@ async fn dense_batches_match_small_batches() {
     let (dense, small) = (&build(&dense_key), &build(&small_key));
     let first: Vec<String> = (0..6_000).map(|i| format!("x{}", i % 5_000)).collect();
     let second: Vec<String> = (2_500..12_000).map(|i| format!("x{i}")).collect();
-    let rounds = [&first, &second];
     let bitops = common::calls(&mut conn, "bitop").await;
-    let runs = common::within_one_epoch(
-        conn.clone(),
-        // Generations of 20 minutes.
-        |ms| ms / 1_200_000,
-        || async move {
-            let mut runs = Vec::new();
-            for batch in rounds {
-                let big = dense.add_many(batch).await.unwrap();
-                let mut bit_by_bit = Vec::new();
-                for chunk in batch.chunks(10) {
-                    bit_by_bit.extend(small.add_many(chunk).await.unwrap());
-                }
-                runs.push((big, bit_by_bit));
-            }
-            runs
-        },
-        || async move {
-            dense.clear().await.unwrap();
-            small.clear().await.unwrap();
-        },
-    )
-    .await;
+    let rounds: [&[String]; 2] = [&first, &second];
+    let runs = common::big_and_small_rounds(&conn, (dense, small), &rounds, 10).await;
     for (round, (big, bit_by_bit)) in runs.iter().enumerate() {
         assert!(big == bit_by_bit, "round {round}: new flags differ");
         let expected = [5_000, 12_000 - 5_000][round];
@@ -814,8 +793,7 @@ async fn mid_sized_batches_go_whole() {
     let counted = &conn;
     let ((added, merged), (found, read), small_added) = common::within_one_epoch(
         conn.clone(),
-        // Generations of 20 minutes.
-        |ms| ms / 1_200_000,
+        common::generation_at(whole.window(), whole.generations()),
         || async move {
             let mut conn = counted.clone();
             let added = common::calls_during(&mut conn, "bitop", whole.add_many(batch)).await;

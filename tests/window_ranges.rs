@@ -65,32 +65,10 @@ async fn ranges_match_small_batches() {
     // Duplicates inside the first batch; the second holds half of the first's items.
     let first: Vec<String> = (0..40_000).map(|i| format!("x{}", i % 35_000)).collect();
     let second = items("x", 17_500..57_500);
-    let rounds = [&first, &second];
-    let (big, small) = (&big, &small);
     let setranges = common::calls(&mut conn, "setrange").await;
-    // Both rounds within one generation (of 20 minutes), or both again.
-    let runs = common::within_one_epoch(
-        conn.clone(),
-        // Generations of 20 minutes.
-        |ms| ms / 1_200_000,
-        || async move {
-            let mut runs = Vec::new();
-            for batch in rounds {
-                let by_ranges = big.add_many(batch).await.unwrap();
-                let mut small_batches = Vec::new();
-                for chunk in batch.chunks(500) {
-                    small_batches.extend(small.add_many(chunk).await.unwrap());
-                }
-                runs.push((by_ranges, small_batches));
-            }
-            runs
-        },
-        || async move {
-            big.clear().await.unwrap();
-            small.clear().await.unwrap();
-        },
-    )
-    .await;
+    // Both rounds within one generation, or both again.
+    let rounds: [&[String]; 2] = [&first, &second];
+    let runs = common::big_and_small_rounds(&conn, (&big, &small), &rounds, 500).await;
     for (round, (by_ranges, small_batches)) in runs.iter().enumerate() {
         assert!(
             by_ranges == small_batches,
@@ -275,8 +253,7 @@ async fn mid_sized_batches_go_by_ranges() {
     let (mid, small, counted) = (&mid, &small, &conn);
     let ((added, merged), (found, read), small_added) = common::within_one_epoch(
         conn.clone(),
-        // Generations of 20 minutes.
-        |ms| ms / 1_200_000,
+        common::generation_at(mid.window(), mid.generations()),
         || async move {
             let mut conn = counted.clone();
             let added = common::calls_during(&mut conn, "setrange", mid.add_many(batch)).await;

@@ -192,6 +192,49 @@ where
     panic!("50 runs of the scenario each crossed an epoch's boundary: it takes too long");
 }
 
+/// The generation a window filter of `window` over `generations` generations is in at the
+/// server's time `ms` (the epoch [`within_one_epoch`] takes): one begins every
+/// `window / (generations - 1)`.
+pub fn generation_at(window: std::time::Duration, generations: u32) -> impl Fn(u64) -> u64 {
+    let window = window.as_millis() as u64;
+    move |ms| ms * u64::from(generations - 1) / window
+}
+
+/// Round after round, `big`'s `add_many` of each batch of `rounds` and `small`'s of the same
+/// batch in chunks of `chunk`, every round within one generation of `big`'s (both filters
+/// cleared and every round again when a boundary falls inside): per round, the two answers.
+pub async fn big_and_small_rounds(
+    conn: &MultiplexedConnection,
+    (big, small): (
+        &redbloom::WindowBloom<MultiplexedConnection>,
+        &redbloom::WindowBloom<MultiplexedConnection>,
+    ),
+    rounds: &[&[String]],
+    chunk: usize,
+) -> Vec<(Vec<bool>, Vec<bool>)> {
+    within_one_epoch(
+        conn.clone(),
+        generation_at(big.window(), big.generations()),
+        || async move {
+            let mut runs = Vec::new();
+            for &batch in rounds {
+                let whole = big.add_many(batch).await.unwrap();
+                let mut chunked = Vec::new();
+                for part in batch.chunks(chunk) {
+                    chunked.extend(small.add_many(part).await.unwrap());
+                }
+                runs.push((whole, chunked));
+            }
+            runs
+        },
+        || async move {
+            big.clear().await.unwrap();
+            small.clear().await.unwrap();
+        },
+    )
+    .await
+}
+
 /// The calls of `command` in an `INFO commandstats` reply (0 when it has none).
 pub fn commandstats_calls(info: &str, command: &str) -> u64 {
     let prefix = format!("cmdstat_{command}:calls=");

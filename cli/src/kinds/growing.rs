@@ -7,7 +7,7 @@ use crate::output;
 use anyhow::{bail, Result};
 use clap::Args;
 use redbloom::kind::Growing;
-use redbloom::{Bloom, Builder, GrowingBloom, StoredParams};
+use redbloom::{Bloom, Builder, GrowingBloom, GrowingLevel, StoredParams};
 
 /// A growing filter's flags.
 #[derive(Debug, Args)]
@@ -72,16 +72,18 @@ impl CliKind for Growing {
     }
 }
 
-/// The note for a load into a filter whose first level takes `bytes` bytes a shard, past the
-/// 16 MiB a batch merges whole: its batches go item by item.
+/// The note for a load into a filter whose first level takes `bytes` bytes a shard, past
+/// [`GrowingLevel::MAX_DENSE_BYTES`]: its batches go item by item.
 fn slow_level(bytes: u64, shards: u32) -> String {
+    let most = GrowingLevel::MAX_DENSE_BYTES;
     // Shards split the items, so each shard's levels shrink about as many times.
-    let more = u64::from(shards).saturating_mul(bytes.div_ceil(16 << 20).next_power_of_two());
+    let more = u64::from(shards).saturating_mul(bytes.div_ceil(most).next_power_of_two());
     format!(
-        "note: level 0 of this filter takes {:.1} MB a shard, past the 16 MiB a batch merges \
+        "note: level 0 of this filter takes {:.1} MB a shard, past the {} MiB a batch merges \
          whole: this load adds item by item, about ten times slower; a filter made with \
          --shards {more} keeps its levels small enough",
-        bytes as f64 / 1e6
+        bytes as f64 / 1e6,
+        most >> 20
     )
 }
 

@@ -57,14 +57,14 @@ const READ_BYTES_PER_COUNTER: u64 = 128;
 /// `bytes` bytes of counters: the key is at most `max_bytes` and the batch's counters outweigh
 /// it at [`WRITE_BYTES_PER_COUNTER`].
 pub(crate) fn worth_it(bytes: u64, items: usize, hashes: u32, max_bytes: u64) -> bool {
-    let counters = items as u64 * u64::from(hashes);
+    let counters = dense::units_of(items, hashes);
     bytes <= max_bytes && dense::outweighs(counters, WRITE_BYTES_PER_COUNTER, bytes)
 }
 
 /// Whether a check of such a batch is cheaper by reading the counters whole (at most
 /// `dense::MAX_READ_BYTES`).
 pub(crate) fn read_worth_it(bytes: u64, items: usize, hashes: u32) -> bool {
-    let counters = items as u64 * u64::from(hashes);
+    let counters = dense::units_of(items, hashes);
     bytes <= dense::MAX_READ_BYTES && dense::outweighs(counters, READ_BYTES_PER_COUNTER, bytes)
 }
 

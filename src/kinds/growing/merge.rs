@@ -92,7 +92,7 @@ pub(super) async fn add<C: Conn>(
 /// level holds it 14-19 ms (median), 52-74 ms at most, the one that makes the segment
 /// (`SLOWLOG`, BENCHMARKS.md "The growing merge's BITOP asked of the ACL"; twice that before
 /// the merge asked the ACL for its `BITOP` instead of running one more to prove it).
-const MAX_WRITE_BYTES: u64 = 16 << 20;
+const MAX_WRITE_BYTES: u64 = crate::GrowingLevel::MAX_DENSE_BYTES;
 
 /// The most bytes of levels a dense add reads per item of its batch. A merge moves the levels
 /// known whole to the client and back through `BITOP`, whatever the batch's size, and takes

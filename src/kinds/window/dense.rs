@@ -76,7 +76,7 @@ pub(super) async fn batch<C: Conn>(
     let bytes = geometry.max_bytes();
     let all = bytes * u64::from(generations);
     // The batch's bits outweigh the live generations' bytes at [`BYTES_PER_BIT`].
-    let bits = items.len() as u64 * u64::from(geometry.hashes);
+    let bits = dense::units_of(items.len(), geometry.hashes);
     let pays = dense::outweighs(bits, BYTES_PER_BIT, all);
     let fits = match write {
         true => bytes <= dense::MAX_BYTES && all <= MAX_ADD_BYTES,
