@@ -61,6 +61,23 @@ pub enum Error {
         key: String,
     },
 
+    /// The filter was made by a build of redbloom before 0.1's names (SPEC.md §3, "Names"),
+    /// under companion keys (`{K}:redbloom:…`) that the keys `key` and `other` both produced,
+    /// and nothing tells which of them it is: nothing was read or written. Take the filter for
+    /// `key` with [`Bloom::adopt_legacy_names`](crate::Bloom::adopt_legacy_names) (the CLI:
+    /// `redbloom --key KEY migrate`), or open it by `other`.
+    #[error(
+        "filter {key:?} may be one an earlier redbloom made under the names {legacy}* that the          keys {key:?} and {other:?} shared, and nothing tells which key it belongs to: nothing          was read or written; if it is {key:?}'s, run `redbloom --key {key} migrate`          (Bloom::adopt_legacy_names), else open it as {other:?}"
+    )]
+    LegacyNames {
+        /// The filter's key.
+        key: String,
+        /// The other key that produced the same older names.
+        other: String,
+        /// The older names' common start.
+        legacy: String,
+    },
+
     /// A write was retried after its record could be gone (exact answers across retries keep
     /// a record of each write step for a while: at least the retry budget and two seconds,
     /// longer by the clocks of other writers), so it may or may not have been applied before:
@@ -289,6 +306,11 @@ impl Error {
                 key: key.clone(),
             },
             OutcomeUnknown { key } => OutcomeUnknown { key: key.clone() },
+            LegacyNames { key, other, legacy } => LegacyNames {
+                key: key.clone(),
+                other: other.clone(),
+                legacy: legacy.clone(),
+            },
             FileMismatch { key, file, filter } => FileMismatch {
                 key: key.clone(),
                 file: file.clone(),

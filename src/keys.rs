@@ -1,19 +1,56 @@
-//! Names of the keys kept beside a filter, in the same Redis Cluster slot.
+//! Names of the keys kept beside a filter, in the same Redis Cluster slot (SPEC.md §3, "Names,
+//! losses and records").
+//!
+//! A companion of the filter `KEY` (its parameters, generations, levels, records, scratch and
+//! lease keys) is named `{TAG}:redbloom:LEN:KEY:NAME`: `TAG` puts it in `KEY`'s slot, `LEN` is
+//! the length of `KEY` in bytes, so that the name says where `KEY` ends, and `NAME` says which
+//! companion it is. Read from the left (`TAG` ends at the first `}`, `KEY` after `LEN` bytes),
+//! the name gives back `KEY` and `NAME`: no two filter keys share a companion, whatever they
+//! hold (braces anywhere, empty tags, NUL), and `K` and `{K}` share nothing.
+//!
+//! Builds before this one named them `{K}:redbloom:NAME` ([`legacy_sidecar`]), which `K` and
+//! `{K}` both produce; a filter made under those names is migrated or refused
+//! (`core::legacy`).
 
 use crate::error::{Error, Result};
 
-/// The key `suffix` beside `key`, hashed to `key`'s cluster slot: `key` keeps its hash tag when
-/// it has one (`{user}:seen` gives `{user}:seen:SUFFIX`); otherwise the whole key becomes the
-/// tag (`seen` gives `{seen}:SUFFIX`, whose slot is that of `seen`). A key that Redis hashes
-/// whole but that cannot be a tag itself, because it holds a `}` (`{}x`, `a}b`: no tag by
-/// Redis's rule), gets the first tag `{rbslot.N}` of its slot: `{rbslot.N}:KEY:SUFFIX`.
-pub(crate) fn sidecar(key: &str, suffix: &str) -> String {
+/// The companion `name` of the filter `key` (`{TAG}:redbloom:LEN:KEY:NAME`), hashed to `key`'s
+/// cluster slot. `TAG` is `key`'s hash tag when it has one; else `key` itself, when it can be a
+/// tag (not empty, no `}`); else the first tag `rbslot.N` of `key`'s slot. `name` may start
+/// with `redbloom:` (the older names' marker), which is left out: `sidecar(k, "redbloom:params")`
+/// is `sidecar(k, "params")`.
+pub(crate) fn sidecar(key: &str, name: &str) -> String {
+    let name = name.strip_prefix("redbloom:").unwrap_or(name);
+    let tag = match hash_tag(key) {
+        Some(tag) => tag.to_owned(),
+        None if !key.is_empty() && !key.contains('}') => key.to_owned(),
+        None => slot_tag(slot(key)),
+    };
+    format!("{{{tag}}}:redbloom:{}:{key}:{name}", key.len())
+}
+
+/// The name the builds before this one gave the companion `name` of `key` (`name` starting
+/// with `redbloom:`): `{KEY}:redbloom:…` for a key without a hash tag (and so also for the key
+/// `{KEY}`), `KEY:redbloom:…` for one with a tag, `{rbslot.N}:KEY:redbloom:…` for a key
+/// holding a `}` but no tag. Only read, to find filters made under those names.
+pub(crate) fn legacy_sidecar(key: &str, name: &str) -> String {
     if hash_tag(key).is_some() {
-        format!("{key}:{suffix}")
+        format!("{key}:{name}")
     } else if !key.contains('}') {
-        format!("{{{key}}}:{suffix}")
+        format!("{{{key}}}:{name}")
     } else {
-        format!("{{{}}}:{key}:{suffix}", slot_tag(slot(key)))
+        format!("{{{}}}:{key}:{name}", slot_tag(slot(key)))
+    }
+}
+
+/// The other filter key whose older companions ([`legacy_sidecar`]) are `key`'s too: `{K}` for
+/// a key `K` without a tag or a `}`, and `K` for the key `{K}`; `None` for every other key,
+/// whose older names were its own.
+pub(crate) fn legacy_partner(key: &str) -> Option<String> {
+    match hash_tag(key) {
+        None if !key.is_empty() && !key.contains('}') => Some(format!("{{{key}}}")),
+        Some(tag) if key.len() == tag.len() + 2 => Some(tag.to_owned()),
+        _ => None,
     }
 }
 
@@ -44,7 +81,8 @@ fn slot_tag(target: u16) -> String {
 }
 
 /// The part of a key name that marks redbloom's own keys: the companions kept beside a filter
-/// (`{KEY}:redbloom:params`, `{KEY}:redbloom:scratch`) and those of the kinds to come.
+/// ([`sidecar`]: `{TAG}:redbloom:LEN:KEY:NAME`), and those of the builds before
+/// ([`legacy_sidecar`]: `{KEY}:redbloom:NAME`).
 pub(crate) const RESERVED: &str = ":redbloom:";
 
 /// Refuses a filter at a key that some filter uses for itself: a companion key (its name holds
@@ -189,20 +227,20 @@ mod tests {
 
     #[test]
     fn sidecars_share_the_keys_slot() {
-        assert_eq!(sidecar("seen", "p"), "{seen}:p");
-        assert_eq!(sidecar("{user}:seen", "p"), "{user}:seen:p");
-        assert_eq!(sidecar("a{b", "p"), "{a{b}:p");
+        assert_eq!(sidecar("seen", "p"), "{seen}:redbloom:4:seen:p");
+        assert_eq!(sidecar("seen", "redbloom:params"), sidecar("seen", "params"));
+        assert_eq!(
+            sidecar("{user}:seen", "p"),
+            "{user}:redbloom:11:{user}:seen:p"
+        );
+        assert_eq!(sidecar("a{b", "p"), "{a{b}:redbloom:3:a{b:p");
         assert_eq!(hash_tag("{a{b}:p"), Some("a{b"));
         assert_eq!(hash_tag("x{}y{z}"), None, "an empty first tag means no tag");
         // Keys Redis hashes whole, with a '}' that keeps them from being a tag.
         let odd = sidecar("x{}y{z}", "p");
         assert!(
-            odd.starts_with("{rbslot.") && odd.ends_with(":x{}y{z}:p"),
+            odd.starts_with("{rbslot.") && odd.ends_with(":redbloom:7:x{}y{z}:p"),
             "{odd}"
-        );
-        assert_eq!(
-            sidecar("{}x", "redbloom:params"),
-            sidecar("{}x", "redbloom:params")
         );
         assert_ne!(
             sidecar("{}x", "p"),
@@ -219,6 +257,8 @@ mod tests {
             "x{}y{z}",
             "}",
             "{}",
+            "",
+            "\0",
         ] {
             assert_eq!(slot(&sidecar(key, "redbloom:params")), slot(key), "{key}");
             assert!(
@@ -226,6 +266,68 @@ mod tests {
                 "{key}"
             );
             assert!(!is_shard_key(&sidecar(key, "p")), "{key}");
+        }
+    }
+
+    /// The issue's case: `q` and `{q}` shared `{q}:redbloom:params`; now each has its own.
+    #[test]
+    fn a_key_and_its_braced_name_share_nothing() {
+        assert_eq!(legacy_sidecar("q", "redbloom:params"), "{q}:redbloom:params");
+        assert_eq!(legacy_sidecar("{q}", "redbloom:params"), "{q}:redbloom:params");
+        assert_ne!(sidecar("q", "params"), sidecar("{q}", "params"));
+        assert_eq!(legacy_partner("q").as_deref(), Some("{q}"));
+        assert_eq!(legacy_partner("{q}").as_deref(), Some("q"));
+        assert_eq!(legacy_partner("a{b").as_deref(), Some("{a{b}"));
+        assert_eq!(legacy_partner("{a{b}").as_deref(), Some("a{b"));
+        for key in ["{q}:x", "x{q}", "a}b", "", "{}", "{}x"] {
+            assert_eq!(legacy_partner(key), None, "{key}");
+        }
+        for key in ["q", "{q}", "a{b", "{a{b}", "{q}:x", "a}b", ""] {
+            if let Some(partner) = legacy_partner(key) {
+                assert_eq!(
+                    legacy_sidecar(key, "redbloom:params"),
+                    legacy_sidecar(&partner, "redbloom:params"),
+                    "{key}"
+                );
+                assert_eq!(legacy_partner(&partner).as_deref(), Some(key));
+            }
+        }
+    }
+
+    /// `KEY` and `NAME` read back from a companion's name: the inverse of [`sidecar`].
+    fn parse(companion: &str) -> Option<(&str, &str)> {
+        let close = companion.find('}')?;
+        let rest = companion[close + 1..].strip_prefix(":redbloom:")?;
+        let (len, rest) = rest.split_once(':')?;
+        let len: usize = len.parse().ok()?;
+        let key = rest.get(..len)?;
+        let name = rest.get(len..)?.strip_prefix(':')?;
+        Some((key, name))
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(4096))]
+        /// No two distinct (key, name) pairs share a companion: the name reads back as the key
+        /// and the name it was made of. Every companion hashes to its key's slot and is refused
+        /// as a filter key.
+        #[test]
+        fn companions_are_never_shared(
+            key in "(\\{|\\}|:|a|b|\\x00|redbloom|é|[0-9]){0,12}",
+            other in "(\\{|\\}|:|a|b|\\x00|redbloom|é|[0-9]){0,12}",
+            name in "(params|gen:[0-9a-f]{2}|once:1\\.2|scratch|a:b)",
+        ) {
+            let companion = sidecar(&key, &name);
+            proptest::prop_assert_eq!(parse(&companion), Some((key.as_str(), name.as_str())));
+            proptest::prop_assert_eq!(slot(&companion), slot(&key));
+            proptest::prop_assert!(check_not_reserved(&companion).is_err());
+            if key != other {
+                proptest::prop_assert_ne!(&companion, &sidecar(&other, &name));
+                proptest::prop_assert_ne!(&companion, &sidecar(&other, "params"));
+            }
+            proptest::prop_assert_ne!(&companion, &key);
+            proptest::prop_assert!(!is_shard_key(&companion));
+            let braced = format!("{{{key}}}");
+            proptest::prop_assert_ne!(&sidecar(&braced, &name), &companion);
         }
     }
 }

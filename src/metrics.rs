@@ -116,6 +116,7 @@ impl Error {
             Error::FileMismatch { .. } => "file_mismatch",
             Error::Lost { .. } => "lost",
             Error::OutcomeUnknown { .. } => "outcome_unknown",
+            Error::LegacyNames { .. } => "legacy_names",
             Error::ForeignString { .. } => "foreign_string",
             Error::Evictable { .. } => "evictable",
             Error::Full { .. } => "full",

@@ -2,6 +2,7 @@
 //! metrics (README "Metrics"), made here for every call of every kind.
 
 use super::kind::Kind;
+use super::{Conn, Core};
 use crate::error::Result;
 use crate::metrics;
 use std::future::Future;
@@ -93,17 +94,24 @@ impl Call {
     }
 }
 
-/// Runs `work`, the public call `call` of a filter of kind `K` at `key` (on `items` items),
-/// in its span (a DEBUG span; an `error` event in it when the call fails) and counted in the
-/// metrics by kind, call and outcome, with its latency.
-pub(crate) async fn run<K: Kind, T>(
+/// Runs `work`, the public call `call` of the filter `core` of kind `K` (on `items` items), in
+/// its span (a DEBUG span; an `error` event in it when the call fails) and counted in the
+/// metrics by kind, call and outcome, with its latency; the first call of a handle first asks
+/// whether the filter was made under older names ([`legacy`](super::legacy)).
+pub(crate) async fn run<C: Conn, K: Kind, T>(
     call: Call,
-    key: &str,
+    core: &Core<C, K>,
     items: Option<usize>,
     work: impl Future<Output = Result<T>>,
 ) -> Result<T> {
-    let span = call.span(K::NAME, key, items);
+    let span = call.span(K::NAME, &core.key, items);
     let started = metrics::Started::now();
+    let work = async {
+        if !core.names.initialized() {
+            Box::pin(core.names_checked()).await?;
+        }
+        work.await
+    };
     let result = work.instrument(span.clone()).await;
     if let Err(err) = &result {
         span.in_scope(|| tracing::debug!(target: "redbloom", error = %err));

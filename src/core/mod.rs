@@ -10,6 +10,7 @@ pub(crate) mod builder;
 pub(crate) mod call;
 pub(crate) mod group;
 pub(crate) mod kind;
+pub(crate) mod legacy;
 pub(crate) mod lost;
 pub(crate) mod sharded;
 pub(crate) mod stored;
@@ -84,6 +85,9 @@ pub(crate) struct Core<C, K: Kind> {
     pub(crate) groups: Vec<String>,
     /// Single-item calls waiting for a step of their op and part ([`group`]).
     pub(crate) lanes: group::Lanes,
+    /// Set once this handle has asked whether the filter was made under older names
+    /// ([`legacy`]).
+    pub(crate) names: tokio::sync::OnceCell<()>,
 }
 
 impl<C, K: Kind> Core<C, K> {
@@ -114,6 +118,7 @@ impl<C, K: Kind> Core<C, K> {
             exec: Exec::new(conn, options, K::NAME),
             groups: made.kind.part_keys(&parts),
             lanes: lanes::<K>(parts.count()),
+            names: tokio::sync::OnceCell::new(),
             key,
             // A kind that keeps its parts makes a filter of one key's bits with its
             // parameters (SPEC.md §3: lost data is an error).
@@ -140,6 +145,7 @@ impl<C, K: Kind> Core<C, K> {
             near: None,
             groups: self.groups.clone(),
             lanes: lanes::<K>(self.parts.count()),
+            names: tokio::sync::OnceCell::new(),
         }
     }
 
@@ -515,7 +521,7 @@ impl<C: ConnectionLike + Clone + Send + Sync, K: Kind> Bloom<C, K> {
         let item = item.as_ref();
         let core = &*self.0;
         let one = std::slice::from_ref(&item);
-        call::run::<K, _>(Call::Add, &core.key, Some(1), async {
+        call::run(Call::Add, core, Some(1), async {
             Ok(core.write(Op::Add, one).await?[0])
         })
         .await
@@ -530,7 +536,7 @@ impl<C: ConnectionLike + Clone + Send + Sync, K: Kind> Bloom<C, K> {
     pub async fn exists(&self, item: impl AsRef<[u8]>) -> Result<bool> {
         let item = item.as_ref();
         let core = &*self.0;
-        call::run::<K, _>(Call::Exists, &core.key, Some(1), async {
+        call::run(Call::Exists, core, Some(1), async {
             if let Some(found) = core.answer_now(item) {
                 return Ok(found);
             }
@@ -555,7 +561,7 @@ impl<C: ConnectionLike + Clone + Send + Sync, K: Kind> Bloom<C, K> {
     /// As for [`add`](Bloom::add). On error, some, all or none of the items may be added.
     pub async fn add_many<T: AsRef<[u8]>>(&self, items: &[T]) -> Result<Vec<bool>> {
         let core = &*self.0;
-        call::run::<K, _>(Call::AddMany, &core.key, Some(items.len()), async {
+        call::run(Call::AddMany, core, Some(items.len()), async {
             core.write(Op::Add, &slices(items)).await
         })
         .await
@@ -569,7 +575,7 @@ impl<C: ConnectionLike + Clone + Send + Sync, K: Kind> Bloom<C, K> {
     /// As for [`add`](Bloom::add).
     pub async fn exists_many<T: AsRef<[u8]>>(&self, items: &[T]) -> Result<Vec<bool>> {
         let core = &*self.0;
-        call::run::<K, _>(Call::ExistsMany, &core.key, Some(items.len()), async {
+        call::run(Call::ExistsMany, core, Some(items.len()), async {
             match items.is_empty() {
                 true => Ok(Vec::new()),
                 false => core.check(&slices(items)).await,
@@ -585,7 +591,7 @@ impl<C: ConnectionLike + Clone + Send + Sync, K: Kind> Bloom<C, K> {
     /// As for [`add`](Bloom::add).
     pub async fn info(&self) -> Result<K::Info> {
         let core = &*self.0;
-        call::run::<K, _>(Call::Info, &core.key, None, core.info()).await
+        call::run(Call::Info, core, None, core.info()).await
     }
 
     /// Deletes the filter: every key it has (every shard's) and its stored parameters.
@@ -601,7 +607,7 @@ impl<C: ConnectionLike + Clone + Send + Sync, K: Kind> Bloom<C, K> {
     /// As for [`add`](Bloom::add); a mismatch leaves every key as it was.
     pub async fn clear(&self) -> Result<bool> {
         let core = &*self.0;
-        call::run::<K, _>(Call::Clear, &core.key, None, async {
+        call::run(Call::Clear, core, None, async {
             core.guard.reset();
             let done = core.drop_keys(Removal::Delete).await;
             core.forget();
@@ -622,7 +628,7 @@ impl<C: ConnectionLike + Clone + Send + Sync, K: Kind> Bloom<C, K> {
     /// for Redis; otherwise as for [`clear`](Bloom::clear).
     pub async fn expire(&self, ttl: Duration) -> Result<bool> {
         let core = &*self.0;
-        call::run::<K, _>(Call::Expire, &core.key, None, async {
+        call::run(Call::Expire, core, None, async {
             core.drop_keys(Removal::expire(ttl)?).await
         })
         .await

@@ -33,9 +33,14 @@ impl StoredParams {
     /// The parameters stored beside the filter at `key`; `None` when there are none (no filter
     /// there, or a go-zero filter made by Go, which stores none: open that one with its size).
     ///
+    /// Parameters stored by an earlier build under the older names (`{KEY}:redbloom:params`)
+    /// are read too, when they are `key`'s (the filter built from them moves to today's names
+    /// at its first call).
+    ///
     /// # Errors
-    /// [`Error::WrongType`] when the parameters key holds something else; network faults as
-    /// for [`Bloom::add`](crate::Bloom::add).
+    /// [`Error::WrongType`] when the parameters key holds something else;
+    /// [`Error::LegacyNames`] when older parameters may be this key's or another's; network
+    /// faults as for [`Bloom::add`](crate::Bloom::add).
     pub async fn read<C: ConnectionLike>(conn: &mut C, key: &str) -> Result<Option<Self>> {
         let params = keys::sidecar(key, "redbloom:params");
         let stored: Option<String> = redis::cmd("GET")
@@ -43,6 +48,12 @@ impl StoredParams {
             .query_async(conn)
             .await
             .map_err(|e| Error::from_redis(e, &params))?;
+        let stored = match stored {
+            Some(stored) => Some(stored),
+            // A filter made by an earlier build, under the older names: the handle built from
+            // it moves it to today's at its first call (SPEC.md §3, "Names").
+            None => super::legacy::stored_params(conn, key).await?,
+        };
         Ok(stored.map(|fingerprint| StoredParams {
             key: key.to_owned(),
             fingerprint,

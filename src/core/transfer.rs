@@ -35,7 +35,7 @@ impl<C: ConnectionLike + Clone + Send + Sync, K: Kind> Bloom<C, K> {
     /// [`Error::WrongType`]; [`Error::Snapshot`] when writing `out` fails; network faults.
     pub async fn export<W: AsyncWrite + Unpin>(&self, out: W) -> Result<Transferred> {
         let core = &*self.0;
-        call::run::<K, _>(Call::Export, &core.key, None, core.export(out)).await
+        call::run(Call::Export, core, None, core.export(out)).await
     }
 
     /// Puts a snapshot file in place at this filter's key: [`ImportMode::Replace`] makes the
@@ -67,7 +67,7 @@ impl<C: ConnectionLike + Clone + Send + Sync, K: Kind> Bloom<C, K> {
         mode: ImportMode,
     ) -> Result<Transferred> {
         let core = &*self.0;
-        call::run::<K, _>(Call::Import, &core.key, None, core.import(input, mode)).await
+        call::run(Call::Import, core, None, core.import(input, mode)).await
     }
 }
 

@@ -376,7 +376,7 @@ mod tests {
         assert_eq!(a.args(3)[2], "1", "command 3 again: a retry");
         assert!(a.args(3)[0].ends_with(".3"));
         assert_eq!(a.args(2)[2], "0", "command 2's first sending");
-        assert!(a.ring("{f}x").starts_with("{f}x:redbloom:once:1."));
+        assert!(a.ring("{f}x").starts_with("{f}:redbloom:4:{f}x:once:1."));
         assert_eq!(all_rings("f").len(), 56);
         assert!(BITFIELD.source().contains("once_ring") && ADD.source().contains("setbit"));
     }

@@ -188,7 +188,7 @@ impl<C: redis::aio::ConnectionLike + Clone + Send + Sync> Bloom<C, Counting> {
 
     async fn one(&self, call: Call, op: Op, item: &[u8]) -> Result<bool> {
         let core = &*self.0;
-        call::run::<Counting, _>(call, &core.key, Some(1), async {
+        call::run(call, core, Some(1), async {
             Ok(core.write(op, &[item]).await?[0])
         })
         .await
@@ -196,7 +196,7 @@ impl<C: redis::aio::ConnectionLike + Clone + Send + Sync> Bloom<C, Counting> {
 
     async fn many<T: AsRef<[u8]>>(&self, call: Call, op: Op, items: &[T]) -> Result<Vec<bool>> {
         let core = &*self.0;
-        call::run::<Counting, _>(call, &core.key, Some(items.len()), async {
+        call::run(call, core, Some(items.len()), async {
             let items: Vec<&[u8]> = items.iter().map(AsRef::as_ref).collect();
             core.write(op, &items).await
         })

@@ -621,10 +621,10 @@ mod tests {
         let guard = Guard::of("k", 1, "kind=module x".into(), (Layout::Native, 0));
         let keys = spec.keys("k", 100, Some(&guard));
         assert_eq!(keys.len(), 4 + 2 + 1 + 2);
-        assert!(keys[0].starts_with("{k}:redbloom:gen:") && keys[0].ends_with(":101"));
+        assert!(keys[0].starts_with("{k}:redbloom:1:k:gen:") && keys[0].ends_with(":101"));
         assert!(keys[5].ends_with(":96"));
-        assert!(keys[6].starts_with("{k}:redbloom:made:"));
-        assert_eq!(&keys[7..], ["{k}:redbloom:params", "k"]);
+        assert!(keys[6].starts_with("{k}:redbloom:1:k:made:"));
+        assert_eq!(&keys[7..], ["{k}:redbloom:1:k:params", "k"]);
         assert!(keys.iter().all(|k| keys::slot(k) == keys::slot("k")));
     }
 

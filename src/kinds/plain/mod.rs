@@ -171,7 +171,7 @@ impl<C: redis::aio::ConnectionLike + Clone + Send + Sync> Bloom<C, Plain> {
     /// native filter over bits without parameters; otherwise as for [`add`](Bloom::add).
     pub async fn check_params(&self) -> Result<()> {
         let core = &*self.0;
-        call::run::<Plain, _>(Call::CheckParams, &core.key, None, async {
+        call::run(Call::CheckParams, core, None, async {
             let clock = core.exec.clock();
             core.make_parts(&clock).await?;
             core.exec

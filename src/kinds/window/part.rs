@@ -88,7 +88,7 @@ mod tests {
         assert_eq!(keys[0], "{k}:redbloom:gen:101");
         assert_eq!(keys[5], "{k}:redbloom:gen:96");
         assert_eq!(keys[6], "{k}:redbloom:made");
-        assert_eq!(&keys[7..], ["{k}:redbloom:params", "k"]);
+        assert_eq!(&keys[7..], ["{k}:redbloom:1:k:params", "k"]);
         assert!(keys.iter().all(|k| keys::slot(k) == keys::slot("k")));
         assert_eq!(part.keys(100, 4, None).len(), 4 + 2 + 1);
     }
