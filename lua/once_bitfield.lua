@@ -4,9 +4,13 @@
 -- KEYS[1]: the bits or counters. KEYS[2] (a native filter of one key): its parameters,
 -- stored first when missing (as the guard's step does beside a plain write).
 -- ARGV[1]: "set" or "incr". ARGV[2]: k, offsets per item. ARGV[3]: the client's parameters
--- ("" without KEYS[2]). ARGV[4..]: k bit offsets per item.
+-- (with KEYS[2]); without KEYS[2], "1" when KEYS[1] must exist already (a shard of a filter
+-- whose parameters the client has just seen stored), else "". ARGV[4..]: k bit offsets per
+-- item.
 -- Reply: one character per item, "1" when it was new (a bit was 0, or a counter was 0, before
--- the write), else "0"; or {"params", STORED} when other parameters are stored: nothing written.
+-- the write), else "0"; or {"params", STORED} when other parameters are stored, or {"lost",
+-- KEY} when the parameters are stored but KEYS[1] is gone (SPEC.md §3: a write never makes a
+-- lost filter again): nothing written.
 -- Setting bits is idempotent, incrementing is not: only a set that added nothing goes
 -- unrecorded (once_head.lua).
 if ARGV[1] == "set" then
@@ -19,7 +23,11 @@ if KEYS[2] then
         redis.call("set", KEYS[2], argv[3])
     elseif stored ~= argv[3] then
         return {"params", stored}
+    elseif redis.call("exists", key) == 0 then
+        return {"lost", key}
     end
+elseif argv[3] == "1" and redis.call("exists", key) == 0 then
+    return {"lost", key}
 end
 -- New: a bit that was 0 (its old value), or a counter that was 0 (1 after the increment).
 local op, width, new_when, first = "SET", "u1", 0, 0

@@ -7,7 +7,8 @@
 -- ARGV[3]: "1" to probe first whether the batch sets a new bit (lua/probe.lua).
 -- Reply: the bits from before ("" when the key did not exist), from which the caller tells
 -- which items were new; 0 when the batch set no new bit (no item new: nothing written, nothing
--- recorded); or {"params", STORED} when other parameters are stored: nothing written.
+-- recorded); or {"params", STORED} when other parameters are stored, or {"lost", KEY} when
+-- they are stored but the bits are gone (SPEC.md §3): nothing written.
 -- Recorded whole: the caller deletes the record once it has the reply.
 if KEYS[3] then
     local stored = redis.call("get", KEYS[3])
@@ -15,6 +16,8 @@ if KEYS[3] then
         redis.call("set", KEYS[3], ARGV[2])
     elseif stored ~= ARGV[2] then
         return {"params", stored}
+    elseif redis.call("exists", KEYS[1]) == 0 then
+        return {"lost", KEYS[1]}
     end
 end
 -- A batch that sets no new bit (lua/probe.lua) writes nothing and records nothing.

@@ -154,6 +154,11 @@ impl Guard {
         }
     }
 
+    /// The filter's name.
+    pub(crate) fn name(&self) -> &str {
+        &self.name
+    }
+
     /// Where the parameters live.
     pub(crate) fn key(&self) -> &str {
         &self.key
@@ -289,6 +294,12 @@ impl Guard {
 
     /// The mismatch a script's refusal `{"params", STORED}` means, if `reply` is one.
     pub(crate) fn refused(&self, reply: &Value) -> Option<Error> {
+        if let Some(key) = refused_lost(reply) {
+            return Some(Error::Lost {
+                filter: self.name.clone(),
+                key,
+            });
+        }
         refused_params(reply).map(|stored| self.refusal(Evidence::Stored(stored)))
     }
 
@@ -441,6 +452,18 @@ pub(crate) fn check_length(name: &str, bits: u64, bytes: i64, requested: &str) -
         stored: format!("{bytes} bytes of bits (more than the {most} bytes that {bits} bits take)"),
         requested: requested.to_owned(),
     })
+}
+
+/// The key a script's refusal `{"lost", KEY}` names (the filter's parameters are stored, its
+/// key is gone: nothing was written), if `reply` is one.
+pub(crate) fn refused_lost(reply: &Value) -> Option<String> {
+    let Value::Array(values) = reply else {
+        return None;
+    };
+    let [Value::BulkString(what), Value::BulkString(key)] = values.as_slice() else {
+        return None;
+    };
+    (what == b"lost").then(|| String::from_utf8_lossy(key).into_owned())
 }
 
 /// The stored parameters a script's refusal `{"params", STORED}` names (`Some(None)`: bits

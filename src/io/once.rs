@@ -320,7 +320,27 @@ pub(crate) async fn bitfield<C: Conn>(
     flags(&reply, offsets.len() / k.max(1))
 }
 
+/// A `BITFIELD` step not recorded ([`BITFIELD_GUARDED`]) of a filter of one key whose guard
+/// lives beside it: its parameters stored when missing, compared, and its key proven there
+/// (SPEC.md §3: a write never makes a lost filter again), in the same script as the write.
+pub(crate) async fn bitfield_guarded<C: Conn>(
+    exec: &Exec<C>,
+    (key, guard): (&str, &Guard),
+    (op, k): (&str, usize),
+    offsets: &[u64],
+) -> Result<Vec<bool>> {
+    let keys = [key, guard.key()];
+    let fingerprint = guard.fingerprint();
+    let args: [&dyn Arg; 4] = [&op, &k, &fingerprint, &offsets];
+    let reply = exec.script(key, &BITFIELD_GUARDED, &keys, &args).await?;
+    GuardStep::of(Some(guard)).check(&reply)?;
+    flags(&reply, offsets.len() / k.max(1))
+}
+
 script! {
+    /// [`BITFIELD`]'s body alone, not recorded: a native filter of one key's write without a
+    /// retry budget, its guard and the check that its key is there in the same script.
+    BITFIELD_GUARDED = lua!["bare", "once_bitfield"];
     /// A plain filter's `BITFIELD` set, or a counting filter's increments, recorded.
     BITFIELD = once_lua!(lua!["once_bitfield"]);
     /// A plain filter's dense add (its bytes from before), recorded until acknowledged (a

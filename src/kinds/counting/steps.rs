@@ -12,7 +12,6 @@ use crate::error::{Error, Result};
 use crate::io::exec::{self, Cap, Exec};
 use crate::io::guard::Guard;
 use crate::io::once::{self, Step};
-use crate::io::tx::{Slot, Tx};
 use crate::scripts::Arg;
 use futures_util::future::BoxFuture;
 use redis::Value;
@@ -183,18 +182,15 @@ async fn command<C: Conn>(
         Error::UnexpectedReply(format!("{reply:?} for {count} items of {k} counters"))
     };
     match op {
+        // A filter of one key: the guard, the check that the counters are there (a write
+        // never makes a lost filter again) and the increments in one script.
+        Op::Add if guard.is_some_and(Guard::step_needed) => {
+            let guard = guard.expect("checked above");
+            once::bitfield_guarded(exec, (&part.key, guard), ("incr", k), &cells).await
+        }
         Op::Add => {
-            let mut tx = match guard {
-                Some(_) => Tx::atomic(),
-                None => Tx::plain(),
-            };
-            let step = guard.and_then(|g| g.step(&mut tx).map(|slot| (g, slot)));
-            let incr: Slot<Value> = tx.add(bitfield::increment(&part.key, &cells));
-            let mut replies = exec.run(&part.key, &tx).await?;
-            if let Some((g, slot)) = step {
-                g.check_step(slot.take(&mut replies)?)?;
-            }
-            let reply = replies.take(incr)?;
+            let incr = bitfield::increment(&part.key, &cells);
+            let reply: Value = exec.query(&part.key, &incr).await?;
             bitfield::fold_counters(&reply, k, count, Fold::AnyZero)
                 .ok_or_else(|| unexpected(&reply))
         }

@@ -297,13 +297,27 @@ impl Bits {
     /// script that would not be loaded again on `NOSCRIPT` in a pipeline, a pass by ranges):
     /// stored when missing, a mismatch reported before anything is written. Nothing when the
     /// guard does not live here or has checked them.
+    /// A native filter whose parameters are stored but whose key is gone is refused here
+    /// ([`Error::Lost`]: a write never makes a lost filter again).
     pub(super) async fn guard_alone<C: Conn>(&self, ctx: Run<'_, C>) -> Result<()> {
-        if let Some(guard) = ctx.guard {
-            let mut tx = Tx::plain();
-            if let Some(slot) = guard.step(&mut tx) {
-                let stored = slot.take(&mut ctx.exec.run(&self.key, &tx).await?)?;
-                guard.check_step(stored)?;
-            }
+        let Some(guard) = ctx.guard.filter(|g| g.step_needed()) else {
+            return Ok(());
+        };
+        let mut tx = Tx::atomic();
+        let exists = tx.add::<bool>(redis::cmd("EXISTS").arg(&self.key).to_owned());
+        let Some(slot) = guard.step(&mut tx) else {
+            return Ok(());
+        };
+        let mut replies = ctx.exec.run(&self.key, &tx).await?;
+        let exists = replies.take(exists)?;
+        let stored = slot.take(&mut replies)?;
+        let was_stored = stored != Value::Nil;
+        guard.check_step(stored)?;
+        if was_stored && !exists {
+            return Err(Error::Lost {
+                filter: guard.name().to_owned(),
+                key: self.key.clone(),
+            });
         }
         Ok(())
     }
@@ -425,6 +439,12 @@ impl Bits {
     ) -> Result<Vec<bool>> {
         let k = self.geometry.hashes as usize;
         match ctx.engine {
+            Engine::Fast if ctx.guard.is_some_and(Guard::step_needed) => {
+                // A native filter of one key: the guard, the check that the key is there (a
+                // write never makes a lost filter again) and the write in one script.
+                let guard = ctx.guard.expect("checked above");
+                once::bitfield_guarded(ctx.exec, (&self.key, guard), ("set", k), offsets).await
+            }
             Engine::Fast => {
                 // The two go as one transaction: while a cluster moves the slot key by key, a
                 // plain pipeline redirected (`ASK`) for one of its keys would create the other
@@ -544,10 +564,10 @@ impl Bits {
         // (`dense::Seen`), the script stages the bitmap itself after finding a new bit
         // (nothing written when it sets none); else the transaction stages it, the script ORs
         // it in and the scratch key goes even if the OR failed.
+        // The guard first, on its own round trip: it refuses a filter whose key is gone
+        // before anything is written (a large batch: one round trip more is little).
+        self.guard_alone(ctx).await?;
         let mut tx = Tx::atomic();
-        let guard = ctx
-            .guard
-            .and_then(|g| g.step(&mut tx).map(|slot| (g, slot)));
         let old: Slot<Option<Vec<u8>>> = tx.add(redis::cmd("GET").arg(&self.key).to_owned());
         let bitmap = dense::bitmap(offsets);
         let mut merge = redis::cmd("EVAL");
@@ -564,9 +584,6 @@ impl Bits {
             tx.add_unread(redis::cmd("DEL").arg(scratch).to_owned());
         }
         let mut replies = ctx.exec.run(&self.key, &tx).await?;
-        if let Some((g, slot)) = guard {
-            g.check_step(slot.take(&mut replies)?)?;
-        }
         let old = replies.take(old)?;
         let new = dense::new_flags(
             old.unwrap_or_default(),

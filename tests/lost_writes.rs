@@ -1,0 +1,150 @@
+//! Losses are loud on writes too (SPEC.md §3, "Names, losses and records"): a write to a filter
+//! whose stored parameters say its key exists, but whose key is gone, is refused with
+//! `Error::Lost`, writes nothing and makes no key again, by every write path of a filter of one
+//! key (a single add, a batch by `BITFIELD`, a dense batch; recorded across retries or not),
+//! until `clear` starts it again. A go-zero layout filter keeps SPEC §1: a missing key is an
+//! empty filter, written again.
+
+mod common;
+
+use redbloom::{CountingBloom, Error, Layout, RedisBloom, Retry};
+use redis::aio::MultiplexedConnection;
+use std::time::Duration;
+
+async fn exists(conn: &mut MultiplexedConnection, key: &str) -> bool {
+    redis::cmd("EXISTS")
+        .arg(key)
+        .query_async(conn)
+        .await
+        .unwrap()
+}
+
+async fn del(conn: &mut MultiplexedConnection, key: &str) {
+    let deleted: i64 = redis::cmd("DEL").arg(key).query_async(conn).await.unwrap();
+    assert_eq!(deleted, 1, "{key} existed");
+}
+
+#[track_caller]
+fn assert_lost<T: std::fmt::Debug>(what: &str, result: redbloom::Result<T>, key: &str) {
+    match result {
+        Err(Error::Lost { key: got, .. }) => assert_eq!(got, key, "{what}"),
+        other => panic!("{what}: expected Error::Lost for {key}, got {other:?}"),
+    }
+}
+
+fn items(prefix: &str, n: usize) -> Vec<String> {
+    (0..n).map(|i| format!("{prefix}:{i}")).collect()
+}
+
+/// The ways a write reaches a filter of one key: with and without records (a retry budget),
+/// one item, a batch by `BITFIELD`, a batch large enough for the dense path.
+const BATCHES: [usize; 3] = [1, 50, 20_000];
+
+fn native(
+    conn: &MultiplexedConnection,
+    key: &str,
+    recorded: bool,
+) -> RedisBloom<MultiplexedConnection> {
+    let builder = RedisBloom::builder(key)
+        .layout(Layout::Native)
+        .expected_items(10_000)
+        .false_positive_rate(0.01);
+    let builder = match recorded {
+        true => builder.retry(Retry::for_duration(Duration::from_secs(5))),
+        false => builder,
+    };
+    builder.build(conn.clone()).unwrap()
+}
+
+#[tokio::test]
+async fn a_write_to_a_native_filter_whose_bits_are_gone_is_refused() {
+    let redis = common::redis().await;
+    let mut conn = redis.connection().await;
+    for recorded in [false, true] {
+        let key = common::unique_key("lost-write-native");
+        let bloom = native(&conn, &key, recorded);
+        let old = items("old", 300);
+        bloom.add_many(&old).await.unwrap();
+        del(&mut conn, &key).await;
+        for batch in BATCHES {
+            let what = format!("recorded {recorded}, a batch of {batch}");
+            let new = items(&format!("new{batch}"), batch);
+            match batch {
+                1 => assert_lost(&what, bloom.add(&new[0]).await, &key),
+                _ => assert_lost(&what, bloom.add_many(&new).await, &key),
+            }
+            assert!(
+                !exists(&mut conn, &key).await,
+                "{what}: the key was made again"
+            );
+            // A fresh handle, that has learned nothing, is refused the same way.
+            let fresh = native(&conn, &key, recorded);
+            assert_lost(&what, fresh.add(&new[0]).await, &key);
+            assert!(
+                !exists(&mut conn, &key).await,
+                "{what}: made again by a new handle"
+            );
+        }
+        // Checks stay loud, and `clear` starts the filter again.
+        assert_lost(
+            "a check after the refused writes",
+            bloom.exists_many(&old).await,
+            &key,
+        );
+        bloom.clear().await.unwrap();
+        assert!(
+            bloom.add("again").await.unwrap(),
+            "a cleared filter takes writes"
+        );
+        assert!(bloom.exists("again").await.unwrap());
+        assert!(!bloom.exists(&old[0]).await.unwrap(), "cleared");
+    }
+}
+
+#[tokio::test]
+async fn a_write_to_a_counting_filter_whose_counters_are_gone_is_refused() {
+    let redis = common::redis().await;
+    let mut conn = redis.connection().await;
+    for recorded in [false, true] {
+        let key = common::unique_key("lost-write-counting");
+        let builder = CountingBloom::builder(&key)
+            .expected_items(10_000)
+            .false_positive_rate(0.01);
+        let builder = match recorded {
+            true => builder.retry(Retry::for_duration(Duration::from_secs(5))),
+            false => builder,
+        };
+        let bloom = builder.build(conn.clone()).unwrap();
+        bloom.add_many(&items("old", 300)).await.unwrap();
+        del(&mut conn, &key).await;
+        for batch in [1, 50] {
+            let what = format!("recorded {recorded}, a batch of {batch}");
+            let new = items(&format!("new{batch}"), batch);
+            assert_lost(&what, bloom.add_many(&new).await, &key);
+            assert!(
+                !exists(&mut conn, &key).await,
+                "{what}: the key was made again"
+            );
+        }
+        bloom.clear().await.unwrap();
+        assert!(bloom.add("again").await.unwrap());
+    }
+}
+
+/// SPEC.md §1: a go-zero layout filter's missing key is an empty filter, and a write makes it.
+#[tokio::test]
+async fn a_go_zero_filter_whose_key_is_gone_is_written_again() {
+    let redis = common::redis().await;
+    let mut conn = redis.connection().await;
+    let key = common::unique_key("lost-write-gozero");
+    let bloom = RedisBloom::builder(&key)
+        .expected_items(10_000)
+        .false_positive_rate(0.01)
+        .build(conn.clone())
+        .unwrap();
+    bloom.add_many(&items("old", 300)).await.unwrap();
+    del(&mut conn, &key).await;
+    assert!(bloom.add("new").await.unwrap());
+    assert!(exists(&mut conn, &key).await);
+    assert!(bloom.exists("new").await.unwrap());
+}
