@@ -333,6 +333,17 @@ Items are lines of at most 64 KiB; the same bounds and signals as load."
     /// Delete the filter's key.
     #[command(override_usage = usage!("clear"))]
     Clear,
+    /// Take a filter an earlier redbloom made under names that KEY and {KEY} shared
+    /// ({KEY}:redbloom:...) for KEY, and move it to today's names.
+    #[command(
+        override_usage = usage!("migrate"),
+        after_help = "Example:
+  redbloom --key '{events}' migrate
+
+Needed only when a command said the filter may be KEY's or {KEY}'s. Moves nothing when there is
+no such filter; size flags are not needed."
+    )]
+    Migrate,
     /// Make the filter's key expire after SECONDS.
     #[command(override_usage = usage!("expire SECONDS"))]
     Expire {

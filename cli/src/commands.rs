@@ -24,6 +24,12 @@ pub(crate) async fn run(cli: Cli) -> Result<ExitCode> {
     // The configuration is checked before any I/O.
     let key = config::key(&cli)?;
     config::check(&cli)?;
+    if matches!(cli.command, Command::Migrate) {
+        // Whatever the flags say: the kind and size are those stored under the older names.
+        let moved = redbloom::adopt_legacy_names(&mut open(&cli).await?, &key).await?;
+        print(&output::Migrated { moved }, cli.json);
+        return Ok(ExitCode::SUCCESS);
+    }
     if kinds::sized(&cli) {
         return kinds::by_flags(&cli, FromFlags { cli: &cli, key })?.await;
     }
@@ -183,7 +189,7 @@ async fn execute<K: CliKind>(cli: &Cli, builder: Builder<K>, conn: Connection) -
     if !cli.inexact_retries && cli.retry_for > 0.0 && !bloom.exact_retries() {
         eprintln!(
             "warning: the ACL refused the script that records each write's answers (EVALSHA, \
-             its HGET, HSET or UNLINK, or the keys {{KEY}}:redbloom:once:*): after a retry, \
+             its HGET, HSET or UNLINK, or the keys {{KEY}}:redbloom:*:KEY:once:*): after a retry, \
              \"new\" may count an item as seen and a counting write may repeat \
              (docs/security.md)"
         );
@@ -276,6 +282,7 @@ async fn command<K: CliKind>(cli: &Cli, bloom: &Bloom<Connection, K>) -> Result<
             return Ok(interrupted(&run, "removed"));
         }
         Command::Info => print(&K::report(bloom.info().await?), json),
+        Command::Migrate => bail!("migrate opens no filter (it runs before one is opened)"),
         Command::Clear => print(
             &output::Cleared {
                 deleted: bloom.clear().await?,

@@ -53,7 +53,7 @@ fn usage_error(err: clap::Error) -> ExitCode {
         }
         ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand | ErrorKind::MissingSubcommand => fail(
             "missing command: add, exists, load, check, remove, unload, info, clear, expire, \
-             export, import, build or bench (see --help)",
+             export, import, build, bench or migrate (see --help)",
         ),
         _ => {
             // The message is everything before clap's usage and help hints.

@@ -384,6 +384,22 @@ impl Report for Cleared {
 }
 
 #[derive(Serialize)]
+pub(crate) struct Migrated {
+    /// Whether a filter under the older names was moved.
+    pub(crate) moved: bool,
+}
+
+impl Report for Migrated {
+    fn text(&self) -> String {
+        match self.moved {
+            true => "moved to today's names",
+            false => "no filter under the older names",
+        }
+        .to_owned()
+    }
+}
+
+#[derive(Serialize)]
 pub(crate) struct Expiry {
     /// `None` (null) when the key does not exist, so no TTL was set.
     pub(crate) ttl_seconds: Option<u64>,

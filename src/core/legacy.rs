@@ -9,6 +9,7 @@
 
 use super::kind::{Fields, Kind};
 use super::{Bloom, Conn, Core};
+use redis::aio::ConnectionLike;
 use crate::error::{Error, Result};
 use crate::keys;
 use redis::Value;
@@ -37,87 +38,107 @@ impl<C: Conn, K: Kind> Core<C, K> {
             .get_or_try_init(|| async {
                 let clock = self.exec.clock();
                 self.exec
-                    .retried(&clock, || self.migrate_names(false))
+                    .retried(&clock, || async {
+                        migrate(&mut self.exec.conn().clone(), &self.key, false).await
+                    })
                     .await
+                    .map(drop)
             })
             .await
             .map(drop)
     }
+}
 
-    /// Finds whose the older parameters are (taking them when `adopt`), and moves them when
-    /// they are this key's.
-    async fn migrate_names(&self, adopt: bool) -> Result<()> {
-        let legacy = keys::legacy_sidecar(&self.key, "redbloom:params");
-        let today = self.guard.key();
-        let old: Option<String> = self
-            .exec
-            .query(&legacy, redis::cmd("GET").arg(&legacy))
-            .await?;
-        let Some(stored) = old else {
-            return Ok(());
-        };
-        let new: bool = self
-            .exec
-            .query(today, redis::cmd("EXISTS").arg(today))
-            .await?;
-        let shards = Fields(&stored).number::<u32>("shards").unwrap_or(1).max(1);
-        let owner = match (new, adopt, keys::legacy_partner(&self.key)) {
-            // Today's parameters are there: this key's filter has today's names already.
-            (true, false, _) => Owner::Other,
-            (_, true, _) | (_, _, None) => Owner::This,
-            (false, false, Some(other)) => self.owner_of(&other, shards).await?,
-        };
-        match owner {
-            Owner::Other => Ok(()),
-            Owner::Unknown => Err(refusal(&self.key)),
-            Owner::This => {
-                for index in (0..shards).filter(|_| shards > 1) {
-                    let shard = keys::shard_key(&self.key, index, shards);
-                    self.migrate_group(&shard, None).await?;
-                }
-                self.migrate_group(&self.key, Some((&legacy, today))).await
+/// Moves the filter at `key` from the older names to today's when the older parameters are
+/// its own (or `adopt`: taken for it); `Ok(false)` when there is nothing to move (none are
+/// stored, or they are the other key's).
+///
+/// # Errors
+/// [`Error::LegacyNames`] when they may be either key's and not `adopt`; network faults.
+async fn migrate<C: ConnectionLike>(conn: &mut C, key: &str, adopt: bool) -> Result<bool> {
+    let legacy = keys::legacy_sidecar(key, "redbloom:params");
+    let today = keys::sidecar(key, "params");
+    let Some(stored) = ask::<C, Option<String>>(conn, "GET", &legacy).await? else {
+        return Ok(false);
+    };
+    let shards = Fields(&stored).number::<u32>("shards").unwrap_or(1).max(1);
+    let owner = match (adopt, keys::legacy_partner(key)) {
+        (true, _) | (_, None) => Owner::This,
+        // Today's parameters are there: this key's filter has today's names already.
+        (false, Some(_)) if ask::<C, bool>(conn, "EXISTS", &today).await? => Owner::Other,
+        (false, Some(other)) => owner_of(conn, (key, &other), shards).await?,
+    };
+    match owner {
+        Owner::Other => Ok(false),
+        Owner::Unknown => Err(refusal(key)),
+        Owner::This => {
+            for index in (0..shards).filter(|_| shards > 1) {
+                migrate_group(conn, &keys::shard_key(key, index, shards), None).await?;
             }
+            migrate_group(conn, key, Some((&legacy, &today))).await?;
+            Ok(true)
         }
     }
+}
 
-    /// Whose the older parameters are, between this key and `other`: the one whose data key
-    /// (its bits, or its first shard) exists while the other's does not.
-    async fn owner_of(&self, other: &str, shards: u32) -> Result<Owner> {
-        let exists = |key: String| async move {
-            self.exec
-                .query::<bool>(&key, redis::cmd("EXISTS").arg(&key))
-                .await
-        };
-        let ours = exists(data_key(&self.key, shards)).await?;
-        let theirs = exists(data_key(other, shards)).await?;
-        Ok(owner(ours, theirs))
-    }
+/// Takes a filter made by an earlier build under companion names that `key` and another key
+/// shared (`{K}:redbloom:…`, made by both `K` and `{K}`) for `key`, and moves it to today's
+/// names (one atomic step per slot group: each shard's, then the key's own, whose parameters
+/// move last). Returns whether there was one. Needed only after a call failed with
+/// [`Error::LegacyNames`]: a filter whose older names were its own alone, or whose data key
+/// tells whose it is, moves by itself at a handle's first call. The CLI: `redbloom --key KEY
+/// migrate`.
+///
+/// ```no_run
+/// # async fn demo(mut conn: redbloom::redis::aio::MultiplexedConnection) -> redbloom::Result<()> {
+/// if redbloom::adopt_legacy_names(&mut conn, "{events}").await? {
+///     println!("{{events}} moved to today's names");
+/// }
+/// # Ok(()) }
+/// ```
+///
+/// # Errors
+/// Network faults as for [`Bloom::add`](crate::Bloom::add).
+pub async fn adopt_legacy_names<C: ConnectionLike>(conn: &mut C, key: &str) -> Result<bool> {
+    migrate(conn, key, true).await
+}
 
-    /// Moves the companions of `key` (the filter's own key, with its parameters `params`: older
-    /// and today's names; or one shard's key) to today's names.
-    async fn migrate_group(&self, key: &str, params: Option<(&str, &str)>) -> Result<()> {
-        let old = keys::legacy_sidecar(key, "redbloom:");
-        let new = keys::sidecar(key, "");
-        let [first, second] = match params {
-            Some((old, new)) => [old.to_owned(), new.to_owned()],
-            None => [old.clone(), old.clone()],
-        };
-        let pattern = format!("{}*", glob_escape(&old));
-        let reply = self
-            .exec
-            .script(
-                &first,
-                &MIGRATE_NAMES,
-                &[&first, &second],
-                &[&pattern, &old, &new],
-            )
-            .await?;
-        match reply {
-            Value::Array(_) => Ok(()),
-            other => Err(Error::UnexpectedReply(format!(
-                "{other:?} from the move to today's names"
-            ))),
-        }
+/// Whose the older parameters are, between `key` and `other`: the one whose data key (its
+/// bits, or its first shard) exists while the other's does not.
+async fn owner_of<C: ConnectionLike>(
+    conn: &mut C,
+    (key, other): (&str, &str),
+    shards: u32,
+) -> Result<Owner> {
+    let ours = ask::<C, bool>(conn, "EXISTS", &data_key(key, shards)).await?;
+    let theirs = ask::<C, bool>(conn, "EXISTS", &data_key(other, shards)).await?;
+    Ok(owner(ours, theirs))
+}
+
+/// Moves the companions of `key` (the filter's own key, with its parameters `params`: older
+/// and today's names; or one shard's key) to today's names.
+async fn migrate_group<C: ConnectionLike>(
+    conn: &mut C,
+    key: &str,
+    params: Option<(&str, &str)>,
+) -> Result<()> {
+    let old = keys::legacy_sidecar(key, "redbloom:");
+    let new = keys::sidecar(key, "");
+    let [first, second] = match params {
+        Some((old, new)) => [old.to_owned(), new.to_owned()],
+        None => [old.clone(), old.clone()],
+    };
+    let pattern = format!("{}*", glob_escape(&old));
+    let cmd = MIGRATE_NAMES.call(false, true, &[&first, &second], &[&pattern, &old, &new]);
+    let reply: Value = cmd
+        .query_async(conn)
+        .await
+        .map_err(|e| Error::from_redis(e, &first))?;
+    match reply {
+        Value::Array(_) => Ok(()),
+        other => Err(Error::UnexpectedReply(format!(
+            "{other:?} from the move to today's names"
+        ))),
     }
 }
 
@@ -132,16 +153,14 @@ pub(crate) async fn stored_params<C: redis::aio::ConnectionLike>(
     key: &str,
 ) -> Result<Option<String>> {
     let legacy = keys::legacy_sidecar(key, "redbloom:params");
-    let Some(stored) = get::<C, Option<String>>(conn, "GET", &legacy).await? else {
+    let Some(stored) = ask::<C, Option<String>>(conn, "GET", &legacy).await? else {
         return Ok(None);
     };
     let Some(other) = keys::legacy_partner(key) else {
         return Ok(Some(stored));
     };
     let shards = Fields(&stored).number::<u32>("shards").unwrap_or(1).max(1);
-    let ours = get::<C, bool>(conn, "EXISTS", &data_key(key, shards)).await?;
-    let theirs = get::<C, bool>(conn, "EXISTS", &data_key(&other, shards)).await?;
-    match owner(ours, theirs) {
+    match owner_of(conn, (key, &other), shards).await? {
         Owner::This => Ok(Some(stored)),
         Owner::Other => Ok(None),
         Owner::Unknown => Err(refusal(key)),
@@ -149,7 +168,7 @@ pub(crate) async fn stored_params<C: redis::aio::ConnectionLike>(
 }
 
 /// `COMMAND key`'s reply.
-async fn get<C: redis::aio::ConnectionLike, T: redis::FromRedisValue>(
+async fn ask<C: redis::aio::ConnectionLike, T: redis::FromRedisValue>(
     conn: &mut C,
     command: &str,
     key: &str,
@@ -189,12 +208,9 @@ fn refusal(key: &str) -> Error {
     }
 }
 
-impl<C: redis::aio::ConnectionLike + Clone + Send + Sync, K: Kind> Bloom<C, K> {
-    /// Takes a filter made by an earlier build under companion names that this key and another
-    /// shared (`{K}:redbloom:…`, made by both `K` and `{K}`) for this key, and moves it to
-    /// today's names; a no-op when there is none. Needed only after a call failed with
-    /// [`Error::LegacyNames`]: a filter whose older names were its own alone, or whose data key
-    /// tells whose it is, moves by itself at the first call.
+impl<C: ConnectionLike + Clone + Send + Sync, K: Kind> Bloom<C, K> {
+    /// [`adopt_legacy_names`] for this filter's key, on its connection: takes the older
+    /// names for it and moves them to today's; a no-op when there are none.
     ///
     /// # Errors
     /// Network faults as for [`add`](Bloom::add).
@@ -202,7 +218,9 @@ impl<C: redis::aio::ConnectionLike + Clone + Send + Sync, K: Kind> Bloom<C, K> {
         let core = &*self.0;
         let clock = core.exec.clock();
         core.exec
-            .retried(&clock, || core.migrate_names(true))
+            .retried(&clock, || async {
+                migrate(&mut core.exec.conn().clone(), &core.key, true).await
+            })
             .await?;
         core.names.get_or_init(|| async {}).await;
         Ok(())
