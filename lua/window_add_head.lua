@@ -7,6 +7,13 @@
 -- microsecond.)
 local read, k = ARGV[6], tonumber(ARGV[7])
 local current = live[1]
+-- A live generation the ledger lists that is gone (deleted, evicted): its items are lost, and
+-- this step would answer "new" for them: nothing is written (SPEC.md §3: losses are loud on
+-- writes too; generations that left the window are not losses).
+local gone = lost(epoch, now)
+if gone then
+    return {"lost", gone}
+end
 -- The older generations are read after the step's first write (lua/window_add.lua): their
 -- read (of the first of them) is asked of the ACL first (lua/acl.lua), so that a refusal stops
 -- the script before it writes (the caller, taking it for a step that wrote nothing, would add

@@ -13,6 +13,12 @@
 -- finds those that existed) tells "new" as the first attempt would have.
 local current = live[1]
 local scratch = KEYS[#KEYS]
+-- A live generation the ledger lists that is gone: refused, nothing written (as
+-- lua/window_add_head.lua).
+local gone = lost(epoch, now)
+if gone then
+    return {"lost", gone}
+end
 local fresh = redis.call("exists", current) == 0
 local bitmap, recorded = ARGV[7], ARGV[8] == "record"
 if ARGV[9] == "1" and not fresh then

@@ -148,3 +148,40 @@ async fn a_go_zero_filter_whose_key_is_gone_is_written_again() {
     assert!(exists(&mut conn, &key).await);
     assert!(bloom.exists("new").await.unwrap());
 }
+
+/// A window filter: a live generation its ledger lists, deleted, refuses adds (one item, a
+/// batch, a dense batch; recorded or not) and is not made again; generations that left the
+/// window are not losses (tests/window.rs), and `clear` starts again.
+#[tokio::test]
+async fn a_write_to_a_window_whose_live_generation_is_gone_is_refused() {
+    let redis = common::redis().await;
+    let mut conn = redis.connection().await;
+    for recorded in [false, true] {
+        let key = common::unique_key("lost-write-window");
+        let builder = redbloom::WindowBloom::builder(&key, Duration::from_secs(3600))
+            .expected_items(10_000)
+            .false_positive_rate(0.01);
+        let builder = match recorded {
+            true => builder.retry(Retry::for_duration(Duration::from_secs(5))),
+            false => builder,
+        };
+        let bloom = builder.build(conn.clone()).unwrap();
+        bloom.add_many(&items("old", 300)).await.unwrap();
+        let pattern = format!("{{{key}}}:redbloom:{}:{key}:gen:*", key.len());
+        let generations = common::keys_like(&mut conn, &pattern).await;
+        assert_eq!(generations.len(), 1, "{generations:?}");
+        del(&mut conn, &generations[0]).await;
+        for batch in BATCHES {
+            let what = format!("recorded {recorded}, a batch of {batch}");
+            let new = items(&format!("new{batch}"), batch);
+            assert_lost(&what, bloom.add_many(&new).await, &generations[0]);
+            assert!(
+                common::keys_like(&mut conn, &pattern).await.is_empty(),
+                "{what}: a generation was made again"
+            );
+        }
+        bloom.clear().await.unwrap();
+        assert!(bloom.add("again").await.unwrap());
+        assert!(bloom.exists("again").await.unwrap());
+    }
+}
