@@ -19,7 +19,8 @@
 -- DONE the items handled, in order (each flag 1 when new); DONE falls short of the items when
 -- an item needed a level past S (the client sends the rest again, naming more levels) or, with
 -- FULL 1, past the most levels (that item and the rest: nothing written). {"params", STORED}
--- when the parameters differ ("" when the bare key holds bits without any): nothing written.
+-- when the parameters differ ("" when the bare key holds bits without any), {"lost", KEY} when
+-- the counts (under stored parameters) or a level's segment are gone: nothing written.
 -- (Few calls into Redis: each costs the script about a microsecond.)
 local counts, read, s, most = KEYS[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
 local levels = redis.call("hlen", counts)
@@ -35,6 +36,9 @@ if levels == 0 and #KEYS >= s + 3 then
         if stored ~= ARGV[1] then
             return {"params", stored}
         end
+        -- Stored with the first level, in the step that made it: the counts are gone
+        -- (SPEC.md §3: a write never makes a lost filter again).
+        return {"lost", counts}
     elseif redis.call("exists", KEYS[s + 3]) == 1 then
         -- bits of another kind; a key of another type is named, as a plain filter names it.
         local kind = redis.call("type", KEYS[s + 3])["ok"]
@@ -48,6 +52,25 @@ if levels == 0 and #KEYS >= s + 3 then
 end
 if levels > s then
     return {levels, 0, verified, 0, 0}
+end
+-- Every segment of the levels the counts name exists (each is made with its level's first
+-- item): one that is gone lost its items, which this step would answer "new" (SPEC.md §3).
+if levels > 0 then
+    local named, seen = {}, {}
+    for i = 1, math.min(levels, s) do
+        local key = KEYS[1 + i]
+        if not seen[key] then
+            seen[key] = true
+            named[#named + 1] = key
+        end
+    end
+    if #named > 0 and redis.call("exists", unpack(named)) ~= #named then
+        for _, key in ipairs(named) do
+            if redis.call("exists", key) == 0 then
+                return {"lost", key}
+            end
+        end
+    end
 end
 -- What the step may need after its first write is proven before it: a refusal (the ACL; an
 -- unknown BITFIELD_RO before Redis 6.2) stops the script before it writes, not between two

@@ -185,3 +185,50 @@ async fn a_write_to_a_window_whose_live_generation_is_gone_is_refused() {
         assert!(bloom.exists("again").await.unwrap());
     }
 }
+
+/// A growing filter of one key: a level's segment gone, or its counts gone under its stored
+/// parameters, refuses adds (one item, a batch; recorded or not), and nothing is made again.
+#[tokio::test]
+async fn a_write_to_a_growing_filter_whose_levels_are_gone_is_refused() {
+    let redis = common::redis().await;
+    let mut conn = redis.connection().await;
+    for recorded in [false, true] {
+        for gone in ["segment", "counts"] {
+            let key = common::unique_key("lost-write-growing");
+            let builder = redbloom::GrowingBloom::builder(&key)
+                .expected_items(100)
+                .false_positive_rate(0.01);
+            let builder = match recorded {
+                true => builder.retry(Retry::for_duration(Duration::from_secs(5))),
+                false => builder,
+            };
+            let bloom = builder.build(conn.clone()).unwrap();
+            bloom.add_many(&items("old", 300)).await.unwrap();
+            let pattern = format!("{{{key}}}:redbloom:{}:{key}:grow:*", key.len());
+            let made = common::keys_like(&mut conn, &pattern).await;
+            let (counts, segments): (Vec<String>, Vec<String>) = made
+                .into_iter()
+                .partition(|k| !k[k.rfind(":grow:").unwrap() + 6..].contains(':'));
+            assert_eq!(counts.len(), 1, "{counts:?}");
+            assert!(!segments.is_empty());
+            let deleted = match gone {
+                "segment" => segments[0].clone(),
+                _ => counts[0].clone(),
+            };
+            let what = format!("recorded {recorded}, {gone} gone");
+            if gone == "counts" {
+                for key in &segments {
+                    del(&mut conn, key).await;
+                }
+            }
+            del(&mut conn, &deleted).await;
+            for batch in [1, 50] {
+                let new = items(&format!("new{batch}"), batch);
+                assert_lost(&what, bloom.add_many(&new).await, &deleted);
+                assert!(!exists(&mut conn, &deleted).await, "{what}: made again");
+            }
+            bloom.clear().await.unwrap();
+            assert!(bloom.add("again").await.unwrap(), "{what}");
+        }
+    }
+}

@@ -418,8 +418,15 @@ impl Growing {
         }
     }
 
-    /// The mismatch a script's `{"params", STORED}` reply means, if it is one.
+    /// The mismatch a script's `{"params", STORED}` reply means, or the loss its `{"lost",
+    /// KEY}` reply names, if it is one.
     fn refused(&self, key: &str, reply: &Value) -> Option<Error> {
+        if let Some(gone) = guard::refused_lost(reply) {
+            return Some(Error::Lost {
+                filter: key.to_owned(),
+                key: gone,
+            });
+        }
         guard::refused_params(reply).map(|stored| self.mismatch(key, stored))
     }
 
