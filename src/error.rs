@@ -61,6 +61,25 @@ pub enum Error {
         key: String,
     },
 
+    /// The server that answered a check is a replica that is not in sync with its master
+    /// (`ROLE` does not say `connected`: it has never synced, or is syncing, or lost its link),
+    /// and it holds nothing of the filter: its "absent" would say nothing of the filter on the
+    /// master, so the check fails instead (SPEC.md §3, "Replicas"). Read from the master, or
+    /// from a replica once it has synced. Nothing was written.
+    #[error(
+        "the server answering for filter {key:?} is a replica that has not synced with its \
+         master (replication state: {state}) and holds nothing of the filter, so it cannot say \
+         absent: read from the master, or wait until the replica has synced"
+    )]
+    ReplicaNotSynced {
+        /// The filter's name.
+        key: String,
+        /// The replica's replication state as `ROLE` names it (`connect`, `connecting`,
+        /// `handshake`, `sync`), or, when the ACL refuses `ROLE`, as `INFO replication` tells
+        /// it (`sync`, or `link down`).
+        state: String,
+    },
+
     /// The filter was made by a build of redbloom before 0.1's names (SPEC.md §3, "Names"),
     /// under companion keys (`{K}:redbloom:…`) that the keys `key` and `other` both produced,
     /// and nothing tells which of them it is: nothing was read or written. Take the filter for
@@ -304,6 +323,10 @@ impl Error {
             Lost { filter, key } => Lost {
                 filter: filter.clone(),
                 key: key.clone(),
+            },
+            ReplicaNotSynced { key, state } => ReplicaNotSynced {
+                key: key.clone(),
+                state: state.clone(),
             },
             OutcomeUnknown { key } => OutcomeUnknown { key: key.clone() },
             LegacyNames { key, other, legacy } => LegacyNames {

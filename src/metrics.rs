@@ -115,6 +115,7 @@ impl Error {
             Error::ParamsMismatch { .. } => "params_mismatch",
             Error::FileMismatch { .. } => "file_mismatch",
             Error::Lost { .. } => "lost",
+            Error::ReplicaNotSynced { .. } => "replica_not_synced",
             Error::OutcomeUnknown { .. } => "outcome_unknown",
             Error::LegacyNames { .. } => "legacy_names",
             Error::ForeignString { .. } => "foreign_string",

@@ -186,7 +186,8 @@ async fn command<C: Conn>(
         // never makes a lost filter again) and the increments in one script.
         Op::Add if guard.is_some_and(Guard::step_needed) => {
             let guard = guard.expect("checked above");
-            once::bitfield_guarded(exec, (&part.key, guard), ("incr", k), &cells).await
+            let bit_offsets: Vec<u64> = cells.iter().map(|cell| cell * 4).collect();
+            once::bitfield_guarded(exec, (&part.key, guard), ("incr", k), &bit_offsets).await
         }
         Op::Add => {
             let incr = bitfield::increment(&part.key, &cells);
