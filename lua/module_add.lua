@@ -8,6 +8,7 @@
 -- ARGV[6..]: the items.
 -- Reply: one character per item: "1" new, "0" seen before, "F" refused (the filter is full:
 -- that item and every one after it); or {"params", STORED} when other parameters are stored,
+-- {"lost", KEY} when they are stored but the filter is gone,
 -- or {"foreign", ""} when KEYS[1] was made by another client and the client has not compared
 -- its parameters: nothing written. A user whose ACL refuses a BF.* command it needs gets a
 -- NOPERM error naming it (a script's own refusal would not), before anything is written.
@@ -27,6 +28,11 @@ if refused then
     return refused
 end
 if redis.call("exists", key) == 0 then
+    -- Stored with the filter, in the step that made it: the filter is gone (SPEC.md §3: a
+    -- write never makes a lost filter again).
+    if stored then
+        return {"lost", key}
+    end
     refused = allowed("BF.RESERVE")
     if refused then
         return refused

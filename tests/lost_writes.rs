@@ -232,3 +232,32 @@ async fn a_write_to_a_growing_filter_whose_levels_are_gone_is_refused() {
         }
     }
 }
+
+/// A module filter of one key (RedisBloom's BF.*), deleted under its stored parameters: adds
+/// are refused (recorded or not) and `BF.RESERVE` makes no filter again.
+#[tokio::test]
+async fn a_write_to_a_module_filter_that_is_gone_is_refused() {
+    let redis = common::module::redis_with_bloom();
+    let mut conn = redis.connection().await;
+    for recorded in [false, true] {
+        let key = common::unique_key("lost-write-module");
+        let builder = redbloom::ModuleBloom::builder(&key)
+            .expected_items(10_000)
+            .false_positive_rate(0.01);
+        let builder = match recorded {
+            true => builder.retry(Retry::for_duration(Duration::from_secs(5))),
+            false => builder,
+        };
+        let bloom = builder.build(conn.clone()).unwrap();
+        bloom.add_many(&items("old", 300)).await.unwrap();
+        del(&mut conn, &key).await;
+        for batch in [1, 50] {
+            let what = format!("recorded {recorded}, a batch of {batch}");
+            let new = items(&format!("new{batch}"), batch);
+            assert_lost(&what, bloom.add_many(&new).await, &key);
+            assert!(!exists(&mut conn, &key).await, "{what}: made again");
+        }
+        bloom.clear().await.unwrap();
+        assert!(bloom.add("again").await.unwrap());
+    }
+}
