@@ -4,16 +4,7 @@
 -- expire), lists it in the ledger, then adds the items with BF.MADD; an item new to the
 -- current generation is new only when no older live generation holds it (BF.MEXISTS).
 if fresh then
-    local at = math.ceil((epoch + g) * window / (g - 1)) - 1
-    if params then
-        local left = redis.call("pttl", params)
-        if left > 0 and now + left < at then
-            at = now + left
-        end
-    end
-    if at <= now then
-        at = now + 1
-    end
+    local at = expiry(epoch, now)
     if ARGV[9] == "" then
         redis.call("BF.RESERVE", current, ARGV[7], ARGV[8])
     else

@@ -23,25 +23,16 @@ local params = nil
 if #KEYS >= g + 5 then
     params = KEYS[g + 4]
 end
--- The absolute expiry (ms) of generation `e` made at `now`: the moment it leaves the window
--- (sooner when the filter was given a shorter TTL by expire: its parameters' TTL). Redis
--- deletes a key once its time is past `at`, so at - 1 makes it go at the boundary.
-local function expiry(e, now)
-    local at = math.ceil((e + g) * window / (g - 1)) - 1
-    if params then
-        local left = redis.call("pttl", params)
-        if left > 0 and now + left < at then
-            at = now + left
-        end
-    end
-    return math.max(at, now + 1)
-end
 -- The ledger: "EPOCH:AT," for each generation the part made that has not left the window, AT
 -- its absolute expiry (ms). Written by the step that makes a generation (a string read and
 -- rewritten whole: a few dozen bytes), it expires with the newest. A generation it lists as
 -- live whose key is missing was deleted by hand or evicted: checks fail naming it (SPEC.md §3,
 -- "lost data is an error") instead of answering "absent". A generation made by an import is
 -- not listed (a replace deletes the ledger with the generations it replaces).
+-- Two marks may follow the entries: "u:MS," the absolute deadline (ms) that `expire` gave the
+-- filter, and "p:MS," the expiry the step that made the newest generation gave the parameters
+-- of a filter of one key (SPEC.md §3: they expire with the generations, so that a window whose
+-- generations have all left holds nothing).
 local made = KEYS[g + 3]
 local function ledger()
     local list = {}
@@ -50,14 +41,53 @@ local function ledger()
     end
     return list
 end
--- Lists generation `e` (expiring at `at`) as made at `now`, dropping those gone.
+-- The deadline `expire` gave the filter (ms), or nil: the ledger's "u:" mark; a filter whose
+-- ledger has neither mark (made by an earlier build, or expired before it made a generation)
+-- keeps it as its parameters' TTL.
+local function deadline(now)
+    local text = redis.call("get", made) or ""
+    local until_ms = string.match(text, "u:(%d+),")
+    if until_ms then
+        return tonumber(until_ms)
+    end
+    if params and not string.find(text, "p:", 1, true) then
+        local left = redis.call("pttl", params)
+        if left > 0 then
+            return now + left
+        end
+    end
+    return nil
+end
+-- The absolute expiry (ms) of generation `e` made at `now`: the moment it leaves the window
+-- (sooner when the filter was given a shorter TTL by expire). Redis deletes a key once its time
+-- is past `at`, so at - 1 makes it go at the boundary.
+local function expiry(e, now)
+    local at = math.ceil((e + g) * window / (g - 1)) - 1
+    local cap = deadline(now)
+    if cap and cap < at then
+        at = cap
+    end
+    return math.max(at, now + 1)
+end
+-- Lists generation `e` (expiring at `at`) as made at `now`, dropping those gone; the
+-- parameters of a filter of one key then expire with the newest generation (a refusal of
+-- their PEXPIREAT by the ACL leaves them as they were: it must not fail a step that made a
+-- generation).
 local function made_at(e, at, now)
+    local cap = deadline(now)
     local text, last = string.format("%d:%d,", e, at), at
     for _, entry in ipairs(ledger()) do
         if entry[1] ~= e and entry[2] > now then
             text = text .. string.format("%d:%d,", entry[1], entry[2])
             last = math.max(last, entry[2])
         end
+    end
+    if cap then
+        text = text .. string.format("u:%d,", cap)
+    end
+    if params and redis.call("exists", params) == 1 then
+        redis.pcall("pexpireat", params, last)
+        text = text .. string.format("p:%d,", last)
     end
     redis.call("set", made, text, "PX", math.max(1, last - now))
 end

@@ -21,12 +21,14 @@ end
 if ARGV[7] == "del" then
     redis.call("del", made)
 else
-    -- The ledger lists each generation's expiry: none later than the new TTL.
+    -- The ledger lists each generation's expiry: none later than the new TTL, which it keeps
+    -- as the filter's deadline (lua/window_args.lua: generations made later expire by then).
     local text = ""
     for _, entry in ipairs(ledger()) do
         text = text .. string.format("%d:%d,", entry[1], math.min(entry[2], now + ttl))
     end
     if text ~= "" then
+        text = text .. string.format("u:%d,", now + ttl)
         redis.call("set", made, text, "PX", ttl)
     end
 end

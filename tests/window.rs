@@ -51,7 +51,12 @@ async fn add_exists_info_clear_expire() {
     assert_eq!((info.window, info.generations), (W, G));
     assert!(!info.parts.is_empty() && info.parts.len() <= G as usize);
     assert!(info.filter.bits_set > 0);
-    assert_eq!(info.filter.ttl, KeyTtl::Persistent);
+    // The parameters expire with the newest generation (SPEC.md §3).
+    assert!(
+        matches!(info.filter.ttl, KeyTtl::Expires(t) if t <= W * G / (G - 1)),
+        "{:?}",
+        info.filter.ttl
+    );
     for part in &info.parts {
         let KeyTtl::Expires(ttl) = part.ttl else {
             panic!("every generation expires by itself: {part:?}");
@@ -61,7 +66,7 @@ async fn add_exists_info_clear_expire() {
     // Every key the filter made is in the key's slot group, named after it.
     let made = keys_like(&mut conn, &format!("{{{key}}}:*")).await;
     assert!(
-        made.iter().any(|k| k.ends_with(":redbloom:params")),
+        made.iter().any(|k| *k == common::companion(&key, "params")),
         "{made:?}"
     );
     assert!(made.iter().all(|k| k.contains(":redbloom:")), "{made:?}");
@@ -145,7 +150,7 @@ async fn items_live_exactly_as_long_as_the_window_says() {
     );
     // And the generations went away by themselves.
     tokio::time::sleep(Duration::from_millis(200)).await;
-    let gens = keys_like(&mut conn, &format!("{{{key}}}:redbloom:gen:*")).await;
+    let gens = keys_like(&mut conn, &format!("{}*", common::companion(&key, "gen:"))).await;
     assert!(gens.is_empty(), "expired generations linger: {gens:?}");
 }
 
@@ -270,7 +275,7 @@ async fn restart_keeps_generations_and_mismatches_write_nothing() {
         .unwrap();
     let items: Vec<String> = (0..50).map(|i| format!("item-{i}")).collect();
     recent.add_many(&items).await.unwrap();
-    let gens = keys_like(&mut conn, "{window-restart}:redbloom:gen:*").await;
+    let gens = keys_like(&mut conn, &format!("{}*", common::companion(key, "gen:"))).await;
     assert_eq!(gens.len(), 1, "{gens:?}");
     let expire_at: i64 = redis::cmd("PEXPIRETIME")
         .arg(&gens[0])
@@ -381,9 +386,12 @@ async fn restart_keeps_generations_and_mismatches_write_nothing() {
         Err(Error::ParamsMismatch { .. })
     ));
     assert_eq!(common::key_hex(&mut conn, "plain-gozero").await, bytes);
-    assert!(keys_like(&mut conn, "{plain-gozero}:redbloom:gen:*")
-        .await
-        .is_empty());
+    assert!(keys_like(
+        &mut conn,
+        &format!("{}*", common::companion("plain-gozero", "gen:"))
+    )
+    .await
+    .is_empty());
 }
 
 /// A sharded window filter: every item found, answers in input order, info over the shards,
@@ -409,7 +417,7 @@ async fn sharded_windows() {
     assert!(recent.exists(&items[1999]).await.unwrap());
     let info = recent.info().await.unwrap();
     assert!(info.filter.estimated_items > 1900.0 && info.filter.estimated_items < 2100.0);
-    let gens = keys_like(&mut conn, &format!("*{key}:shard:*:redbloom:gen:*")).await;
+    let gens = keys_like(&mut conn, &format!("*:redbloom:*{key}:shard:*:gen:*")).await;
     assert_eq!(gens.len(), 4, "one generation per shard: {gens:?}");
     assert!(recent.clear().await.unwrap());
     assert!(keys_like(&mut conn, &format!("*{key}*")).await.is_empty());
@@ -471,7 +479,8 @@ async fn dense_batches_match_small_batches() {
         let mut conn = conn.clone();
         async move {
             let mut all = Vec::new();
-            for gen in keys_like(&mut conn, &format!("{{{key}}}:redbloom:gen:*")).await {
+            let pattern = format!("{}*", common::companion(&key, "gen:"));
+            for gen in keys_like(&mut conn, &pattern).await {
                 let bytes: Vec<u8> = redis::cmd("GET")
                     .arg(&gen)
                     .query_async(&mut conn)
@@ -485,7 +494,7 @@ async fn dense_batches_match_small_batches() {
     let (d, s) = (gens(dense_key.clone()).await, gens(small_key.clone()).await);
     assert!(!d.is_empty() && d == s, "the generations' bytes differ");
     assert!(
-        keys_like(&mut conn, &format!("{{{dense_key}}}:redbloom:scratch"))
+        keys_like(&mut conn, &common::companion(&dense_key, "scratch"))
             .await
             .is_empty()
     );
@@ -525,7 +534,7 @@ async fn dense_adds_see_older_generations() {
     );
     let young = new[..5_000].iter().filter(|&&n| n).count();
     assert!(young >= 4_990, "{young} of 5000 young items new");
-    let gens = keys_like(&mut conn, &format!("{{{key}}}:redbloom:gen:*")).await;
+    let gens = keys_like(&mut conn, &format!("{}*", common::companion(&key, "gen:"))).await;
     assert_eq!(gens.len(), 2, "{gens:?}");
     // The newest generation alone holds the old items now: the older one's expiry does not
     // take them.
@@ -740,9 +749,10 @@ async fn checks_read_the_newest_generation_first_while_it_holds_most() {
     // An item in an older generation: not in the newest, found by the script.
     let short = filter("older", Duration::from_secs(2), 2);
     short.add("old").await.unwrap();
-    let made = keys_like(&mut admin, "{older}:redbloom:gen:*").await;
+    let generations = format!("{}*", common::companion("older", "gen:"));
+    let made = keys_like(&mut admin, &generations).await;
     let started = std::time::Instant::now();
-    while keys_like(&mut admin, "{older}:redbloom:gen:*").await == made {
+    while keys_like(&mut admin, &generations).await == made {
         assert!(
             started.elapsed() < Duration::from_secs(5),
             "no new generation"
