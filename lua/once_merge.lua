@@ -3,7 +3,9 @@
 -- keeping the filter's TTL, through a scratch key that is gone when the script ends.
 -- KEYS[1]: the bits. KEYS[2]: the scratch key. KEYS[3] (a native filter of one key): its
 -- parameters, stored first when missing (as the guard's step does beside a plain write).
--- ARGV[1]: the batch's bitmap. ARGV[2]: the client's parameters ("" without KEYS[3]).
+-- ARGV[1]: the batch's bitmap. ARGV[2]: the client's parameters (with KEYS[3]); without
+-- KEYS[3], "1" when KEYS[1] must exist already (a shard of a filter whose parameters the client
+-- has seen stored), else "".
 -- ARGV[3]: "1" to probe first whether the batch sets a new bit (lua/probe.lua).
 -- Reply: the bits from before ("" when the key did not exist), from which the caller tells
 -- which items were new; 0 when the batch set no new bit (no item new: nothing written, nothing
@@ -19,6 +21,8 @@ if KEYS[3] then
     elseif redis.call("exists", KEYS[1]) == 0 then
         return {"lost", KEYS[1]}
     end
+elseif ARGV[2] == "1" and redis.call("exists", KEYS[1]) == 0 then
+    return {"lost", KEYS[1]}
 end
 -- A batch that sets no new bit (lua/probe.lua) writes nothing and records nothing.
 if ARGV[3] == "1" then

@@ -32,6 +32,13 @@ fn assert_lost<T: std::fmt::Debug>(what: &str, result: redbloom::Result<T>, key:
     }
 }
 
+/// The shards of the filter `key` (`{rbI.N}:KEY:shard:I/S`), not their companions.
+async fn shard_keys(conn: &mut MultiplexedConnection, key: &str) -> Vec<String> {
+    let mut found = common::keys_like(conn, &format!("{{rb*}}:{key}:shard:*")).await;
+    found.retain(|k| k.rsplit(':').next().is_some_and(|t| t.contains('/')));
+    found
+}
+
 fn items(prefix: &str, n: usize) -> Vec<String> {
     (0..n).map(|i| format!("{prefix}:{i}")).collect()
 }
@@ -259,5 +266,108 @@ async fn a_write_to_a_module_filter_that_is_gone_is_refused() {
         }
         bloom.clear().await.unwrap();
         assert!(bloom.add("again").await.unwrap());
+    }
+}
+
+/// A sharded native or counting filter: a shard gone under the stored parameters refuses the
+/// writes that reach it (one item, a batch by `BITFIELD`, a dense batch; recorded or not) and
+/// is not made again; a shard gone because another client cleared the filter is not a loss:
+/// the write starts the filter again.
+#[tokio::test]
+async fn a_write_to_a_shard_that_is_gone_is_refused_unless_the_filter_was_cleared() {
+    let redis = common::redis().await;
+    let mut conn = redis.connection().await;
+    for (kind, recorded) in [
+        ("native", false),
+        ("native", true),
+        ("counting", false),
+        ("counting", true),
+    ] {
+        let key = common::unique_key(&format!("lost-write-shard-{kind}"));
+        let what = format!("{kind}, recorded {recorded}");
+        let retry = |b: bool| match b {
+            true => Some(Retry::for_duration(Duration::from_secs(5))),
+            false => None,
+        };
+        let writer = |conn: &MultiplexedConnection| -> Box<
+            dyn Fn(
+                Vec<String>,
+            ) -> std::pin::Pin<
+                Box<dyn std::future::Future<Output = redbloom::Result<Vec<bool>>>>,
+            >,
+        > {
+            match kind {
+                "native" => {
+                    let mut b = RedisBloom::builder(&key)
+                        .layout(Layout::Native)
+                        .expected_items(10_000)
+                        .false_positive_rate(0.01)
+                        .shards(3);
+                    if let Some(r) = retry(recorded) {
+                        b = b.retry(r);
+                    }
+                    let bloom = b.build(conn.clone()).unwrap();
+                    Box::new(move |items| {
+                        let bloom = bloom.clone();
+                        Box::pin(async move { bloom.add_many(&items).await })
+                    })
+                }
+                _ => {
+                    let mut b = CountingBloom::builder(&key)
+                        .expected_items(10_000)
+                        .false_positive_rate(0.01)
+                        .shards(3);
+                    if let Some(r) = retry(recorded) {
+                        b = b.retry(r);
+                    }
+                    let bloom = b.build(conn.clone()).unwrap();
+                    Box::new(move |items| {
+                        let bloom = bloom.clone();
+                        Box::pin(async move { bloom.add_many(&items).await })
+                    })
+                }
+            }
+        };
+        let add = writer(&conn);
+        add(items("old", 300)).await.unwrap();
+        let shards = shard_keys(&mut conn, &key).await;
+        assert_eq!(shards.len(), 3, "{what}: {shards:?}");
+        del(&mut conn, &shards[0]).await;
+        let batches: &[usize] = match kind {
+            "native" => &[50, 20_000],
+            _ => &[50],
+        };
+        for &batch in batches {
+            let new = items(&format!("new{batch}"), batch);
+            assert_lost(&what, add(new).await, &shards[0]);
+            assert!(!exists(&mut conn, &shards[0]).await, "{what}: made again");
+        }
+        let mut refused = 0;
+        for item in items("single", 30) {
+            match add(vec![item]).await {
+                Ok(_) => {}
+                Err(err) => {
+                    assert_lost(&what, Err::<(), _>(err), &shards[0]);
+                    refused += 1;
+                }
+            }
+        }
+        assert!(refused > 0, "{what}: some items go to the lost shard");
+        assert!(!exists(&mut conn, &shards[0]).await, "{what}: made again");
+
+        // Cleared by another client: not a loss, the filter starts again.
+        let _: i64 = redis::cmd("DEL")
+            .arg(&shards[1])
+            .arg(&shards[2])
+            .arg(format!("{{{key}}}:redbloom:{}:{key}:params", key.len()))
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        add(items("after-clear", 50)).await.unwrap();
+        assert_eq!(
+            shard_keys(&mut conn, &key).await.len(),
+            3,
+            "{what}: every shard made again"
+        );
     }
 }

@@ -449,6 +449,16 @@ impl<'a, C, K: Seam> Ctx<'a, C, K> {
         self.inline().then_some(self.params)
     }
 
+    /// The filter's guard, for a write to one of its shards that must exist: a sharded
+    /// filter of a kind that makes its parts before storing its parameters, whose parameters
+    /// this client has seen stored (SPEC.md §3: a write never makes a lost part again; a part
+    /// gone because another client cleared the filter is made again by the caller,
+    /// `Core::write`).
+    pub(crate) fn shard_of(&self) -> Option<&'a Guard> {
+        let keeps = self.kind.keeps_parts() && self.params.step_needed();
+        (!self.inline() && keeps && self.params.is_checked()).then_some(self.params)
+    }
+
     /// The same call on part `index`.
     pub(crate) fn at(self, index: usize) -> Self {
         Ctx { index, ..self }

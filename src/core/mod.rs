@@ -231,6 +231,13 @@ impl<C: Conn, K: Kind> Core<C, K> {
     /// while the parameters are stored is [`Error::Lost`](crate::Error::Lost). A bit seen set
     /// proves the part is there: most checks of a filter in use ask nothing more (asked
     /// beside every read, single-item checks ran at 0.64-0.75x).
+    ///
+    /// "Absent" from nothing of the filter (its part missing, no parameters stored) is an
+    /// error when the server is a replica that has not synced with its master
+    /// ([`Error::ReplicaNotSynced`](crate::Error::ReplicaNotSynced), SPEC.md §3 "Replicas"):
+    /// a kind that keeps its parts asks once the part is missing ([`lost::confirm`]); any other
+    /// kind asks only while this handle has not seen the filter's parameters (or a go-zero
+    /// filter's bits) stored, which a filter in use has from its first call on.
     async fn part_batch(
         &self,
         clock: &Clock,
@@ -239,7 +246,7 @@ impl<C: Conn, K: Kind> Core<C, K> {
         items: &[&[u8]],
     ) -> Result<Vec<bool>> {
         let ctx = self.ctx(clock, index);
-        if !matches!(op, Op::Exists | Op::Remove) || !self.kind.keeps_parts() {
+        if !matches!(op, Op::Exists | Op::Remove) {
             return K::batch(ctx, op, items).await;
         }
         let seen = AtomicBool::new(false);
@@ -252,6 +259,14 @@ impl<C: Conn, K: Kind> Core<C, K> {
             return Ok(answers);
         }
         let part = &self.groups[index];
+        if !self.kind.keeps_parts() {
+            if !self.guard.is_checked() {
+                let (exec, key) = (&self.exec, self.key.as_str());
+                exec.retried(clock, || lost::synced(exec, key, part))
+                    .await?;
+            }
+            return Ok(answers);
+        }
         let exists = self
             .exec
             .retried(clock, || lost::exists(&self.exec, part))
@@ -322,8 +337,9 @@ impl<C: Conn, K: Kind> Core<C, K> {
             })
             .await?;
         }
-        let answers = self.batch(&clock, op, items).await;
-        if self.kind.keeps_parts() && self.guard.restored() {
+        let mut answers = self.batch(&clock, op, items).await;
+        let restored = self.guard.restored();
+        if self.kind.keeps_parts() && restored {
             // The parameters were stored again beside this write (another client cleared the
             // filter, or it expired): the parts this write did not touch are made again (by
             // the next write, should this one fail).
@@ -336,6 +352,17 @@ impl<C: Conn, K: Kind> Core<C, K> {
             .await?;
             self.guard.parts_made();
         }
+        if matches!(answers, Err(crate::Error::Lost { .. })) && self.lost_to_a_clear(restored).await? {
+            // A shard refused as gone, because another client cleared the filter since this
+            // one saw its parameters: the filter starts again (its parts made, then the
+            // write), as a write to a cleared filter does.
+            Box::pin(async {
+                self.guard.reset();
+                self.make_parts(&clock).await
+            })
+            .await?;
+            answers = self.batch(&clock, op, items).await;
+        }
         if let Some(near) = &self.near {
             match (&answers, op) {
                 (Ok(_), Op::Add | Op::AddIfAbsent) => near.added(items),
@@ -343,6 +370,24 @@ impl<C: Conn, K: Kind> Core<C, K> {
             }
         }
         answers
+    }
+
+    /// Whether a write refused as lost ([`Error::Lost`](crate::Error::Lost)) by one of a
+    /// sharded filter's shards met a filter another client cleared (its parameters gone, or
+    /// stored again beside this write: `restored`) rather than a lost one.
+    async fn lost_to_a_clear(&self, restored: bool) -> Result<bool> {
+        if self.inline() || !self.kind.keeps_parts() {
+            return Ok(false);
+        }
+        if restored {
+            return Ok(true);
+        }
+        let params = self.guard.key();
+        let stored: bool = self
+            .exec
+            .query(params, redis::cmd("EXISTS").arg(params))
+            .await?;
+        Ok(!stored)
     }
 
     /// A check: from the near cache's copy while it is fresh (a new copy read when one is

@@ -241,30 +241,58 @@ pub(crate) fn answers_text(answers: &[bool]) -> String {
 /// missing, a native filter of one key: lua/once_bitfield.lua, once_merge.lua), so that the write, its
 /// guard and its record are one round trip.
 #[derive(Clone, Copy)]
-pub(crate) struct GuardStep<'a>(Option<&'a Guard>);
+pub(crate) struct GuardStep<'a> {
+    /// The guard of a filter of one key, when its writes carry one.
+    inline: Option<&'a Guard>,
+    /// The guard of a sharded filter whose parameters this client has seen stored, for a
+    /// write to one of its shards: the shard must exist (SPEC.md §3: a write never makes a lost
+    /// part again).
+    shard_of: Option<&'a Guard>,
+}
 
 impl<'a> GuardStep<'a> {
     /// The step of `guard` (a filter of one key), when its writes carry one.
     pub(crate) fn of(guard: Option<&'a Guard>) -> Self {
-        GuardStep(guard.filter(|g| g.step_needed()))
+        GuardStep {
+            inline: guard.filter(|g| g.step_needed()),
+            shard_of: None,
+        }
+    }
+
+    /// The same step, for a shard of the filter whose guard is `shard_of` (when the shard
+    /// must exist).
+    pub(crate) fn shard_of(self, shard_of: Option<&'a Guard>) -> Self {
+        GuardStep { shard_of, ..self }
     }
 
     /// The parameters' key, the script's key after its own.
     pub(crate) fn key(self) -> Option<&'a str> {
-        self.0.map(Guard::key)
+        self.inline.map(Guard::key)
     }
 
-    /// The client's parameters for the script's arguments ("" without a step).
+    /// The client's parameters for the script's arguments; without a step, "1" when the key
+    /// must exist already (a shard), else "".
     pub(crate) fn fingerprint(self) -> &'a str {
-        self.0.map_or("", Guard::fingerprint)
+        match (self.inline, self.shard_of) {
+            (Some(guard), _) => guard.fingerprint(),
+            (None, Some(_)) => "1",
+            (None, None) => "",
+        }
     }
 
     /// The script's reply checked: `{"params", STORED}` (other parameters stored, nothing
-    /// written) is the guard's mismatch ([`Guard::refused`]).
+    /// written) is the guard's mismatch, `{"lost", KEY}` the filter's loss
+    /// ([`Guard::refused`]).
     pub(crate) fn check(self, reply: &Value) -> Result<()> {
-        match self.0.and_then(|guard| guard.refused(reply)) {
-            Some(mismatch) => Err(mismatch),
-            None => Ok(()),
+        if let Some(mismatch) = self.inline.and_then(|guard| guard.refused(reply)) {
+            return Err(mismatch);
+        }
+        match (self.shard_of, crate::io::guard::refused_lost(reply)) {
+            (Some(guard), Some(key)) => Err(Error::Lost {
+                filter: guard.name().to_owned(),
+                key,
+            }),
+            _ => Ok(()),
         }
     }
 }
@@ -292,12 +320,11 @@ fn unique() -> u64 {
 /// command. The items' flags (1 new), as applied now or as an earlier attempt recorded them.
 pub(crate) async fn bitfield<C: Conn>(
     exec: &Exec<C>,
-    (key, guard): (&str, Option<&Guard>),
+    (key, guard): (&str, GuardStep<'_>),
     (op, k): (&str, usize),
     offsets: &[u64],
     (step, index): (&Step, usize),
 ) -> Result<Vec<bool>> {
-    let guard = GuardStep::of(guard);
     let ring = step.ring(key);
     let mut keys = vec![key];
     keys.extend(guard.key());
@@ -320,20 +347,22 @@ pub(crate) async fn bitfield<C: Conn>(
     flags(&reply, offsets.len() / k.max(1))
 }
 
-/// A `BITFIELD` step not recorded ([`BITFIELD_GUARDED`]) of a filter of one key whose guard
-/// lives beside it: its parameters stored when missing, compared, and its key proven there
-/// (SPEC.md §3: a write never makes a lost filter again), in the same script as the write.
+/// A `BITFIELD` step not recorded ([`BITFIELD_GUARDED`]): of a filter of one key whose guard
+/// lives beside it, its parameters stored when missing, compared, and its key proven there; of
+/// a shard that must exist, the shard proven there (SPEC.md §3: a write never makes a lost
+/// filter again); in the same script as the write.
 pub(crate) async fn bitfield_guarded<C: Conn>(
     exec: &Exec<C>,
-    (key, guard): (&str, &Guard),
+    (key, guard): (&str, GuardStep<'_>),
     (op, k): (&str, usize),
     offsets: &[u64],
 ) -> Result<Vec<bool>> {
-    let keys = [key, guard.key()];
+    let mut keys = vec![key];
+    keys.extend(guard.key());
     let fingerprint = guard.fingerprint();
     let args: [&dyn Arg; 4] = [&op, &k, &fingerprint, &offsets];
     let reply = exec.script(key, &BITFIELD_GUARDED, &keys, &args).await?;
-    GuardStep::of(Some(guard)).check(&reply)?;
+    guard.check(&reply)?;
     flags(&reply, offsets.len() / k.max(1))
 }
 

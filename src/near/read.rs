@@ -6,7 +6,10 @@ use crate::error::Result;
 /// A copy of a filter kept in one string per part: its parameters checked, then each part's
 /// string (`parts`: its key and most bytes) read whole, each read retried. A filter that keeps
 /// its parts (`keeps`) fails with [`Error::Lost`](crate::Error::Lost) naming a part that is
-/// gone under its stored parameters.
+/// gone under its stored parameters; any filter with
+/// [`Error::ReplicaNotSynced`](crate::Error::ReplicaNotSynced) when a part read as nothing, no
+/// parameters are stored and the server is a replica that has not synced (SPEC.md §3,
+/// "Replicas"): its copy would answer "absent" for everything.
 pub(crate) async fn read_strings<'a, C>(
     exec: &crate::io::exec::Exec<C>,
     (clock, filter, keeps): (&crate::retry::Clock, &str, bool),
@@ -23,9 +26,16 @@ where
         let bytes = exec.retried(clock, || read_key(exec, key, max)).await?;
         if keeps && bytes.is_empty() {
             // A part that keeps its key while the parameters are stored (`keeps`) read as
-            // nothing: gone is `Error::Lost`, not a copy that answers "absent" (SPEC.md §3).
+            // nothing: gone is `Error::Lost`, not a copy that answers "absent" (SPEC.md §3);
+            // nothing of the filter at all, from a replica that has not synced, is
+            // `Error::ReplicaNotSynced` (`lost::confirm` asks).
             let exists = exec.retried(clock, || lost::exists(exec, key)).await?;
             lost::confirm(exec, (filter, key, guard.key()), vec![false], exists).await?;
+        } else if bytes.is_empty() && !guard.is_checked() {
+            // Neither bits nor parameters (the check above saw none stored): a go-zero filter
+            // missing here, unless the server is a replica that holds nothing yet.
+            exec.retried(clock, || lost::synced(exec, filter, key))
+                .await?;
         }
         copy.0.push(bytes);
     }

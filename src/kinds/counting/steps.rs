@@ -11,6 +11,7 @@ use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::io::exec::{self, Cap, Exec};
 use crate::io::guard::Guard;
+use crate::io::once::GuardStep;
 use crate::io::once::{self, Step};
 use crate::scripts::Arg;
 use futures_util::future::BoxFuture;
@@ -91,6 +92,7 @@ pub(super) async fn part<C: Conn>(
         exec,
         params: ctx.params(),
         guard: ctx.guard(),
+        shard_of: ctx.shard_of(),
         part,
         seen: ctx.seen,
         step: step.as_ref(),
@@ -120,6 +122,8 @@ struct On<'a, C> {
     exec: &'a Exec<C>,
     params: &'a Guard,
     guard: Option<&'a Guard>,
+    /// The filter's guard when this part is a shard that must exist ([`Ctx::shard_of`]).
+    shard_of: Option<&'a Guard>,
     part: &'a Counters,
     /// Told when a check reads a counter above zero (the key exists).
     seen: Option<&'a AtomicBool>,
@@ -154,23 +158,28 @@ impl<'a, C: Conn> On<'a, C> {
             exec,
             params,
             guard,
+            shard_of,
             part,
             seen,
             step,
         } = self;
+        let guard_step = GuardStep::of(guard).shard_of(shard_of);
         if let Some(step) = step.filter(|_| exec.has(Cap::Exact)) {
-            match command_once(exec, (params, guard), part, items, op, (step, index)).await {
+            match command_once(exec, (params, guard, guard_step), part, items, op, (step, index))
+                .await
+            {
                 Err(err) if exec.lacks(Cap::Exact, &part.key, &err) => {}
                 done => return done,
             }
         }
-        command(exec, (params, guard, seen), part, items, op).await
+        command(exec, (params, guard, seen), guard_step, part, items, op).await
     }
 }
 
 async fn command<C: Conn>(
     exec: &Exec<C>,
     (params, guard, seen): (&Guard, Option<&Guard>, Option<&AtomicBool>),
+    guard_step: GuardStep<'_>,
     part: &Counters,
     items: &[&[u8]],
     op: Op,
@@ -182,12 +191,13 @@ async fn command<C: Conn>(
         Error::UnexpectedReply(format!("{reply:?} for {count} items of {k} counters"))
     };
     match op {
-        // A filter of one key: the guard, the check that the counters are there (a write
-        // never makes a lost filter again) and the increments in one script.
-        Op::Add if guard.is_some_and(Guard::step_needed) => {
-            let guard = guard.expect("checked above");
+        // A filter of one key, or a shard that must exist: the guard, the check that the
+        // counters are there (a write never makes a lost filter again) and the increments in
+        // one script.
+        Op::Add if guard_step.fingerprint() != "" => {
             let bit_offsets: Vec<u64> = cells.iter().map(|cell| cell * 4).collect();
-            once::bitfield_guarded(exec, (&part.key, guard), ("incr", k), &bit_offsets).await
+            let on = (part.key.as_str(), guard_step);
+            once::bitfield_guarded(exec, on, ("incr", k), &bit_offsets).await
         }
         Op::Add => {
             let incr = bitfield::increment(&part.key, &cells);
@@ -236,7 +246,7 @@ async fn command<C: Conn>(
 /// reply, or reading back the reply an earlier attempt recorded.
 async fn command_once<C: Conn>(
     exec: &Exec<C>,
-    (params, guard): (&Guard, Option<&Guard>),
+    (params, guard, guard_step): (&Guard, Option<&Guard>, GuardStep<'_>),
     part: &Counters,
     items: &[&[u8]],
     op: Op,
@@ -253,7 +263,7 @@ async fn command_once<C: Conn>(
     let [id, epoch, retry, keep, answer] = step.args(index);
     if op == Op::Add {
         // The guard's step in the same script: one round trip, the write recorded with it.
-        let on = (part.key.as_str(), guard);
+        let on = (part.key.as_str(), guard_step);
         return once::bitfield(exec, on, ("incr", k), &bit_offsets, (step, index)).await;
     }
     let mut keys = vec![part.key.as_str()];

@@ -56,6 +56,16 @@ pub(crate) struct Run<'a, C> {
     pub(crate) seen: Option<&'a std::sync::atomic::AtomicBool>,
     /// A write's step, when its answers are recorded across retries ([`once`]).
     pub(crate) step: Option<&'a Step>,
+    /// For a shard of a native filter whose parameters this client has seen stored: the
+    /// filter's guard. The shard must exist then: a write never makes a lost part again.
+    pub(crate) shard_of: Option<&'a Guard>,
+}
+
+impl<'a, C> Run<'a, C> {
+    /// The guard's step of this key's scripts: inline, or the shard's rule.
+    fn guard_step(&self) -> once::GuardStep<'a> {
+        once::GuardStep::of(self.guard).shard_of(self.shard_of)
+    }
 }
 
 impl<C> Run<'_, C> {
@@ -301,6 +311,19 @@ impl Bits {
     /// ([`Error::Lost`]: a write never makes a lost filter again).
     pub(super) async fn guard_alone<C: Conn>(&self, ctx: Run<'_, C>) -> Result<()> {
         let Some(guard) = ctx.guard.filter(|g| g.step_needed()) else {
+            // A shard that must exist: asked first.
+            if let Some(filter) = ctx.shard_of {
+                let exists: bool = ctx
+                    .exec
+                    .query(&self.key, redis::cmd("EXISTS").arg(&self.key))
+                    .await?;
+                if !exists {
+                    return Err(Error::Lost {
+                        filter: filter.name().to_owned(),
+                        key: self.key.clone(),
+                    });
+                }
+            }
             return Ok(());
         };
         let mut tx = Tx::atomic();
@@ -405,7 +428,7 @@ impl Bits {
         let exec = ctx.exec;
         if ctx.engine == Engine::Fast {
             // The guard's step in the same script: one round trip, the write recorded with it.
-            let on = (self.key.as_str(), ctx.guard);
+            let on = (self.key.as_str(), ctx.guard_step());
             return once::bitfield(exec, on, ("set", k), offsets, (step, index)).await;
         }
         self.guard_alone(ctx).await?;
@@ -439,11 +462,12 @@ impl Bits {
     ) -> Result<Vec<bool>> {
         let k = self.geometry.hashes as usize;
         match ctx.engine {
-            Engine::Fast if ctx.guard.is_some_and(Guard::step_needed) => {
-                // A native filter of one key: the guard, the check that the key is there (a
-                // write never makes a lost filter again) and the write in one script.
-                let guard = ctx.guard.expect("checked above");
-                once::bitfield_guarded(ctx.exec, (&self.key, guard), ("set", k), offsets).await
+            Engine::Fast if ctx.guard.is_some_and(Guard::step_needed) || ctx.shard_of.is_some() => {
+                // A native filter of one key, or a shard that must exist: the guard, the check
+                // that the key is there (a write never makes a lost filter again) and the write
+                // in one script.
+                let on = (self.key.as_str(), ctx.guard_step());
+                once::bitfield_guarded(ctx.exec, on, ("set", k), offsets).await
             }
             Engine::Fast => {
                 // The two go as one transaction: while a cluster moves the slot key by key, a
@@ -605,7 +629,7 @@ impl Bits {
         offsets: &[u64],
     ) -> Result<Vec<bool>> {
         // The guard's step in the same script, as for the per-item writes.
-        let guard = once::GuardStep::of(ctx.guard);
+        let guard = ctx.guard_step();
         let ring = step.ring(&self.key);
         let mut keys = vec![self.key.as_str(), scratch];
         keys.extend(guard.key());

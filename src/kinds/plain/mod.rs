@@ -220,6 +220,7 @@ impl Plain {
             guard: ctx.guard(),
             seen: ctx.seen,
             step: None,
+            shard_of: ctx.shard_of(),
         }
     }
 }

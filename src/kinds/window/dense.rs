@@ -326,6 +326,9 @@ async fn read<C: Conn>(ctx: Ctx<'_, C, Window>, offsets: &[u64]) -> Result<Vec<b
             if !(current..current + g).contains(&index) || bytes.is_empty() {
                 continue;
             }
+            // A live generation's bit set: the filter is there (no question of a replica
+            // that has not synced, `core::lost`).
+            ctx.saw(bytes.iter().any(|&byte| byte != 0));
             for (present, found) in present.iter_mut().zip(dense::present(&bytes, offsets, k)) {
                 *present |= found;
             }

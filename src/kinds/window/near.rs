@@ -123,6 +123,12 @@ pub(super) async fn read<C: Conn>(ctx: Ctx<'_, C, Window>) -> Result<Copy> {
         }
         let read: Vec<i64> = generations.iter().map(|(e, _)| *e).collect();
         lost(ctx, part, (epoch, server_ms), &read).await?;
+        if generations.is_empty() {
+            // No live generation: an empty window, unless the server is a replica that has
+            // not synced and holds nothing yet (SPEC.md §3, "Replicas"; asked by the part's
+            // ledger, which exists while a generation is live).
+            crate::core::lost::synced(exec, ctx.key(), &part.made).await?;
+        }
         copy.parts.push(generations);
     }
     Ok(copy)
