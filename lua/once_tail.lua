@@ -11,17 +11,34 @@ local refused_read = acl_refusal("on the record of exact answers", "hget", once_
 if refused_read then
     return refused_read
 end
+-- A record or a slot that this script did not write (garbage in the slot's hash) is
+-- unreadable: a retry's outcome is then unknown (never a guessed answer, never a Lua error).
+local function unreadable(what)
+    return redis.error_reply("OUTCOMEUNKNOWN a retried write's record is unreadable (" .. what .. ")")
+end
 local done = redis.call("hget", once_ring, once_step)
 if done then
-    if string.sub(done, 1, 1) == "s" then
+    local kind = string.sub(done, 1, 1)
+    if kind == "s" then
         return string.sub(done, 2)
     end
-    return cjson.decode(string.sub(done, 2))
+    local ok, decoded = pcall(cjson.decode, string.sub(done, 2))
+    if kind ~= "j" or not ok or type(decoded) ~= "table" then
+        return unreadable("its reply")
+    end
+    return decoded
 end
 -- A slot is only ever reset to a later epoch. A retry that finds its slot at a later epoch
 -- than its own may have been applied and its record dropped: its outcome is unknown, and it
 -- applies nothing. A first attempt there is recorded in that later epoch, kept as long.
 local epoch = tonumber(redis.call("hget", once_ring, "e") or "-1")
+if epoch == nil then
+    if once_retry then
+        return unreadable("its slot's epoch")
+    end
+    -- A first attempt starts the slot again (below: an earlier epoch than its own).
+    epoch = -1
+end
 if epoch > once_epoch and once_retry then
     return redis.error_reply("OUTCOMEUNKNOWN a retried write's record could be gone")
 end

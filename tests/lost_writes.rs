@@ -371,3 +371,32 @@ async fn a_write_to_a_shard_that_is_gone_is_refused_unless_the_filter_was_cleare
         );
     }
 }
+
+/// Garbage in a record slot's epoch (`e`) is no Lua error: a first attempt starts the slot
+/// again (issue 51 point 5: `user_script:185: attempt to compare number with nil`).
+#[tokio::test]
+async fn a_record_slot_holding_garbage_is_started_again() {
+    let redis = common::redis().await;
+    let mut conn = redis.connection().await;
+    let key = common::unique_key("garbage-record");
+    let bloom = native(&conn, &key, true);
+    assert!(bloom.add("a").await.unwrap());
+    let rings = common::keys_like(
+        &mut conn,
+        &format!("{{{key}}}:redbloom:{}:{key}:once:*", key.len()),
+    )
+    .await;
+    assert!(!rings.is_empty(), "a recorded add makes a ring slot");
+    for ring in &rings {
+        let _: () = redis::cmd("HSET")
+            .arg(ring)
+            .arg("e")
+            .arg("garbage")
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+    }
+    assert!(bloom.add("b").await.unwrap());
+    assert!(!bloom.add("a").await.unwrap());
+    assert!(bloom.exists("b").await.unwrap());
+}
