@@ -12,7 +12,8 @@
 -- when the bytes to write differ from those read.
 -- Reply: 1 when the counters were as read (and now hold KEYS[3]'s bytes, with their TTL
 -- kept); 0 when they changed since, and nothing was written; {"params", STORED} when the
--- stored parameters differ ("" when counters exist without any): nothing written; or the
+-- stored parameters differ ("" when counters exist without any), {"lost", KEY} when they are
+-- stored but an add finds the counters gone: nothing written; or the
 -- error of a key of another type or of a command the ACL refuses: nothing written.
 local key, old, new = KEYS[1], KEYS[2], KEYS[3]
 if KEYS[4] then
@@ -25,6 +26,12 @@ if KEYS[4] then
     if stored and stored ~= ARGV[1] then
         redis.call("del", old, new)
         return {"params", stored}
+    end
+    -- Stored with the counters, in the step that made them: the counters are gone (SPEC.md
+    -- §3: a write never makes a lost filter again).
+    if stored and ARGV[2] == "1" and redis.call("exists", key) == 0 then
+        redis.call("del", old, new)
+        return {"lost", key}
     end
 end
 -- Every step after the parameters is proven before the last, the one write to the counters

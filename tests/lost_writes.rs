@@ -28,7 +28,12 @@ async fn del(conn: &mut MultiplexedConnection, key: &str) {
 fn assert_lost<T: std::fmt::Debug>(what: &str, result: redbloom::Result<T>, key: &str) {
     match result {
         Err(Error::Lost { key: got, .. }) => assert_eq!(got, key, "{what}"),
-        other => panic!("{what}: expected Error::Lost for {key}, got {other:?}"),
+        Err(other) => panic!("{what}: expected Error::Lost for {key}, got {other:?}"),
+        Ok(answers) => {
+            let shown = format!("{answers:?}");
+            let shown: String = shown.chars().take(120).collect();
+            panic!("{what}: expected Error::Lost for {key}, got Ok({shown}…)")
+        }
     }
 }
 
@@ -124,7 +129,7 @@ async fn a_write_to_a_counting_filter_whose_counters_are_gone_is_refused() {
         let bloom = builder.build(conn.clone()).unwrap();
         bloom.add_many(&items("old", 300)).await.unwrap();
         del(&mut conn, &key).await;
-        for batch in [1, 50] {
+        for batch in BATCHES {
             let what = format!("recorded {recorded}, a batch of {batch}");
             let new = items(&format!("new{batch}"), batch);
             assert_lost(&what, bloom.add_many(&new).await, &key);
