@@ -58,7 +58,7 @@ impl<C: Conn, K: Kind> Core<C, K> {
 async fn migrate<C: ConnectionLike>(conn: &mut C, key: &str, adopt: bool) -> Result<bool> {
     let legacy = keys::legacy_sidecar(key, "redbloom:params");
     let today = keys::sidecar(key, "params");
-    let Some(stored) = ask::<C, Option<String>>(conn, "GET", &legacy).await? else {
+    let Some(stored) = legacy_params(conn, &legacy, adopt).await? else {
         return Ok(false);
     };
     let shards = Fields(&stored).number::<u32>("shards").unwrap_or(1).max(1);
@@ -153,7 +153,7 @@ pub(crate) async fn stored_params<C: redis::aio::ConnectionLike>(
     key: &str,
 ) -> Result<Option<String>> {
     let legacy = keys::legacy_sidecar(key, "redbloom:params");
-    let Some(stored) = ask::<C, Option<String>>(conn, "GET", &legacy).await? else {
+    let Some(stored) = legacy_params(conn, &legacy, false).await? else {
         return Ok(None);
     };
     let Some(other) = keys::legacy_partner(key) else {
@@ -164,6 +164,20 @@ pub(crate) async fn stored_params<C: redis::aio::ConnectionLike>(
         Owner::This => Ok(Some(stored)),
         Owner::Other => Ok(None),
         Owner::Unknown => Err(refusal(key)),
+    }
+}
+
+/// The parameters stored at the older name `legacy`. A user whose ACL grants today's names but
+/// not the older ones reads none (every call asks once: a refusal must not fail them), unless
+/// it asked to `adopt` them.
+async fn legacy_params<C: ConnectionLike>(
+    conn: &mut C,
+    legacy: &str,
+    adopt: bool,
+) -> Result<Option<String>> {
+    match ask::<C, Option<String>>(conn, "GET", legacy).await {
+        Err(Error::NoPermission(_)) if !adopt => Ok(None),
+        read => read,
     }
 }
 
