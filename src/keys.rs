@@ -228,7 +228,10 @@ mod tests {
     #[test]
     fn sidecars_share_the_keys_slot() {
         assert_eq!(sidecar("seen", "p"), "{seen}:redbloom:4:seen:p");
-        assert_eq!(sidecar("seen", "redbloom:params"), sidecar("seen", "params"));
+        assert_eq!(
+            sidecar("seen", "redbloom:params"),
+            sidecar("seen", "params")
+        );
         assert_eq!(
             sidecar("{user}:seen", "p"),
             "{user}:redbloom:11:{user}:seen:p"
@@ -272,8 +275,14 @@ mod tests {
     /// The case: `q` and `{q}` shared `{q}:redbloom:params`; now each has its own.
     #[test]
     fn a_key_and_its_braced_name_share_nothing() {
-        assert_eq!(legacy_sidecar("q", "redbloom:params"), "{q}:redbloom:params");
-        assert_eq!(legacy_sidecar("{q}", "redbloom:params"), "{q}:redbloom:params");
+        assert_eq!(
+            legacy_sidecar("q", "redbloom:params"),
+            "{q}:redbloom:params"
+        );
+        assert_eq!(
+            legacy_sidecar("{q}", "redbloom:params"),
+            "{q}:redbloom:params"
+        );
         assert_ne!(sidecar("q", "params"), sidecar("{q}", "params"));
         assert_eq!(legacy_partner("q").as_deref(), Some("{q}"));
         assert_eq!(legacy_partner("{q}").as_deref(), Some("q"));

@@ -9,9 +9,9 @@
 
 use super::kind::{Fields, Kind};
 use super::{Bloom, Conn, Core};
-use redis::aio::ConnectionLike;
 use crate::error::{Error, Result};
 use crate::keys;
+use redis::aio::ConnectionLike;
 use redis::Value;
 
 crate::scripts::script! {

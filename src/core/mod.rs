@@ -352,7 +352,9 @@ impl<C: Conn, K: Kind> Core<C, K> {
             .await?;
             self.guard.parts_made();
         }
-        if matches!(answers, Err(crate::Error::Lost { .. })) && self.lost_to_a_clear(restored).await? {
+        if matches!(answers, Err(crate::Error::Lost { .. }))
+            && self.lost_to_a_clear(restored).await?
+        {
             // A shard refused as gone, because another client cleared the filter since this
             // one saw its parameters: the filter starts again (its parts made, then the
             // write), as a write to a cleared filter does.

@@ -68,9 +68,10 @@ pub(super) async fn read<C: Conn>(ctx: Ctx<'_, C, Growing>, budget: u64) -> Resu
     }
     let parts = ctx.each_part(read::levels).await?;
     for (index, (levels, _)) in parts.iter().enumerate() {
-        if *levels == 0 {
-            // A part without levels (its counts missing): an empty part, unless the server is
-            // a replica that has not synced and holds nothing yet (SPEC.md §3, "Replicas").
+        if *levels == 0 && !ctx.params().is_checked() {
+            // A part without levels (its counts missing) and no parameters seen stored: an
+            // empty filter, unless the server is a replica that has not synced and holds
+            // nothing yet (SPEC.md §3, "Replicas").
             let counts = &ctx.at(index).part().counts;
             ctx.retried(|| crate::core::lost::synced(ctx.exec(), ctx.key(), counts))
                 .await?;

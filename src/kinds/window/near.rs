@@ -123,13 +123,15 @@ pub(super) async fn read<C: Conn>(ctx: Ctx<'_, C, Window>) -> Result<Copy> {
         }
         let read: Vec<i64> = generations.iter().map(|(e, _)| *e).collect();
         lost(ctx, part, (epoch, server_ms), &read).await?;
-        if generations.is_empty() {
-            // No live generation: an empty window, unless the server is a replica that has
-            // not synced and holds nothing yet (SPEC.md §3, "Replicas"; asked by the part's
-            // ledger, which exists while a generation is live).
-            crate::core::lost::synced(exec, ctx.key(), &part.made).await?;
-        }
         copy.parts.push(generations);
+    }
+    if copy.parts.iter().all(Vec::is_empty) && !ctx.params().is_checked() {
+        // No live generation and no parameters seen stored: an empty window, unless the
+        // server is a replica that has not synced and holds nothing yet (SPEC.md §3,
+        // "Replicas"; asked by the first part's ledger, which exists while a generation is
+        // live).
+        let made = &ctx.parts.parts()[0].made;
+        crate::core::lost::synced(exec, ctx.key(), made).await?;
     }
     Ok(copy)
 }
