@@ -37,6 +37,14 @@ fn assert_lost<T: std::fmt::Debug>(what: &str, result: redbloom::Result<T>, key:
     }
 }
 
+/// A filter's `add_many`, whatever its kind.
+type Writer = Box<
+    dyn Fn(
+        Vec<String>,
+    )
+        -> std::pin::Pin<Box<dyn std::future::Future<Output = redbloom::Result<Vec<bool>>>>>,
+>;
+
 /// The shards of the filter `key` (`{rbI.N}:KEY:shard:I/S`), not their companions.
 async fn shard_keys(conn: &mut MultiplexedConnection, key: &str) -> Vec<String> {
     let mut found = common::keys_like(conn, &format!("{{rb*}}:{key}:shard:*")).await;
@@ -294,13 +302,7 @@ async fn a_write_to_a_shard_that_is_gone_is_refused_unless_the_filter_was_cleare
             true => Some(Retry::for_duration(Duration::from_secs(5))),
             false => None,
         };
-        let writer = |conn: &MultiplexedConnection| -> Box<
-            dyn Fn(
-                Vec<String>,
-            ) -> std::pin::Pin<
-                Box<dyn std::future::Future<Output = redbloom::Result<Vec<bool>>>>,
-            >,
-        > {
+        let writer = |conn: &MultiplexedConnection| -> Writer {
             match kind {
                 "native" => {
                     let mut b = RedisBloom::builder(&key)
