@@ -70,9 +70,8 @@ local function expiry(e, now)
     return math.max(at, now + 1)
 end
 -- Lists generation `e` (expiring at `at`) as made at `now`, dropping those gone; the
--- parameters of a filter of one key then expire with the newest generation (a refusal of
--- their PEXPIREAT by the ACL leaves them as they were: it must not fail a step that made a
--- generation).
+-- parameters of a filter of one key then expire with the newest generation (a refusal by the
+-- ACL leaves them as they were: it must not fail a step that made a generation).
 local function made_at(e, at, now)
     local cap = deadline(now)
     local text, last = string.format("%d:%d,", e, at), at
@@ -86,7 +85,9 @@ local function made_at(e, at, now)
         text = text .. string.format("u:%d,", cap)
     end
     if params and redis.call("exists", params) == 1 then
-        redis.pcall("pexpireat", params, last)
+        -- (SET, which every window user may run, rather than PEXPIREAT: the value is the
+        -- client's parameters, checked by this step.)
+        redis.pcall("set", params, ARGV[4], "PX", math.max(1, last - now))
         text = text .. string.format("p:%d,", last)
     end
     redis.call("set", made, text, "PX", math.max(1, last - now))

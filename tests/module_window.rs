@@ -45,7 +45,7 @@ async fn next_generation(conn: &mut MultiplexedConnection) {
 }
 
 async fn generations(conn: &mut MultiplexedConnection, key: &str) -> Vec<String> {
-    keys_like(conn, &format!("{{{key}}}:redbloom:gen:*")).await
+    keys_like(conn, &format!("{}*", common::companion(key, "gen:"))).await
 }
 
 async fn pttl(conn: &mut MultiplexedConnection, key: &str) -> i64 {
@@ -114,7 +114,11 @@ async fn add_exists_info_clear_expire() {
     );
     let info = recent.info().await.unwrap();
     assert!(info.capacity >= 10_000 && info.bytes > 0, "{info:?}");
-    assert_eq!(info.ttl, KeyTtl::Persistent, "the parameters' TTL");
+    assert!(
+        matches!(info.ttl, KeyTtl::Expires(ttl) if ttl <= W * G / (G - 1)),
+        "the parameters expire with the newest generation: {:?}",
+        info.ttl
+    );
 
     assert!(recent.expire(Duration::from_secs(100)).await.unwrap());
     let info = recent.info().await.unwrap();
@@ -384,7 +388,11 @@ async fn round_trip_between_two_servers() {
         assert_eq!(into.exists_many(&other).await.unwrap(), expected_other);
         // Each generation expires when it does on the first server.
         for generation in &made_a {
-            let there = generation.replacen(&key, into_key, 1);
+            let there = generation.replacen(
+                &common::companion(&key, ""),
+                &common::companion(into_key, ""),
+                1,
+            );
             let (ttl_a, ttl_b) = (
                 pttl(&mut conn_a, generation).await,
                 pttl(&mut conn_b, &there).await,
@@ -392,7 +400,11 @@ async fn round_trip_between_two_servers() {
             assert!(ttl_a > 0 && (ttl_a - ttl_b).abs() < 300, "{ttl_a} {ttl_b}");
         }
         assert_eq!(generations(&mut conn_b, into_key).await.len(), 2);
-        let ledger = keys_like(&mut conn_b, &format!("{{{into_key}}}:redbloom:made:*")).await;
+        let ledger = keys_like(
+            &mut conn_b,
+            &format!("{}*", common::companion(into_key, "made:")),
+        )
+        .await;
         assert!(
             ledger.is_empty(),
             "an import's generations are not listed: {ledger:?}"
@@ -461,7 +473,7 @@ async fn sharded_round_trip() {
         copy.exists_many(&absent).await.unwrap(),
         source.exists_many(&absent).await.unwrap()
     );
-    let made = keys_like(&mut conn, &format!("*{copy_key}*redbloom:gen:*")).await;
+    let made = keys_like(&mut conn, &format!("*:redbloom:*{copy_key}*:gen:*")).await;
     assert!(made.len() >= 3, "{made:?}");
     for generation in &made {
         assert!(pttl(&mut conn, generation).await > 0, "{generation}");
@@ -594,7 +606,7 @@ async fn sharded_windows() {
     assert!(again.iter().all(|&n| !n));
     assert!(found.iter().all(|&f| f));
     assert_eq!(counted, 300);
-    let made = keys_like(&mut conn, "*redbloom:gen:*")
+    let made = keys_like(&mut conn, "*:redbloom:*:gen:*")
         .await
         .into_iter()
         .filter(|k| k.contains(&key))

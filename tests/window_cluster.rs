@@ -87,9 +87,8 @@ fn replica_ports(cluster: &RedisCluster) -> Vec<u16> {
 /// The filter's name in its keys: the prefix of a one-key filter's companions, or the name
 /// inside every shard's keys.
 fn name_in_keys(key: &str, shards: u32) -> String {
-    match (shards, key.contains('{')) {
-        (1, true) => format!("{key}:redbloom:"),
-        (1, false) => format!("{{{key}}}:redbloom:"),
+    match shards {
+        1 => common::companion(key, ""),
         _ => key.to_owned(),
     }
 }
@@ -169,7 +168,16 @@ async fn every_operation(cluster: &RedisCluster, key: &str, shards: u32) {
         (18_000.0..=22_500.0).contains(&estimate),
         "{key}: {estimate} items estimated"
     );
-    assert_eq!(info.filter.ttl, KeyTtl::Persistent, "{key}");
+    // The parameters of a filter of one key expire with its newest generation; a sharded
+    // filter's, in a slot of their own, do not.
+    match shards {
+        1 => assert!(
+            matches!(info.filter.ttl, KeyTtl::Expires(ttl) if ttl <= W * G / (G - 1)),
+            "{key}: {:?}",
+            info.filter.ttl
+        ),
+        _ => assert_eq!(info.filter.ttl, KeyTtl::Persistent, "{key}"),
+    }
     for part in &info.parts {
         match part.ttl {
             KeyTtl::Expires(ttl) => assert!(ttl <= W * G / (G - 1), "{key}: {ttl:?}"),
@@ -180,21 +188,18 @@ async fn every_operation(cluster: &RedisCluster, key: &str, shards: u32) {
     // The keys on the nodes: the stored parameters beside the key, the generations (each
     // expiring by itself) in the filter's slot group or its shards', no scratch key left.
     let made = keys_on_masters(cluster, &name);
-    let params = match key.contains('{') {
-        true => format!("{key}:redbloom:params"),
-        false => format!("{{{key}}}:redbloom:params"),
-    };
+    let params = common::companion(key, "params");
     assert!(made.iter().any(|(_, k)| *k == params), "{key}: {made:?}");
+    // Which companion `k` is: its name after the key's (`scratch`, `made:HASH`, ...).
+    let named =
+        |k: &str, what: &str| common::companion_of(k).is_some_and(|(_, n)| n.starts_with(what));
     assert!(
-        made.iter().all(|(_, k)| !k.ends_with(":redbloom:scratch")),
+        made.iter().all(|(_, k)| !named(k, "scratch")),
         "{key}: {made:?}"
     );
     let gens: Vec<&(u16, String)> = made.iter().filter(|(_, k)| k.contains(":gen:")).collect();
     // Beside each part's generations, their ledger (lost data is an error), expiring with them.
-    let ledgers: Vec<&(u16, String)> = made
-        .iter()
-        .filter(|(_, k)| k.contains(":redbloom:made:"))
-        .collect();
+    let ledgers: Vec<&(u16, String)> = made.iter().filter(|(_, k)| named(k, "made:")).collect();
     assert_eq!(ledgers.len(), shards as usize, "{key}: {made:?}");
     assert_eq!(
         gens.len() + ledgers.len() + 1,
@@ -220,7 +225,7 @@ async fn every_operation(cluster: &RedisCluster, key: &str, shards: u32) {
         );
     } else {
         for shard in 0..shards {
-            let tail = format!(":{key}:shard:{shard}/{shards}:redbloom:gen:");
+            let tail = format!(":{key}:shard:{shard}/{shards}:gen:");
             assert!(
                 gens.iter()
                     .any(|(_, k)| k.starts_with("{rb") && k.contains(&tail)),

@@ -40,10 +40,10 @@ async fn the_parameters_go_with_the_last_generation() {
     };
     let params_at = expiry(&mut conn, &params).await;
     assert!(params_at > 0, "the parameters expire");
-    assert_eq!(
-        params_at,
-        expiry(&mut conn, &generations[0]).await,
-        "with the newest generation"
+    let generation_at = expiry(&mut conn, &generations[0]).await;
+    assert!(
+        (params_at - generation_at).abs() <= 5,
+        "with the newest generation: {params_at} against {generation_at}"
     );
     // Every key of the filter is gone within W·G/(G-1) and a margin, by the server's clock.
     let started = Instant::now();
