@@ -131,7 +131,7 @@ after=$(used_memory "$port")
 info=$("$redbloom" "${counting[@]}" info)
 counters=$(field "$info" bits)
 record mem_counting "{}" bytes="$(memory_usage "$port" cnt)" used_memory_delta=$((after - before)) \
-    params_bytes="$(memory_usage "$port" '{cnt}:redbloom:params')" counters="$counters" \
+    params_bytes="$(memory_usage "$port" '{cnt}:redbloom:3:cnt:params')" counters="$counters" \
     k="$(field "$info" k)" in_use="$(field "$info" counters_in_use)" \
     saturated="$(field "$info" counters_saturated)"
 

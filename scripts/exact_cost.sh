@@ -89,7 +89,7 @@ EOF
 cli flushall > /dev/null
 out=$("$new" --url "redis://127.0.0.1:$port" --json --key m --layout native --capacity 100000000 \
     --fpr 0.01 --retry-for 5 bench --op add --items 600000 --concurrency 64)
-rings=$(cli --scan --pattern '{m}:redbloom:once:*')
+rings=$(cli --scan --pattern '{m}:redbloom:1:m:once:*')
 bytes=0 records=0
 for ring in $rings; do
     bytes=$((bytes + $(cli memory usage "$ring" samples 0)))

@@ -168,9 +168,8 @@ async fn adds_carry_on_while_the_slot_moves_and_none_is_lost() {
         target,
         &["cluster", "getkeysinslot", &slot.to_string(), "1000"],
     );
-    let (records, filters): (Vec<&str>, Vec<&str>) = keys
-        .lines()
-        .partition(|key| key.contains(":redbloom:once:"));
+    let (records, filters): (Vec<&str>, Vec<&str>) =
+        keys.lines().partition(|key| common::is_record(key));
     assert_eq!(
         filters.len(),
         6,

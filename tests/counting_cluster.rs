@@ -244,10 +244,7 @@ async fn every_operation(cluster: &RedisCluster, key: &str, shards: u32, capacit
     // The keys on the nodes: the counters (at the key itself, or one key per shard, each in
     // its own slot range) and the stored parameters beside the key, nothing else.
     let made = keys_on_masters(cluster, key);
-    let params = match key.contains('{') {
-        true => format!("{key}:redbloom:params"),
-        false => format!("{{{key}}}:redbloom:params"),
-    };
+    let params = common::companion(key, "params");
     assert_eq!(made.len(), shards as usize + 1, "{key}: {made:?}");
     assert!(made.iter().any(|(_, k)| *k == params), "{key}: {made:?}");
     for (port, k) in &made {

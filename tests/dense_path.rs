@@ -113,7 +113,7 @@ async fn scratch_keys(conn: &mut MultiplexedConnection, key: &str) -> Vec<String
         let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
             .arg(cursor)
             .arg("MATCH")
-            .arg("*redbloom:scratch*")
+            .arg("*:redbloom:*:scratch*")
             .arg("COUNT")
             .arg(1000)
             .query_async(conn)
@@ -127,9 +127,10 @@ async fn scratch_keys(conn: &mut MultiplexedConnection, key: &str) -> Vec<String
     }
 }
 
-/// The dense path's scratch key beside a key without a hash tag: `{KEY}:redbloom:scratch`.
+/// The dense path's scratch key beside a key without a hash tag:
+/// `{KEY}:redbloom:LEN:KEY:scratch`.
 fn scratch_key(key: &str) -> String {
-    format!("{{{key}}}:redbloom:scratch")
+    common::companion(key, "scratch")
 }
 
 #[tokio::test]

@@ -492,9 +492,9 @@ async fn next_generation(conn: &mut redis::aio::MultiplexedConnection) {
     }
 }
 
-/// The window generations of `key` (beside them, under their prefix: the records' ring).
+/// The window generations of `key` (not the records' ring, the companions of their prefix).
 async fn generations(conn: &mut redis::aio::MultiplexedConnection, key: &str) -> Vec<String> {
-    let pattern = format!("{{{key}}}:redbloom:gen:*");
+    let pattern = format!("{}*", common::companion(key, "gen:"));
     let keys = common::keys_like(conn, &pattern).await;
     keys.into_iter().filter(|k| !k.contains(":once:")).collect()
 }
@@ -627,7 +627,8 @@ async fn records_stay_beside_the_filter_and_go_with_clear() {
         .unwrap();
     bloom.add("a").await.unwrap();
     bloom.add_many(&["b", "c"]).await.unwrap();
-    let rings = common::keys_like(&mut conn, &format!("{{{key}}}:redbloom:once:*")).await;
+    let rings =
+        common::keys_like(&mut conn, &format!("{}*", common::companion(&key, "once:"))).await;
     assert!(
         !rings.is_empty() && rings.len() <= 8,
         "one ring of at most 8 slots: {rings:?}"
@@ -656,7 +657,8 @@ async fn records_stay_beside_the_filter_and_go_with_clear() {
         .build(redis.connection().await)
         .unwrap();
     once.add("a").await.unwrap();
-    let rings = common::keys_like(&mut conn, &format!("{{{key}}}:redbloom:once:*")).await;
+    let rings =
+        common::keys_like(&mut conn, &format!("{}*", common::companion(&key, "once:"))).await;
     assert_eq!(rings, Vec::<String>::new());
 }
 
@@ -707,7 +709,10 @@ async fn a_retry_after_its_record_could_be_gone_applies_nothing() {
         for slot in 0..8 {
             later
                 .cmd("HSET")
-                .arg(format!("{{lost-record}}:redbloom:once:{width}.{slot}"))
+                .arg(common::companion(
+                    "lost-record",
+                    &format!("once:{width}.{slot}"),
+                ))
                 .arg("e")
                 .arg(u64::MAX / 4)
                 .ignore();
@@ -727,7 +732,7 @@ async fn a_retry_after_its_record_could_be_gone_applies_nothing() {
 
 /// Every key of the records of exact answers beside `key` (its ring), with each one's `DUMP`.
 async fn records(conn: &mut ConnectionManager, key: &str) -> Vec<(String, Vec<u8>)> {
-    common::dumps(conn, &format!("*{key}*:redbloom:once:*")).await
+    common::dumps(conn, &format!("*:redbloom:*{key}*:once:*")).await
 }
 
 /// Adds of items a filter already holds (one by one, grouped, and as a batch) leave its records

@@ -76,7 +76,7 @@ async fn clear_and_expire_leave_keys_of_other_types_untouched() {
     }
     // No companion key was created beside them.
     for key in [&hash, &list] {
-        let params = format!("{{{key}}}:redbloom:params");
+        let params = common::companion(key, "params");
         assert!(!common::key_exists(&mut conn, &params).await);
     }
 }
@@ -110,7 +110,7 @@ async fn clear_and_expire_refuse_a_filter_of_other_parameters() {
         // The right parameters clear it, parameters and all.
         assert!(real.clear().await.unwrap());
         assert!(!common::key_exists(&mut conn, &key).await);
-        let params = format!("{{{key}}}:redbloom:params");
+        let params = common::companion(&key, "params");
         assert!(!common::key_exists(&mut conn, &params).await);
     }
 }
@@ -194,9 +194,9 @@ async fn companion_and_shard_keys_cannot_be_opened_as_filters() {
     sharded.add_many(&["a", "b", "c", "d"]).await.unwrap();
 
     let mut theirs: Vec<String> = vec![
-        format!("{{{key}}}:redbloom:params"),
-        format!("{{{key}}}:redbloom:scratch"),
-        format!("{{{key}:sharded}}:redbloom:params"),
+        common::companion(&key, "params"),
+        common::companion(&key, "scratch"),
+        common::companion(&format!("{key}:sharded"), "params"),
     ];
     let shard_keys: Vec<String> =
         cmd(&mut conn, &["KEYS", &format!("*:{key}:sharded:shard:*")]).await;
@@ -303,7 +303,7 @@ async fn a_string_that_is_not_a_filter_is_only_read() {
     foreign(fresh.add("x").await, "add first");
     assert_eq!(common::key_hex(&mut conn, &key).await, hex(b"hello world"));
     assert_eq!(common::pttl(&mut conn, &key).await, -1);
-    let params = format!("{{{key}}}:redbloom:params");
+    let params = common::companion(&key, "params");
     assert!(!common::key_exists(&mut conn, &params).await);
 
     // Said to be a go-zero filter shared with Go: written as one, and nothing stored beside it.

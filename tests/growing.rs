@@ -4,12 +4,12 @@
 //! and a full filter, and sharded filters whose shards grow by themselves.
 //!
 //! The level structure is checked from the keys themselves: the counts hash
-//! `{KEY}:redbloom:grow:HASH` (field i = new items level i took) and the strings that hold the
-//! levels, `{KEY}:redbloom:grow:HASH:S` (levels share a string, a segment, up to 4 MiB:
-//! [`GrowingBloom::levels`] says where each level lies). Level i of a part holds `first·F^i` new items, `first` being
-//! `ceil(N / shards)`; a level is made by the first new item past the newest level's capacity,
-//! so a part that took `items` new items has the fewest levels L with
-//! `Σ_{i<L} first·F^i ≥ items`.
+//! `{KEY}:redbloom:LEN:KEY:grow:HASH` (field i = new items level i took) and the strings that
+//! hold the levels, `{KEY}:redbloom:LEN:KEY:grow:HASH:S` (levels share a string, a segment, up
+//! to 4 MiB: [`GrowingBloom::levels`] says where each level lies). Level i of a part holds
+//! `first·F^i` new items, `first` being `ceil(N / shards)`; a level is made by the first new
+//! item past the newest level's capacity, so a part that took `items` new items has the fewest
+//! levels L with `Σ_{i<L} first·F^i ≥ items`.
 
 mod common;
 
@@ -70,10 +70,12 @@ async fn snapshot(conn: &mut Conn, pattern: &str) -> Vec<(String, Vec<u8>, bool)
     all
 }
 
-/// Whether `key` is a counts hash (`...:redbloom:grow:HASH`, no level number after it).
+/// Whether `key` is a counts hash (the companion `grow:HASH` of a filter's key or a shard's, no
+/// level number after it).
 fn is_counts_key(key: &str) -> bool {
-    key.rsplit_once(":redbloom:grow:")
-        .is_some_and(|(_, tail)| !tail.contains(':'))
+    common::companion_of(key)
+        .and_then(|(_, name)| name.strip_prefix("grow:"))
+        .is_some_and(|hash| !hash.contains(':'))
 }
 
 /// The counts keys among the keys matching `pattern`.
@@ -89,9 +91,20 @@ async fn counts_keys(conn: &mut Conn, pattern: &str) -> Vec<String> {
 
 /// The one counts key of the one-key filter `key`.
 async fn counts_key(conn: &mut Conn, key: &str) -> String {
-    let counts = counts_keys(conn, &format!("{{{key}}}:redbloom:grow:*")).await;
+    let counts = counts_keys(conn, &format!("{}*", common::companion(key, "grow:"))).await;
     assert_eq!(counts.len(), 1, "one counts hash for {key}: {counts:?}");
     counts.into_iter().next().unwrap()
+}
+
+/// The name of the counts key of the one-key filter `key` after the key's own (`grow:HASH`):
+/// it depends on the parameters only, so that a filter of the same parameters at another key
+/// `other` keeps its counts at `common::companion(other, NAME)`.
+async fn counts_name(conn: &mut Conn, key: &str) -> String {
+    let counts = counts_key(conn, key).await;
+    counts
+        .strip_prefix(&common::companion(key, ""))
+        .unwrap_or_else(|| panic!("{counts} is a companion of {key}"))
+        .to_owned()
 }
 
 /// The counts hash at `counts`, level by level: its fields must be exactly 0..L-1.
@@ -805,14 +818,9 @@ async fn mismatch_wrong_type_clear_expire_info_and_full() {
 
     // A list at the counts key. The counts' name depends on the parameters only: learn it
     // from a filter of the same parameters at another key.
-    let counts_suffix = counts_key(&mut conn, &key)
-        .await
-        .split_once("}:")
-        .unwrap()
-        .1
-        .to_owned();
+    let counts_name = counts_name(&mut conn, &key).await;
     let typed_key = common::unique_key("grow-wrong-type");
-    let typed_counts = format!("{{{typed_key}}}:{counts_suffix}");
+    let typed_counts = common::companion(&typed_key, &counts_name);
     let () = redis::cmd("RPUSH")
         .arg(&typed_counts)
         .arg("not")
@@ -1060,15 +1068,10 @@ async fn bulk_batches_refuse_mismatches_and_wrong_types() {
         std::slice::from_ref(&bare_key)
     );
 
-    let counts_suffix = counts_key(&mut conn, &key)
-        .await
-        .split_once("}:")
-        .unwrap()
-        .1
-        .to_owned();
+    let counts_name = counts_name(&mut conn, &key).await;
     let typed_key = common::unique_key("grow-bulk-wrong-type");
     let () = redis::cmd("RPUSH")
-        .arg(format!("{{{typed_key}}}:{counts_suffix}"))
+        .arg(common::companion(&typed_key, &counts_name))
         .arg("not a hash")
         .query_async(&mut conn)
         .await
@@ -1111,16 +1114,11 @@ async fn wrong_type_at_a_level_key_changes_nothing() {
     let probe_key = common::unique_key("grow-level-probe");
     let probe = growing(conn.clone(), &probe_key, 100, 0.01, 2);
     probe.add("x").await.unwrap();
-    let suffix = counts_key(&mut conn, &probe_key)
-        .await
-        .split_once("}:")
-        .unwrap()
-        .1
-        .to_owned();
+    let counts_name = counts_name(&mut conn, &probe_key).await;
     probe.clear().await.unwrap();
 
     let key = common::unique_key("grow-level-wrong-type");
-    let level0 = format!("{{{key}}}:{suffix}:0");
+    let level0 = common::companion(&key, &format!("{counts_name}:0"));
     let () = redis::cmd("RPUSH")
         .arg(&level0)
         .arg("not a string")
@@ -1391,7 +1389,7 @@ async fn adding_present_items_again_writes_nothing() {
 
     let keys = watch_filter(&mut watcher, &mut conn, &key).await;
     assert!(
-        keys.iter().any(|k| k.contains(":redbloom:once:")),
+        keys.iter().any(|k| common::is_record(k)),
         "the new items' steps were recorded: {keys:?}"
     );
     let before = snapshot(&mut conn, &format!("*{key}*")).await;

@@ -123,14 +123,10 @@ type Part = (u16, String, BTreeMap<u64, u64>);
 /// new items over the parts.
 fn parts_on_masters(cluster: &RedisCluster, key: &str, shards: u32) -> (Vec<Part>, u64) {
     let made = keys_on_masters(cluster, key);
-    let params = match key.contains('{') {
-        true => format!("{key}:redbloom:params"),
-        false => format!("{{{key}}}:redbloom:params"),
-    };
-    let prefix = |shard: u32| match (shards, key.contains('{')) {
-        (1, true) => format!("{key}:redbloom:grow:"),
-        (1, false) => format!("{{{key}}}:redbloom:grow:"),
-        (n, _) => format!("}}:{key}:shard:{shard}/{n}:redbloom:grow:"),
+    let params = common::companion(key, "params");
+    let prefix = |shard: u32| match shards {
+        1 => common::companion(key, "grow:"),
+        n => format!("}}:{key}:shard:{shard}/{n}:grow:"),
     };
     let mut parts = Vec::new();
     let mut expected = vec![params.clone()];
@@ -278,7 +274,7 @@ async fn every_operation(cluster: &RedisCluster, key: &str, shards: u32) {
     if shards == 1 {
         let params = keys_on_masters(cluster, key)
             .into_iter()
-            .find(|(_, k)| k.ends_with(":redbloom:params"))
+            .find(|(_, k)| *k == common::companion(key, "params"))
             .unwrap();
         assert_eq!(
             params.0, homes[0],

@@ -57,7 +57,11 @@ async fn state(conn: &mut MultiplexedConnection, key: &str) -> BTreeMap<String, 
                 format!("{bytes:?}")
             }
         };
-        // The same layout under another key: compare by the name's tail.
+        // The same layout under another key (of another length): compare by the name's tail.
+        let name = name.replace(
+            &format!(":redbloom:{}:{key}:", key.len()),
+            ":redbloom:LEN:KEY:",
+        );
         out.insert(name.replace(key, "KEY"), value);
     }
     out
@@ -166,7 +170,7 @@ async fn racing_dense_adds_lose_nothing_and_fill_levels_exactly() {
         "the counts add up to the new answers: {info:?}"
     );
     let counts_key: Vec<String> = redis::cmd("KEYS")
-        .arg(format!("{{{key}}}:redbloom:grow:*"))
+        .arg(format!("{}*", common::companion(key, "grow:")))
         .query_async(&mut conn)
         .await
         .unwrap();
@@ -265,7 +269,7 @@ async fn new_segments_made_after_an_expire_keep_its_ttl() {
         assert!(filter.expire(Duration::from_secs(600)).await.unwrap());
         let segment1: String = {
             let names: Vec<String> = redis::cmd("KEYS")
-                .arg(format!("*{key}*:redbloom:grow:*:0"))
+                .arg(format!("*:redbloom:*{key}*:grow:*:0"))
                 .query_async(&mut conn)
                 .await
                 .unwrap();

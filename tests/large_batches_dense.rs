@@ -190,7 +190,7 @@ async fn a_merge_by_ranges_writes_the_bytes_and_answers_of_per_item_adds() {
             bytes_of(&mut conn, reference.key()).await == bytes_of(&mut conn, ranged.key()).await
         );
         // Both scratch keys gone.
-        assert_eq!(keys_like(&mut conn, ":redbloom:scratch").await.len(), 0);
+        assert_eq!(keys_like(&mut conn, ":redbloom:*:scratch").await.len(), 0);
 
         // Checks of the batch and as many absent items: by ranges, as per-item checks answer.
         let mut probes = again.clone();
@@ -326,7 +326,7 @@ async fn a_key_of_another_type_is_wrong_type_and_left_alone() {
         .unwrap();
     assert_eq!(fields, HashMap::from([("field".into(), "value".into())]));
     assert_eq!(
-        keys_like(&mut conn, &format!("{key}}}:redbloom:scratch"))
+        keys_like(&mut conn, &common::companion(&key, "scratch"))
             .await
             .len(),
         0
@@ -492,7 +492,7 @@ async fn an_acl_that_refuses_the_merge_falls_back_to_bitfield_with_the_same_byte
             reset_stats(&mut admin).await;
             limited.add_many(&items).await.unwrap();
             assert_eq!(command_calls(&mut admin).await["eval"], 0, "{what}");
-            assert_eq!(keys_like(&mut admin, ":redbloom:scratch").await.len(), 0);
+            assert_eq!(keys_like(&mut admin, ":redbloom:*:scratch").await.len(), 0);
         }
     }
 }

@@ -102,7 +102,7 @@ async fn growing_keys(
     conn: &mut MultiplexedConnection,
     bloom: &GrowingBloom<MultiplexedConnection>,
 ) -> (Vec<String>, Vec<String>) {
-    let keys = common::keys_like(conn, &format!("*{}*:redbloom:grow:*", bloom.key())).await;
+    let keys = common::keys_like(conn, &format!("*:redbloom:*{}*:grow:*", bloom.key())).await;
     let segment = |key: &String| {
         key.rsplit_once(":grow:")
             .is_some_and(|(_, rest)| rest.contains(':'))
@@ -124,13 +124,13 @@ fn window(
         .unwrap()
 }
 
-/// A window filter's generation keys, named by their epoch (not its record rings, under the
-/// same prefix).
+/// A window filter's generation keys, named by their epoch (not its record rings, beside
+/// them).
 async fn generation_keys(
     conn: &mut MultiplexedConnection,
     bloom: &WindowBloom<MultiplexedConnection>,
 ) -> Vec<String> {
-    let keys = common::keys_like(conn, &format!("*{}*:redbloom:gen:*", bloom.key())).await;
+    let keys = common::keys_like(conn, &format!("*:redbloom:*{}*:gen:*", bloom.key())).await;
     keys.into_iter()
         .filter(|k| {
             k.rsplit(':')

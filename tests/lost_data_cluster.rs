@@ -82,8 +82,11 @@ async fn a_sharded_filter_whose_shard_is_gone_fails_its_checks_on_a_cluster() {
         .build(conn.clone())
         .unwrap();
     growing.add_many(&all).await.unwrap();
-    // A level segment of a shard: `…lost-growing:shard:0/3:redbloom:grow:HASH:0`.
+    // A level segment of a shard: `{rb…}:redbloom:LEN:{rb…}:lost-growing:shard:0/3:grow:HASH:0`.
     let gone = delete(key_on_masters(&cluster, "lost-growing:shard:0/3", ":0"));
-    assert!(gone.contains(":redbloom:grow:"), "{gone}");
+    assert!(
+        gone.contains(":redbloom:") && gone.contains(":lost-growing:shard:0/3:grow:"),
+        "{gone}"
+    );
     assert_lost("growing", growing.exists_many(&all).await, &gone);
 }

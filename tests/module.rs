@@ -368,7 +368,7 @@ async fn info_clear_and_expire() {
     assert!(info.bytes > 0);
     assert_eq!(info.false_positive_rate, 0.001);
     assert!(bloom.expire(Duration::from_secs(100)).await.unwrap());
-    let params = format!("{{{key}}}:redbloom:params");
+    let params = common::companion(&key, "params");
     for k in [&key, &params] {
         let ttl = common::pttl(&mut conn, k).await;
         assert!((90_000..=100_000).contains(&ttl), "{k}: {ttl}");
@@ -759,9 +759,10 @@ async fn a_stalled_server_meets_the_call_deadline() {
 /// The ACL of docs/security.md's "Module filters" for the filter `key`.
 fn module_acl(key: &str) -> Vec<String> {
     let line = format!(
-        "SETUSER app on >pw ~{key} ~{{{key}}}:redbloom:params ~{{{key}}}:redbloom:once:* \
-         ~{{rb*}}:{key}:shard:* -@all +bf.reserve +bf.madd +bf.insert +bf.mexists +bf.info +evalsha \
-         +eval +get +set +exists +pttl +pexpire +del +hget +hset +unlink +info +wait"
+        "SETUSER app on >pw ~{key} ~{{{key}}}:redbloom:*:{key}:params \
+         ~{{{key}}}:redbloom:*:{key}:once:* ~{{rb*}}:{key}:shard:* -@all +bf.reserve +bf.madd \
+         +bf.insert +bf.mexists +bf.info +evalsha +eval +get +set +exists +pttl +pexpire +del \
+         +hget +hset +unlink +info +wait"
     );
     line.split_whitespace().map(str::to_owned).collect()
 }

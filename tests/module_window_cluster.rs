@@ -46,7 +46,7 @@ async fn windowed_shards_spread_over_the_masters() {
     for master in cluster.master_ports() {
         let found = cli(
             master,
-            &["KEYS", "*module:window:sharded:shard:*:redbloom:gen:*"],
+            &["KEYS", "*:redbloom:*:module:window:sharded:shard:*:gen:*"],
         );
         for generation in found.lines().map(str::trim).filter(|k| !k.is_empty()) {
             masters.insert(master);
@@ -75,9 +75,10 @@ async fn windowed_shards_spread_over_the_masters() {
     for master in cluster.master_ports() {
         let found = cli(master, &["KEYS", "*module:window:copy*"]);
         let found = found.lines().map(str::trim);
-        for key in found.filter(|k| !k.is_empty() && !k.ends_with(":redbloom:params")) {
+        let params = common::companion("module:window:copy", "params");
+        for key in found.filter(|k| !k.is_empty() && *k != params) {
             assert!(
-                key.contains(":redbloom:gen:"),
+                common::companion_of(key).is_some_and(|(_, name)| name.starts_with("gen:")),
                 "no ledger, no staging: {key}"
             );
             let pttl: i64 = cli(master, &["PTTL", key]).trim().parse().unwrap();
@@ -136,7 +137,8 @@ async fn windowed_shards_spread_over_the_masters() {
         [true, true, false]
     );
     let master = cluster.master_of("module:window:one");
-    let found = cli(master, &["KEYS", "{module:window:one}:redbloom:gen:*"]);
+    let generations = format!("{}*", common::companion("module:window:one", "gen:"));
+    let found = cli(master, &["KEYS", &generations]);
     let generation = found.trim();
     assert!(!generation.is_empty());
     cli(master, &["DEL", generation]);

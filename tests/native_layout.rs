@@ -12,7 +12,7 @@ type Bloom = RedisBloom<MultiplexedConnection>;
 
 /// The params sidecar of a key without a hash tag.
 fn params_key(key: &str) -> String {
-    format!("{{{key}}}:redbloom:params")
+    common::companion(key, "params")
 }
 
 fn native(key: &str, bits: u64, hashes: u32) -> redbloom::Builder<redbloom::kind::Plain> {
@@ -352,9 +352,12 @@ async fn a_hash_tagged_key_keeps_its_tag() {
     let key = format!("{{tenant}}:seen:{}", common::unique_key("tagged"));
     let bloom = native(&key, 10_000, 4).build(conn.clone()).unwrap();
     bloom.add("a").await.unwrap();
-    let params = format!("{key}:redbloom:params");
+    let params = common::companion(&key, "params");
+    assert!(params.starts_with("{tenant}:redbloom:"), "{params}");
     assert_eq!(hgetall(&mut conn, &params).await, stored_params(10_000, 4));
-    assert!(!common::key_exists(&mut conn, &params_key(&key)).await);
+    // Not under the whole key as a tag, as for a key without one.
+    let whole = format!("{{{key}}}:redbloom:{}:{key}:params", key.len());
+    assert!(!common::key_exists(&mut conn, &whole).await);
 
     assert!(bloom.expire(Duration::from_secs(50)).await.unwrap());
     let ttl = common::pttl(&mut conn, &params).await;

@@ -7,7 +7,7 @@ mod common;
 use redbloom::{Error, RedisBloom};
 
 fn params_key(key: &str) -> String {
-    format!("{{{key}}}:redbloom:params")
+    common::companion(key, "params")
 }
 
 #[tokio::test]

@@ -177,7 +177,10 @@ fn the_readme_program_passes_twice_against_a_private_server() {
     let keys: HashSet<&str> = keys.iter().map(String::as_str).collect();
     assert_eq!(
         keys,
-        HashSet::from(["events:seen", "{events:seen}:redbloom:params"])
+        HashSet::from([
+            "events:seen",
+            "{events:seen}:redbloom:11:events:seen:params"
+        ])
     );
 }
 

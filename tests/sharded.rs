@@ -68,7 +68,7 @@ async fn a_sharded_filter_behaves_as_one() {
     assert_eq!(shard_keys.len(), 4, "{shard_keys:?}");
     assert!(!common::key_exists(&mut conn, &key).await);
     let stored: String = redis::cmd("GET")
-        .arg(format!("{{{key}}}:redbloom:params"))
+        .arg(common::companion(&key, "params"))
         .query_async(&mut conn)
         .await
         .unwrap();
@@ -202,7 +202,7 @@ async fn a_sharded_native_filter_stores_its_parameters_again_after_expiry() {
     let redis = common::redis().await;
     let mut conn = redis.connection().await;
     let key = common::unique_key("sharded-native");
-    let params = format!("{{{key}}}:redbloom:params");
+    let params = common::companion(&key, "params");
     let native = |items: u64| {
         RedisBloom::builder(&key)
             .layout(redbloom::Layout::Native)

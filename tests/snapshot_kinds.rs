@@ -246,7 +246,7 @@ async fn a_growing_import_drops_the_levels_past_the_file() {
 
 /// A window filter's generation keys.
 async fn generations(conn: &mut Conn, key: &str) -> Vec<String> {
-    common::keys_like(conn, &format!("{{{key}}}:redbloom:gen:*")).await
+    common::keys_like(conn, &format!("{}*", common::companion(key, "gen:"))).await
 }
 
 /// A window's generations keep the expiry of their epoch through a snapshot: imported a while

@@ -576,10 +576,10 @@ async fn a_merge_grows_the_key_to_the_files_length() {
     assert!(common::staging_keys(&mut conn).await.is_empty());
 }
 
-/// A window filter's generations (`{KEY}:redbloom:gen:HASH:EPOCH`), by epoch.
+/// A window filter's generations (`{KEY}:redbloom:LEN:KEY:gen:HASH:EPOCH`), by epoch.
 async fn generations(conn: &mut MultiplexedConnection, key: &str) -> BTreeMap<i64, String> {
     let keys: Vec<String> = redis::cmd("KEYS")
-        .arg(format!("{{{key}}}:redbloom:gen:*"))
+        .arg(format!("{}*", common::companion(key, "gen:")))
         .query_async(conn)
         .await
         .unwrap();

@@ -28,7 +28,7 @@ fn window(
 /// The filter's generations: (epoch, bytes), by epoch.
 async fn generations(conn: &mut MultiplexedConnection, key: &str) -> Vec<(i64, Vec<u8>)> {
     let mut all = Vec::new();
-    for gen in keys_like(conn, &format!("{{{key}}}:redbloom:gen:*")).await {
+    for gen in keys_like(conn, &format!("{}*", common::companion(key, "gen:"))).await {
         let Ok(epoch) = gen.rsplit(':').next().unwrap().parse::<i64>() else {
             continue;
         };
@@ -90,11 +90,12 @@ async fn ranges_match_small_batches() {
         generations(&mut conn, &small_key).await,
     );
     assert!(!b.is_empty() && b == s, "the generations' bytes differ");
-    assert!(
-        keys_like(&mut conn, &format!("{{{big_key}}}:redbloom:scratch*"))
-            .await
-            .is_empty()
-    );
+    assert!(keys_like(
+        &mut conn,
+        &format!("{}*", common::companion(&big_key, "scratch"))
+    )
+    .await
+    .is_empty());
     let info = big.info().await.unwrap();
     assert!(
         info.parts

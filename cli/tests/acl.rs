@@ -109,7 +109,7 @@ async fn records(url: &str, admin: &mut redis::aio::MultiplexedConnection) -> (b
     let big: Vec<String> = (0..400).map(|i| format!("b{i}")).collect();
     bloom.add_many(&big).await.unwrap();
     let mut records = 0;
-    for ring in acl::keys(admin, &format!("{{{key}}}:redbloom:once:*")).await {
+    for ring in acl::keys(admin, &format!("{}*", common::companion(&key, "once:"))).await {
         let fields: u64 = redis::cmd("HLEN")
             .arg(&ring)
             .query_async(admin)
@@ -121,7 +121,7 @@ async fn records(url: &str, admin: &mut redis::aio::MultiplexedConnection) -> (b
 }
 
 /// The key patterns of a filter at `bf:*`: the bits, and the sidecar keys
-/// `{KEY}:redbloom:params` and `{KEY}:redbloom:scratch` in the same cluster slot.
+/// `{KEY}:redbloom:LEN:KEY:params` and `…:scratch` in the same cluster slot.
 const KEYS: &[&str] = &["~bf:*", "~{bf:*}:redbloom:*"];
 
 /// Asserts that no rendering of `err` (its message, its debug form, its causes) shows

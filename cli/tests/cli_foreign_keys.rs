@@ -104,7 +104,7 @@ async fn clear_and_expire_refuse_another_size_and_zero_seconds() {
     assert_eq!(common::pttl(&mut conn, &key).await, -1);
 
     // A filter's companion key is not a filter.
-    let params = format!("{{{key}}}:redbloom:params");
+    let params = common::companion(&key, "params");
     let stored = common::key_hex(&mut conn, &params).await;
     assert!(!stored.is_empty());
     assert_fails(

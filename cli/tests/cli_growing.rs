@@ -89,12 +89,12 @@ async fn keys_with(conn: &mut MultiplexedConnection, key: &str) -> Vec<String> {
     names
 }
 
-/// The levels' counts of the filter of one key `key` (`{KEY}:redbloom:grow:HASH`, a hash of
+/// The levels' counts of the filter of one key `key` (`{KEY}:redbloom:LEN:KEY:grow:HASH`, a hash of
 /// level → new items it took), read from the server, and that hash's name; every other key
 /// of the filter checked to be a level of it or its parameters.
 async fn counts_of(conn: &mut MultiplexedConnection, key: &str) -> (String, BTreeMap<u64, u64>) {
     let names = keys_with(conn, key).await;
-    let prefix = format!("{{{key}}}:redbloom:grow:");
+    let prefix = common::companion(key, "grow:");
     let counts: Vec<&String> = names
         .iter()
         .filter(|n| n.strip_prefix(&prefix).is_some_and(|h| !h.contains(':')))
@@ -116,14 +116,14 @@ async fn counts_of(conn: &mut MultiplexedConnection, key: &str) -> (String, BTre
     let mut expected: Vec<String> = [
         format!("{counts}:0"),
         counts.clone(),
-        format!("{{{key}}}:redbloom:params"),
+        common::companion(key, "params"),
     ]
     .into();
     expected.sort();
     // Beside them, the records of exact answers across retries (the load's steps).
     let (records, names): (Vec<String>, Vec<String>) = names
         .into_iter()
-        .partition(|name| name.starts_with(&format!("{counts}:redbloom:once:")));
+        .partition(|name| name.starts_with(&common::companion(&counts, "once:")));
     assert!(!records.is_empty(), "the load's steps were recorded");
     assert_eq!(
         names, expected,
@@ -268,7 +268,7 @@ async fn load_grows_the_levels_the_capacities_need() {
     // Loaded again: present in some level, so nothing written, no capacity used (the steps'
     // records of their answers aside).
     let filter = |mut keys: BTreeMap<String, (Vec<u8>, i64)>| {
-        keys.retain(|name, _| !name.contains(":redbloom:once:"));
+        keys.retain(|name, _| !common::is_record(name));
         keys
     };
     let before = filter(snapshot(&mut conn, &key).await);
@@ -363,7 +363,7 @@ async fn a_sharded_filter_grows_each_shard() {
     let mut most = 0;
     let mut items = 0;
     for shard in 0..4 {
-        let tail = format!(":{key}:shard:{shard}/4:redbloom:grow:");
+        let tail = format!(":{key}:shard:{shard}/4:grow:");
         let counts: Vec<&String> = names
             .iter()
             .filter(|n| {
@@ -391,7 +391,7 @@ async fn a_sharded_filter_grows_each_shard() {
     }
     // Four shards' counts and levels, and the parameters at the key's own slot: nothing else.
     assert!(
-        names.contains(&format!("{{{key}}}:redbloom:params")),
+        names.contains(&common::companion(&key, "params")),
         "{names:?}"
     );
     assert!(!names.contains(&key), "no bare key: {names:?}");

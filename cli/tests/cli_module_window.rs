@@ -79,7 +79,7 @@ async fn verbs_and_info() {
         (0, Some(3), Some(2)),
         "{err}"
     );
-    let generations = keys_like(&mut conn, &format!("{{{key}}}:redbloom:gen:*")).await;
+    let generations = keys_like(&mut conn, &format!("{}*", common::companion(&key, "gen:"))).await;
     assert_eq!(generations.len(), 1, "{generations:?}");
     let pttl: i64 = redis::cmd("PTTL")
         .arg(&generations[0])
@@ -163,9 +163,12 @@ async fn mismatches_write_nothing() {
         &["without --window"],
         None,
     );
-    assert!(keys_like(&mut conn, &format!("{{{plain}}}:redbloom:gen:*"))
-        .await
-        .is_empty());
+    assert!(keys_like(
+        &mut conn,
+        &format!("{}*", common::companion(&plain, "gen:"))
+    )
+    .await
+    .is_empty());
 }
 
 /// Clients whose clocks are ten minutes behind and seven ahead get exactly the answers of one
@@ -201,7 +204,7 @@ async fn skewed_client_clocks_agree() {
     ));
     assert_eq!((code, json["new"].as_u64()), (0, Some(50)), "{err}");
     let mut conn = redis.connection().await;
-    let generations = keys_like(&mut conn, &format!("{{{key}}}:redbloom:gen:*")).await;
+    let generations = keys_like(&mut conn, &format!("{}*", common::companion(&key, "gen:"))).await;
     assert_eq!(
         generations.len(),
         1,
@@ -275,9 +278,17 @@ async fn export_and_import_between_two_servers() {
         &args(&["--json", "exists", "a", "b", "old"]),
     ));
     assert_eq!((code, json["present"].as_u64()), (1, Some(2)), "{json}");
-    let made = keys_like(&mut conn_a, &format!("{{{key}}}:redbloom:gen:*")).await;
+    let made = keys_like(
+        &mut conn_a,
+        &format!("{}*", common::companion(&key, "gen:")),
+    )
+    .await;
     assert_eq!(
-        keys_like(&mut conn_b, &format!("{{{key}}}:redbloom:gen:*")).await,
+        keys_like(
+            &mut conn_b,
+            &format!("{}*", common::companion(&key, "gen:"))
+        )
+        .await,
         made
     );
     for generation in &made {
@@ -287,11 +298,12 @@ async fn export_and_import_between_two_servers() {
         );
         assert!(there > 0 && (there - here).abs() < 300, "{there} {here}");
     }
-    assert!(
-        keys_like(&mut conn_b, &format!("{{{key}}}:redbloom:made:*"))
-            .await
-            .is_empty()
-    );
+    assert!(keys_like(
+        &mut conn_b,
+        &format!("{}*", common::companion(&key, "made:"))
+    )
+    .await
+    .is_empty());
 
     let flat_file = dir.path().join("flat.rbloom");
     let flat_file = flat_file.to_str().unwrap();

@@ -120,7 +120,7 @@ async fn verbs_and_info() {
         &["holds a window filter", "leave the size flags out"],
         None,
     );
-    assert!(common::key_exists(&mut conn, &format!("{{{key}}}:redbloom:params")).await);
+    assert!(common::key_exists(&mut conn, &common::companion(&key, "params")).await);
     assert_fails(
         redbloom(url, &key, &["--window", "2s", "--bits", "1000", "add", "x"]),
         &["--capacity"],

@@ -21,9 +21,10 @@ use serde_json::json;
 use std::time::Duration;
 
 /// The dense path's grants, beyond [`AclKind::KEYS`] and [`AclKind::COMMANDS`]: its scratch
-/// keys beside a filter of one key (a sharded filter's are under the shard pattern already) and
-/// the commands its swap script calls. Optional: refused, big batches go by `BITFIELD`.
-const DENSE_KEYS: &[&str] = &["~{bf:*}:redbloom:swap:*"];
+/// keys beside a filter of one key, `{KEY}:redbloom:LEN:KEY:swap:*` (a sharded filter's are
+/// under the shard pattern already) and the commands its swap script calls. Optional: refused,
+/// big batches go by `BITFIELD`.
+const DENSE_KEYS: &[&str] = &["~{bf:*}:redbloom:*:bf:*:swap:*"];
 const DENSE_COMMANDS: &[&str] = &["bitop", "bitcount", "rename", "persist"];
 
 impl AclKind for Counting {
@@ -88,18 +89,20 @@ impl AclKind for Counting {
     /// Without one of these every operation works, but writes no longer record their answers
     /// across retries ([`Bloom::exact_retries`](redbloom::Bloom::exact_retries)).
     const EXACT_ONLY: &'static [&'static str] =
-        &["hget", "hset", "unlink", "~{bf:*}:redbloom:once:*"];
+        &["hget", "hset", "unlink", "~{bf:*}:redbloom:*:bf:*:once:*"];
     /// The counters of a filter of one key (the key itself), the stored parameters
-    /// `{KEY}:redbloom:params` (of either), and a sharded filter's counters
-    /// `{rbI.N}:KEY:shard:I/S`.
+    /// `{KEY}:redbloom:LEN:KEY:params` (of either), a sharded filter's counters
+    /// `{rbI.N}:KEY:shard:I/S` (and, under the same pattern, their companions
+    /// `{rbI.N}:redbloom:LEN:{rbI.N}:KEY:shard:I/S:…`), and the records of a filter of one key.
     const KEYS: &'static [&'static str] = &[
         "~bf:*",
-        "~{bf:*}:redbloom:params",
+        "~{bf:*}:redbloom:*:bf:*:params",
         "~{rb*}:bf:*:shard:*",
-        "~{bf:*}:redbloom:once:*",
+        "~{bf:*}:redbloom:*:bf:*:once:*",
     ];
     const OPTIONAL: &'static [&'static str] = &[];
-    const DOCUMENTED: &'static str = "ACL SETUSER app on >PW ~KEY ~{KEY}:redbloom:params ~{rb*}";
+    const DOCUMENTED: &'static str =
+        "ACL SETUSER app on >PW ~KEY ~{KEY}:redbloom:*:KEY:params ~{rb*}";
     const DOCUMENTED_KEY: &'static str = "users:blocked";
     const FLAGS: &'static [&'static str] = &["--counting"];
     const CAPACITY: &'static str = "20000";
@@ -276,7 +279,7 @@ async fn the_dense_grants_are_optional_and_a_refused_swap_writes_nothing() {
                 ttl.is_some_and(|t| (590..=600).contains(&t)),
                 "{what}: {ttl:?}"
             );
-            let scratch = acl::keys(&mut admin, "*redbloom:swap*").await;
+            let scratch = acl::keys(&mut admin, "*:redbloom:*:swap:*").await;
             assert!(scratch.is_empty(), "{what}: {scratch:?}");
             assert!(blocked.clear().await.unwrap());
         }

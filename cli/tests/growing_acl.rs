@@ -104,18 +104,18 @@ impl AclKind for Growing {
     /// across retries ([`Bloom::exact_retries`](redbloom::Bloom::exact_retries)).
     const EXACT_ONLY: &'static [&'static str] = &["unlink"];
     /// The bare key (declared by the scripts of a filter of one key, which refuse another
-    /// kind's bits there), the stored parameters `{KEY}:redbloom:params` (of either), the levels
-    /// and their counts of a filter of one key `{KEY}:redbloom:grow:HASH[:i]`, and a sharded
-    /// filter's `{rbI.N}:KEY:shard:I/S:redbloom:grow:HASH[:i]`.
+    /// kind's bits there), the stored parameters `{KEY}:redbloom:LEN:KEY:params` (of either),
+    /// the levels and their counts of a filter of one key `{KEY}:redbloom:LEN:KEY:grow:HASH[:i]`,
+    /// and a sharded filter's `{rbI.N}:redbloom:LEN:{rbI.N}:KEY:shard:I/S:grow:HASH[:i]`.
     const KEYS: &'static [&'static str] = &[
         "~gr:*",
-        "~{gr:*}:redbloom:params",
-        "~{gr:*}:redbloom:grow:*",
-        "~{rb*}:gr:*:shard:*:redbloom:grow:*",
+        "~{gr:*}:redbloom:*:gr:*:params",
+        "~{gr:*}:redbloom:*:gr:*:grow:*",
+        "~{rb*}:redbloom:*:gr:*:shard:*:grow:*",
     ];
     const OPTIONAL: &'static [&'static str] = &[];
     const DOCUMENTED: &'static str =
-        "ACL SETUSER app on >PW ~KEY ~{KEY}:redbloom:params ~{KEY}:redbloom:grow:*";
+        "ACL SETUSER app on >PW ~KEY ~{KEY}:redbloom:*:KEY:params ~{KEY}:redbloom:*:KEY:grow:*";
     const DOCUMENTED_KEY: &'static str = "crawl:frontier";
     const FLAGS: &'static [&'static str] = &["--growth", "2"];
     const CAPACITY: &'static str = "1000";

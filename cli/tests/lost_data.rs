@@ -85,7 +85,7 @@ async fn checks_of_a_growing_filter_whose_levels_are_gone_exit_2() {
     };
     let (code, _, err) = run(with(&["load", file]));
     assert_eq!(code, 0, "{err}");
-    let segments = common::keys_like(&mut conn, &format!("*{key}*:redbloom:grow:*:0")).await;
+    let segments = common::keys_like(&mut conn, &format!("*:redbloom:*{key}*:grow:*:0")).await;
     assert_eq!(segments.len(), 1, "{segments:?}");
     let _: () = redis::cmd("DEL")
         .arg(&segments[0])
@@ -124,8 +124,9 @@ async fn checks_of_a_window_filter_whose_generation_is_gone_exit_2() {
     let (code, out, err) = run(with(&["load", file]));
     assert_eq!((code, out["new"].as_u64()), (0, Some(1000)), "{err}");
 
-    let generations = common::keys_like(&mut conn, &format!("{{{key}}}:redbloom:gen:*")).await;
-    // A generation's name ends with its epoch (not a record ring's, under the same prefix).
+    let generations =
+        common::keys_like(&mut conn, &format!("{}*", common::companion(&key, "gen:"))).await;
+    // A generation's name ends with its epoch (a record ring's, beside them, does not).
     let generation: Vec<&String> = generations
         .iter()
         .filter(|k| {

@@ -115,6 +115,53 @@ pub fn unique_key(name: &str) -> String {
     format!("redbloom-test:{name}:{}:{nanos}:{n}", std::process::id())
 }
 
+/// The name of the companion `name` of the filter key `key` (its stored parameters `params`,
+/// window generations `gen:HASH:EPOCH`, records `once:W.I`, ...), as `keys::sidecar` makes it:
+/// `{TAG}:redbloom:LEN:KEY:NAME`, `TAG` being `key`'s hash tag, or `key` itself when it has
+/// none, and `LEN` the length of `key` in bytes. `companion(key, "gen:")` is the start of the
+/// names of `key`'s generations (a `KEYS` pattern with `*` after it).
+///
+/// # Panics
+/// For a key without a hash tag that cannot be one (empty, or holding a `}`): redbloom names
+/// its companions after a tag of its slot, which the tests do not compute.
+pub fn companion(key: &str, name: &str) -> String {
+    let tag = key
+        .find('{')
+        .and_then(|open| {
+            let rest = &key[open + 1..];
+            rest.find('}').map(|close| &rest[..close])
+        })
+        .filter(|tag| !tag.is_empty());
+    let tag = match tag {
+        Some(tag) => tag,
+        None if !key.is_empty() && !key.contains('}') => key,
+        None => panic!(
+            "common::companion({key:?}, {name:?}): a key without a hash tag that cannot be one \
+             (empty, or holding a '}}') has its companions under a tag of its slot; use a key \
+             with a tag or without '}}'"
+        ),
+    };
+    format!("{{{tag}}}:redbloom:{}:{key}:{name}", key.len())
+}
+
+/// The filter key and the companion name (`KEY`, `NAME`) of the companion key `full`
+/// (`{TAG}:redbloom:LEN:KEY:NAME`, see [`companion`]); `None` for any other key.
+pub fn companion_of(full: &str) -> Option<(&str, &str)> {
+    let close = full.strip_prefix('{')?.find('}')? + 1;
+    let rest = full[close + 1..].strip_prefix(":redbloom:")?;
+    let (len, rest) = rest.split_once(':')?;
+    let len: usize = len.parse().ok()?;
+    let key = rest.get(..len)?;
+    let name = rest.get(len..)?.strip_prefix(':')?;
+    Some((key, name))
+}
+
+/// Whether `name` is a record of exact answers across retries: a companion `once:*` of a
+/// filter's key, a shard's, a window filter's generations or a growing filter's levels.
+pub fn is_record(name: &str) -> bool {
+    companion_of(name).is_some_and(|(_, name)| name.starts_with("once:"))
+}
+
 /// The hex of the bytes Redis holds at `key` (`GET`), empty for a missing key.
 pub async fn key_hex(conn: &mut MultiplexedConnection, key: &str) -> String {
     let bytes: Option<Vec<u8>> = redis::cmd("GET").arg(key).query_async(conn).await.unwrap();
@@ -363,15 +410,19 @@ pub async fn keyspace(
     out
 }
 
-/// The staging keys an import leaves while it runs (`*:redbloom:import:*`), with their `PTTL`.
+/// The staging keys an import of a plain, counting or module filter leaves while it runs
+/// (the companions `import:*` of a filter's key or of a shard's, [`companion`]), with their
+/// `PTTL`.
 pub async fn staging_keys(conn: &mut MultiplexedConnection) -> Vec<(String, i64)> {
     let keys: Vec<String> = redis::cmd("KEYS")
-        .arg("*:redbloom:import:*")
+        .arg("*:redbloom:*:import:*")
         .query_async(conn)
         .await
         .unwrap();
     let mut out = Vec::new();
-    for key in keys {
+    let staging =
+        |key: &String| companion_of(key).is_some_and(|(_, name)| name.starts_with("import:"));
+    for key in keys.into_iter().filter(staging) {
         let ttl = pttl(conn, &key).await;
         out.push((key, ttl));
     }
