@@ -315,7 +315,7 @@ mod tests {
     }
 
     proptest::proptest! {
-        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(4096))]
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(1024))]
         /// No two distinct (key, name) pairs share a companion: the name reads back as the key
         /// and the name it was made of. Every companion hashes to its key's slot and is refused
         /// as a filter key.

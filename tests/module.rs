@@ -858,8 +858,9 @@ async fn adds_without_records_go_bare_and_answer_the_same() {
         );
         assert!(bloom.exists_many(&second).await.unwrap().iter().all(|&f| f));
     }
-    // Its key deleted by hand: `NOCREATE` refuses, and the script makes it again with this
-    // client's parameters (not `BF.INSERT`'s defaults: capacity 100).
+    // Its key deleted by hand under its stored parameters: a lost filter (SPEC.md §3), refused
+    // and not made again (`NOCREATE` refuses, and so does the script); after `clear` the script
+    // makes it again with this client's parameters (not `BF.INSERT`'s defaults: capacity 100).
     let key = common::unique_key("module-bare-gone");
     let bloom = module(&key)
         .exact_retries(false)
@@ -868,6 +869,12 @@ async fn adds_without_records_go_bare_and_answer_the_same() {
     bloom.add("a").await.unwrap();
     assert!(!bloom.add("a").await.unwrap());
     raw(&mut conn, &["DEL", &key]).await;
+    match bloom.add("b").await {
+        Err(Error::Lost { key: gone, .. }) => assert_eq!(gone, key),
+        other => panic!("expected Error::Lost, got {other:?}"),
+    }
+    assert!(!common::key_exists(&mut conn, &key).await, "made again");
+    bloom.clear().await.unwrap();
     assert!(bloom.add("b").await.unwrap());
     assert_eq!(field(&bf_info(&mut conn, &key).await, "Capacity"), 10_000);
     // Full: the bare command's refusal, item by item, as the script's.
