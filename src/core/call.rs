@@ -107,10 +107,21 @@ pub(crate) async fn run<C: Conn, K: Kind, T>(
     let span = call.span(K::NAME, &core.key, items);
     let started = metrics::Started::now();
     let work = async {
-        if !core.names.initialized() {
-            Box::pin(core.names_checked()).await?;
+        if core.names.initialized() {
+            return work.await;
         }
-        work.await
+        // One deadline bounds the whole call: the question asked before its first call's
+        // steps, and those steps, which take their own clock after it.
+        let clock = core.exec.clock();
+        Box::pin(core.names_checked(&clock)).await?;
+        match clock.deadline() {
+            Some(deadline) => tokio::time::timeout_at(deadline.into(), work)
+                .await
+                .unwrap_or_else(|_| {
+                    Err(crate::Error::Deadline(clock.timeout().unwrap_or_default()))
+                }),
+            None => work.await,
+        }
     };
     let result = work.instrument(span.clone()).await;
     if let Err(err) = &result {

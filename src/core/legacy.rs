@@ -11,6 +11,7 @@ use super::kind::{Fields, Kind};
 use super::{Bloom, Conn, Core};
 use crate::error::{Error, Result};
 use crate::keys;
+use crate::retry::Clock;
 use redis::aio::ConnectionLike;
 use redis::Value;
 
@@ -33,12 +34,11 @@ enum Owner {
 impl<C: Conn, K: Kind> Core<C, K> {
     /// Once per handle, before its first call: a filter this key's under the older names is
     /// moved to today's; one that may be this key's or the other's refuses the call.
-    pub(crate) async fn names_checked(&self) -> Result<()> {
+    pub(crate) async fn names_checked(&self, clock: &Clock) -> Result<()> {
         self.names
             .get_or_try_init(|| async {
-                let clock = self.exec.clock();
                 self.exec
-                    .retried(&clock, || async {
+                    .retried(clock, || async {
                         migrate(&mut self.exec.conn().clone(), &self.key, false).await
                     })
                     .await
