@@ -165,8 +165,15 @@ impl<'a, C: Conn> On<'a, C> {
         } = self;
         let guard_step = GuardStep::of(guard).shard_of(shard_of);
         if let Some(step) = step.filter(|_| exec.has(Cap::Exact)) {
-            match command_once(exec, (params, guard, guard_step), part, items, op, (step, index))
-                .await
+            match command_once(
+                exec,
+                (params, guard, guard_step),
+                part,
+                items,
+                op,
+                (step, index),
+            )
+            .await
             {
                 Err(err) if exec.lacks(Cap::Exact, &part.key, &err) => {}
                 done => return done,
