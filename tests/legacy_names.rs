@@ -225,3 +225,36 @@ async fn a_tagged_key_moves_with_nothing_to_ask() {
         .await
         .is_empty());
 }
+
+/// A key with a filter under today's names and older names beside it: the older names are left
+/// alone (a move would overwrite today's filter), and taking them needs today's cleared first.
+#[tokio::test]
+async fn a_filter_under_todays_names_is_never_overwritten_by_older_ones() {
+    let redis = common::redis().await;
+    let mut conn = redis.connection().await;
+    let key = format!("{{{}}}:x", common::unique_key("legacy-both"));
+    native(&conn, &key).add_many(&items(100)).await.unwrap();
+    // Older parameters of another size beside today's filter.
+    let _: () = redis::cmd("SET")
+        .arg(format!("{key}:redbloom:params"))
+        .arg("layout=native-v1 bits=8 hashes=1 hash=murmur3_x64_128")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let bloom = native(&conn, &key);
+    assert!(bloom
+        .exists_many(&items(100))
+        .await
+        .unwrap()
+        .iter()
+        .all(|&f| f));
+    assert!(bloom.add("more").await.unwrap());
+    match redbloom::adopt_legacy_names(&mut conn, &key).await {
+        Err(Error::InvalidConfig(text)) => assert!(text.contains("clear it"), "{text}"),
+        other => panic!("expected InvalidConfig, got {other:?}"),
+    }
+    assert!(
+        bloom.exists("more").await.unwrap(),
+        "today's filter as it was"
+    );
+}

@@ -62,10 +62,21 @@ async fn migrate<C: ConnectionLike>(conn: &mut C, key: &str, adopt: bool) -> Res
         return Ok(false);
     };
     let shards = Fields(&stored).number::<u32>("shards").unwrap_or(1).max(1);
+    // Today's parameters are there: this key has a filter under today's names, which a move
+    // would overwrite. It is left alone, and so are the older names (the other key's, or
+    // forgotten); taking them for this key needs this key's filter cleared first.
+    if ask::<C, bool>(conn, "EXISTS", &today).await? {
+        return match adopt {
+            false => Ok(false),
+            true => Err(Error::InvalidConfig(format!(
+                "{key:?} has a filter under today's names already: clear it before taking the \
+                 older names {}* for it",
+                keys::legacy_sidecar(key, "redbloom:")
+            ))),
+        };
+    }
     let owner = match (adopt, keys::legacy_partner(key)) {
         (true, _) | (_, None) => Owner::This,
-        // Today's parameters are there: this key's filter has today's names already.
-        (false, Some(_)) if ask::<C, bool>(conn, "EXISTS", &today).await? => Owner::Other,
         (false, Some(other)) => owner_of(conn, (key, &other), shards).await?,
     };
     match owner {
