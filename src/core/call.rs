@@ -115,7 +115,7 @@ pub(crate) async fn run<C: Conn, K: Kind, T>(
         let clock = core.exec.clock();
         Box::pin(core.names_checked(&clock)).await?;
         match clock.deadline() {
-            Some(deadline) => tokio::time::timeout_at(deadline.into(), work)
+            Some(deadline) => tokio::time::timeout_at(deadline, work)
                 .await
                 .unwrap_or_else(|_| {
                     Err(crate::Error::Deadline(clock.timeout().unwrap_or_default()))
