@@ -154,9 +154,12 @@ impl Guard {
         }
     }
 
-    /// The filter's name.
-    pub(crate) fn name(&self) -> &str {
-        &self.name
+    /// The filter's loss: its parameters are stored, its key `key` is gone.
+    pub(crate) fn lost(&self, key: &str) -> Error {
+        Error::Lost {
+            filter: self.name.clone(),
+            key: key.to_owned(),
+        }
     }
 
     /// Where the parameters live.
@@ -295,10 +298,7 @@ impl Guard {
     /// The mismatch a script's refusal `{"params", STORED}` means, if `reply` is one.
     pub(crate) fn refused(&self, reply: &Value) -> Option<Error> {
         if let Some(key) = refused_lost(reply) {
-            return Some(Error::Lost {
-                filter: self.name.clone(),
-                key,
-            });
+            return Some(self.lost(&key));
         }
         refused_params(reply).map(|stored| self.refusal(Evidence::Stored(stored)))
     }

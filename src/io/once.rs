@@ -288,10 +288,7 @@ impl<'a> GuardStep<'a> {
             return Err(mismatch);
         }
         match (self.shard_of, crate::io::guard::refused_lost(reply)) {
-            (Some(guard), Some(key)) => Err(Error::Lost {
-                filter: guard.name().to_owned(),
-                key,
-            }),
+            (Some(guard), Some(key)) => Err(guard.lost(&key)),
             _ => Ok(()),
         }
     }

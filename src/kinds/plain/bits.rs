@@ -318,10 +318,7 @@ impl Bits {
                     .query(&self.key, redis::cmd("EXISTS").arg(&self.key))
                     .await?;
                 if !exists {
-                    return Err(Error::Lost {
-                        filter: filter.name().to_owned(),
-                        key: self.key.clone(),
-                    });
+                    return Err(filter.lost(&self.key));
                 }
             }
             return Ok(());
@@ -337,10 +334,7 @@ impl Bits {
         let was_stored = stored != Value::Nil;
         guard.check_step(stored)?;
         if was_stored && !exists {
-            return Err(Error::Lost {
-                filter: guard.name().to_owned(),
-                key: self.key.clone(),
-            });
+            return Err(guard.lost(&self.key));
         }
         Ok(())
     }
@@ -470,22 +464,13 @@ impl Bits {
                 once::bitfield_guarded(ctx.exec, on, ("set", k), offsets).await
             }
             Engine::Fast => {
-                // The two go as one transaction: while a cluster moves the slot key by key, a
-                // plain pipeline redirected (`ASK`) for one of its keys would create the other
-                // on the new node before that key's own move, which then fails (`BUSYKEY`).
-                let mut tx = match ctx.guard.is_some_and(|g| g.step_needed()) {
-                    true => Tx::atomic(),
-                    false => Tx::plain(),
-                };
-                let guard = ctx
-                    .guard
-                    .and_then(|g| g.step(&mut tx).map(|slot| (g, slot)));
-                let set = tx.add::<Value>(bitfield::set(&self.key, offsets));
-                let mut replies = ctx.exec.run(&self.key, &tx).await?;
-                if let Some((g, slot)) = guard {
-                    g.check_step(slot.take(&mut replies)?)?;
-                }
-                fold(&replies.take(set)?, k, items, Fold::AnyZero)
+                // No guard here (a go-zero filter, or a shard this client has not seen
+                // stored): the bare command.
+                let reply: Value = ctx
+                    .exec
+                    .query(&self.key, &bitfield::set(&self.key, offsets))
+                    .await?;
+                fold(&reply, k, items, Fold::AnyZero)
             }
             Engine::Scripts => {
                 // The guard first: a pipeline would not load a script again on `NOSCRIPT`.
