@@ -1,22 +1,41 @@
 -- Exact answers across retries (SPEC.md §3), part 1 of 3: this head, then a write step's own
--- script as the body of `apply()`, then once_tail.lua, make one script.
--- The step's own KEYS and ARGV come first; then, last, one more key and five more arguments:
--- KEYS[#KEYS]: the ring slot of the step, a hash in the filter's slot group: field "e" holds
--- the slot's epoch; every other field is one step recorded in that epoch, and its reply (JSON).
--- ARGV[#ARGV-3]: the step's id. ARGV[#ARGV-2]: its epoch (seconds since 1970 / the ring's
--- width, from its first attempt). ARGV[#ARGV-2]: "1" on a retry, else "0". ARGV[#ARGV-1]:
--- "1" when a new slot takes the TTL of the body's KEYS[1] (the filter's key, which has one
--- after expire), "0" when it never does (a window filter's generations expire by design).
--- ARGV[#ARGV]: the answers the client computed before the write (a dense step that compares
--- and sets: its body replies 1 when it wrote), replied and recorded instead of that 1; "" for
--- a step whose body replies its answers itself.
+-- script as the body of `apply()`, then once_tail.lua, make one script (src/io/once.rs).
+-- The step's own KEYS and ARGV come first; then, last, the ring's slots and five arguments:
+-- KEYS[#KEYS - SLOTS + 1 .. #KEYS]: the ring's slots 0 .. SLOTS - 1, hashes in the filter's
+-- slot group: field "e" holds a slot's epoch, "t" when it started (server milliseconds), "n"
+-- that it started its successor; every other field is one step recorded in that epoch, and
+-- its reply. ARGV[#ARGV-4]: the step's id. ARGV[#ARGV-3]: the clock, "WIDTH SLOTS FLOOR
+-- ACK...": the ring's width (ms), its slot count, a lower bound of the step's first sending on
+-- the server's clock (ms since 1970, 0 when unknown), and the ids of steps whose callers have
+-- their replies (their records go). ARGV[#ARGV-2]: "1" on a retry, else "0". ARGV[#ARGV-1]:
+-- "1" when a new slot takes the TTL of the body's KEYS[1] where shorter than its own (the
+-- filter's key, which has one after expire), "0" when it never does (a window filter's
+-- generations expire by design). ARGV[#ARGV]: the answers the client computed before the
+-- write (a dense step that compares and sets: its body replies 1 when it wrote), replied and
+-- recorded instead of that 1; "" for a step whose body replies its answers itself.
 -- They are taken off, so that the body sees its own KEYS and ARGV.
-local once_ring = table.remove(KEYS)
 local once_answer = table.remove(ARGV)
 local once_ttl = table.remove(ARGV) == "1"
 local once_retry = table.remove(ARGV) == "1"
-local once_epoch = tonumber(table.remove(ARGV))
+local once_clock = table.remove(ARGV)
 local once_step = table.remove(ARGV)
+local once_width, once_slots, once_floor
+local once_acks = {}
+for field in string.gmatch(once_clock, "%S+") do
+    if not once_width then
+        once_width = tonumber(field)
+    elseif not once_slots then
+        once_slots = tonumber(field)
+    elseif not once_floor then
+        once_floor = tonumber(field)
+    else
+        once_acks[#once_acks + 1] = field
+    end
+end
+local once_rings = {}
+for i = once_slots, 1, -1 do
+    once_rings[i] = table.remove(KEYS)
+end
 -- A step that, when no flag of its reply is set, may be applied again with no other effect
 -- than a fresh call's (an add that only sets bits: it changes nothing the first application
 -- did not; a counting add-if-absent or remove: it wrote nothing) sets `once_quiet = {FIRST,

@@ -4,7 +4,7 @@
 -- commands are proven on KEYS[1], a key of its ring's pattern that holds nothing, so that a
 -- user the ACL refuses them learns it before anything is written, and the client writes without
 -- records (as when the ACL refuses the recording script itself) instead of recording steps whose
--- record then fails after their write. HGET, PEXPIRE and UNLINK of a key that does not exist
+-- record then fails after their write. TIME, HGET, HMGET, HDEL, PTTL, PEXPIRE and UNLINK of a key that does not exist
 -- change nothing; the HSET's key is unlinked again (proven). None of it is replicated or
 -- appended to the AOF (set_repl): it leaves nothing. Reply: 1 when proven, 0 when the steps ask
 -- the ACL themselves.
@@ -12,7 +12,11 @@ if redis.acl_check_cmd then
     return 0
 end
 redis.set_repl(redis.REPL_NONE)
+redis.call("time")
 redis.call("hget", KEYS[1], "probe")
+redis.call("hmget", KEYS[1], "e", "n")
+redis.call("hdel", KEYS[1], "probe")
+redis.call("pttl", KEYS[1])
 redis.call("pexpire", KEYS[1], "1")
 redis.call("unlink", KEYS[1])
 redis.call("hset", KEYS[1], "probe", "1")

@@ -1,22 +1,46 @@
 end
 -- Exact answers across retries, part 3 of 3 (see once_head.lua).
--- A step recorded in its slot replies what it replied then, and applies nothing again. A
+-- A step recorded in the ring replies what it replied then, and applies nothing again. A
 -- record is the reply: "s" and a string (a dense step's bytes from before, a batch's flags),
 -- or "j" and an array of integers as JSON.
--- The record's commands, this read first, are asked of the ACL before they run (Redis 7,
+-- The record's commands, these reads first, are asked of the ACL before they run (Redis 7,
 -- Valkey; on Redis 6 they are proven before a filter's first recorded write, once_probe.lua):
 -- a refusal names them "on the record of exact answers", so that the client tells it from a
 -- refusal of the step's own work and writes without records only for the first.
-local refused_read = acl_refusal("on the record of exact answers", "hget", once_ring, once_step)
+local once_on = "on the record of exact answers"
+local refused_read = acl_refusal(once_on, "time")
+    or acl_refusal(once_on, "hget", once_rings[1], once_step)
+    or acl_refusal(once_on, "hmget", once_rings[1], "e")
 if refused_read then
     return refused_read
 end
--- A record or a slot that this script did not write (garbage in the slot's hash) is
--- unreadable: a retry's outcome is then unknown (never a guessed answer, never a Lua error).
-local function unreadable(what)
-    return redis.error_reply("OUTCOMEUNKNOWN a retried write's record is unreadable (" .. what .. ")")
+-- The server's clock decides: the epoch is its time over the ring's width, and a record goes
+-- in the slot of its epoch.
+local once_time = redis.call("time")
+local once_now = tonumber(once_time[1]) * 1000 + math.floor(tonumber(once_time[2]) / 1000)
+local once_epoch = math.floor(once_now / once_width)
+local function once_slot(epoch)
+    return once_rings[epoch % once_slots + 1]
 end
-local done = redis.call("hget", once_ring, once_step)
+-- A retry's outcome is unknown when its record could be gone (never a guessed answer, never a
+-- Lua error): the error names the step and why.
+local function unknown(why)
+    return redis.error_reply("OUTCOMEUNKNOWN step " .. once_step .. ": " .. why)
+end
+local done
+if once_retry then
+    for i = 1, once_slots do
+        done = redis.call("hget", once_rings[i], once_step)
+        if done then
+            break
+        end
+    end
+else
+    -- A first attempt that arrives after a retry of it (on another connection) finds the
+    -- retry's record, written this epoch or the last.
+    done = redis.call("hget", once_slot(once_epoch), once_step)
+        or redis.call("hget", once_slot(once_epoch - 1), once_step)
+end
 if done then
     local kind = string.sub(done, 1, 1)
     if kind == "s" then
@@ -24,38 +48,65 @@ if done then
     end
     local ok, decoded = pcall(cjson.decode, string.sub(done, 2))
     if kind ~= "j" or not ok or type(decoded) ~= "table" then
-        return unreadable("its reply")
+        return unknown("its record is unreadable")
     end
     return decoded
 end
--- A slot is only ever reset to a later epoch. A retry that finds its slot at a later epoch
--- than its own may have been applied and its record dropped: its outcome is unknown, and it
--- applies nothing. A first attempt there is recorded in that later epoch, kept as long.
-local epoch = tonumber(redis.call("hget", once_ring, "e") or "-1")
-if epoch == nil then
-    if once_retry then
-        return unreadable("its slot's epoch")
+-- A retry that finds no record was not applied before, or its record is gone: it applies only
+-- when every slot its first attempt could have recorded in (the epochs from its sending to
+-- now) proves the first: a slot of that epoch that lived since before the attempt could
+-- arrive, or a slot still of an older epoch (never started since). A slot gone, started again
+-- since, of a later epoch, or unreadable, could have held the record.
+if once_retry then
+    if not once_floor or once_floor <= 0 then
+        return unknown("the time of its first attempt is unknown")
     end
-    -- A first attempt starts the slot again (below: an earlier epoch than its own).
-    epoch = -1
+    local first = math.floor(once_floor / once_width)
+    if once_epoch - first >= once_slots - 2 then
+        return unknown("its first attempt is older than its ring keeps records")
+    end
+    for epoch = first, once_epoch do
+        local slot = redis.call("hmget", once_slot(epoch), "e", "t")
+        if not slot[1] then
+            return unknown("the ring slot of its first attempt is gone")
+        end
+        local started, at = tonumber(slot[1]), tonumber(slot[2])
+        if not started or not at then
+            return unknown("the ring slot of its first attempt is unreadable")
+        end
+        if started > epoch then
+            return unknown("the ring slot of its first attempt has moved on")
+        end
+        if started == epoch and at > math.max(once_floor, epoch * once_width) then
+            return unknown("the ring slot of its first attempt started again after it was sent")
+        end
+    end
 end
-if epoch > once_epoch and once_retry then
-    return redis.error_reply("OUTCOMEUNKNOWN a retried write's record could be gone")
-end
+-- The slot of this epoch, and whether it and the next must start (reset to this epoch, or
+-- the next: their older records go). A slot starts one epoch early, so that a retry finds it
+-- already there when its epoch begins (see above).
+local slot = once_slot(once_epoch)
+local next_slot = once_slot(once_epoch + 1)
+local state = redis.call("hmget", slot, "e", "n")
+local started = tonumber(state[1])
+local start = started == nil or started < once_epoch
+local start_next = start or state[2] == false
 -- The record's commands are asked of the ACL before the step writes: refused after the write,
 -- they would fail the call with the write applied and unrecorded, and the caller, taking the
 -- refusal for one that wrote nothing, would write again without a record and answer "seen"
 -- for what this step added (lua/acl.lua).
 if redis.acl_check_cmd then
-    local record = {{"hset", once_ring, once_step, "x"}}
-    if epoch < once_epoch then
-        record[2] = {"unlink", once_ring}
-        if once_ttl and redis.call("pttl", KEYS[1]) > 0 then
-            record[3] = {"pexpire", once_ring, "1"}
+    local record = {{"hset", slot, once_step, "x"}, {"hdel", slot, once_step}}
+    if start or start_next then
+        record[3] = {"unlink", slot}
+        record[4] = {"pexpire", slot, "1"}
+        record[5] = {"hmget", next_slot, "e"}
+        if once_ttl then
+            record[6] = {"pttl", KEYS[1]}
         end
     end
     for _, command in ipairs(record) do
-        local refused = acl_refusal("on the record of exact answers", unpack(command))
+        local refused = acl_refusal(once_on, unpack(command))
         if refused then
             return refused
         end
@@ -65,7 +116,8 @@ local reply = apply()
 if once_answer ~= "" and reply == 1 then
     reply = once_answer
 end
--- A refusal ({"params", STORED}, an error) wrote nothing: nothing to record, no slot made.
+-- A refusal ({"params", STORED}, {"lost", KEY}, an error) wrote nothing: nothing to record,
+-- no slot made.
 if type(reply) == "table" and (reply.err or reply.ok or type(reply[1]) == "string") then
     return reply
 end
@@ -92,24 +144,47 @@ if once_quiet then
         return reply
     end
 end
+-- The records of answered steps go (from the slots they were most likely written in: the
+-- others' go with the TTL), with a step that records: one that writes nothing writes nothing.
+if #once_acks > 0 then
+    redis.call("hdel", slot, unpack(once_acks))
+    redis.call("hdel", once_slot(once_epoch - 1), unpack(once_acks))
+end
 local record
 if type(reply) == "string" then
     record = "s" .. reply
 else
     record = "j" .. cjson.encode(reply)
 end
-if epoch < once_epoch then
-    -- The slot's older records go; a filter whose key has a TTL (after expire) gives the new
-    -- slot the same: its records go with it.
-    redis.call("unlink", once_ring)
-    redis.call("hset", once_ring, "e", once_epoch, once_step, record)
+-- A slot's TTL, set when it starts and never extended: the ring's whole turn, or the filter
+-- key's own when shorter (after expire: its records go with it).
+local function ttl()
+    local keep = once_slots * once_width
     if once_ttl then
-        local ttl = redis.call("pttl", KEYS[1])
-        if ttl > 0 then
-            redis.call("pexpire", once_ring, ttl)
+        local own = redis.call("pttl", KEYS[1])
+        if own > 0 and own < keep then
+            keep = own
         end
     end
+    return keep
+end
+if start_next then
+    local upcoming = tonumber(redis.call("hget", next_slot, "e"))
+    if upcoming == nil or upcoming < once_epoch + 1 then
+        redis.call("unlink", next_slot)
+        redis.call("hset", next_slot, "e", once_epoch + 1, "t", once_now)
+        redis.call("pexpire", next_slot, ttl())
+    end
+end
+if start then
+    redis.call("unlink", slot)
+    redis.call("hset", slot, "e", once_epoch, "t", once_now, "n", "1", once_step, record)
+    redis.call("pexpire", slot, ttl())
 else
-    redis.call("hset", once_ring, once_step, record)
+    if start_next then
+        redis.call("hset", slot, "n", "1", once_step, record)
+    else
+        redis.call("hset", slot, once_step, record)
+    end
 end
 return reply

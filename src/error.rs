@@ -98,17 +98,19 @@ pub enum Error {
     },
 
     /// A write was retried after its record could be gone (exact answers across retries keep
-    /// a record of each write step for a while: at least the retry budget and two seconds,
-    /// longer by the clocks of other writers), so it may or may not have been applied before:
-    /// its answers are unknown, and it was not applied again. The items it carried may be
-    /// present; a counting write may have counted once, never twice.
+    /// a record of each write step for at least the retry budget and two seconds, by the
+    /// server's clock, until its caller has the reply), so it may or may not have been applied
+    /// before: its answers are unknown, and it was not applied again. The items it carried may
+    /// be present; a counting write may have counted once, never twice.
     #[error(
-        "a write to {key:?} was retried after its record could be gone: it may or may not have \
-         been applied before, so its answers are unknown; it was not applied again"
+        "a write to {key:?} was retried after its record could be gone ({step}): it may or may \
+         not have been applied before, so its answers are unknown; it was not applied again"
     )]
     OutcomeUnknown {
         /// The key the write went to.
         key: String,
+        /// The step and why its record could be gone (from the server), or what was lost.
+        step: String,
     },
 
     /// A snapshot file holds another filter than the one it is imported into: another kind,
@@ -328,7 +330,10 @@ impl Error {
                 key: key.clone(),
                 state: state.clone(),
             },
-            OutcomeUnknown { key } => OutcomeUnknown { key: key.clone() },
+            OutcomeUnknown { key, step } => OutcomeUnknown {
+                key: key.clone(),
+                step: step.clone(),
+            },
             LegacyNames { key, other, legacy } => LegacyNames {
                 key: key.clone(),
                 other: other.clone(),
@@ -409,8 +414,14 @@ impl Error {
         } else if has_server_code(&err, "NOPERM") || is_script_acl_refusal(&err) {
             Error::NoPermission(err)
         } else if has_server_code(&err, "OUTCOMEUNKNOWN") {
+            let step = server_errors(&err)
+                .into_iter()
+                .find(|(code, _)| code == "OUTCOMEUNKNOWN")
+                .map(|(_, detail)| detail)
+                .unwrap_or_default();
             Error::OutcomeUnknown {
                 key: key.to_owned(),
+                step,
             }
         } else if has_server_code(&err, "OOM") {
             Error::OutOfMemory(err)

@@ -364,6 +364,7 @@ fn enter(
 fn unknown(key: &str) -> Error {
     Error::OutcomeUnknown {
         key: key.to_owned(),
+        step: "the call that carried this item's step was dropped before its reply".to_owned(),
     }
 }
 

@@ -337,6 +337,9 @@ impl<C: Conn, K: Kind> Core<C, K> {
             })
             .await?;
         }
+        if !items.is_empty() && self.exec.time_stale() {
+            Box::pin(self.exec.learn_time(&self.key)).await;
+        }
         let mut answers = self.batch(&clock, op, items).await;
         let restored = self.guard.restored();
         if self.kind.keeps_parts() && restored {
@@ -449,12 +452,13 @@ impl<C: Conn, K: Kind> Core<C, K> {
                         let del = redis::cmd("DEL").arg(rings).to_owned();
                         exec.query::<i64>(key, &del).await.map(drop)
                     }
+                    // A slot's TTL is never extended: only one longer than the filter's is cut.
                     Removal::Expire(millis) => {
-                        let mut tx = crate::io::tx::Tx::plain();
-                        for ring in rings {
-                            tx.add_unread(redis::cmd("PEXPIRE").arg(ring).arg(millis).to_owned());
-                        }
-                        exec.run(key, &tx).await.map(drop)
+                        let rings: Vec<&str> = rings.iter().map(String::as_str).collect();
+                        let args: [&dyn crate::scripts::Arg; 1] = [&millis];
+                        exec.script(key, &once::EXPIRE, &rings, &args)
+                            .await
+                            .map(drop)
                     }
                 };
                 match done {

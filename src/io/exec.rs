@@ -66,6 +66,8 @@ pub(crate) struct Exec<C> {
     /// Whether the record's commands were proven before the first recorded write
     /// ([`prove_records`](Exec::prove_records)).
     records_proven: AtomicBool,
+    /// What the records' steps share: the server's clock, the ids of answered steps.
+    records_shared: std::sync::Arc<once::Shared>,
     /// The bytes of commands in flight at once on the connection.
     gate: Gate,
 }
@@ -150,6 +152,7 @@ impl<C> Exec<C> {
             wait_turn: tokio::sync::Mutex::new(()),
             eviction: Eviction::new(options.accept_eviction),
             records_proven: AtomicBool::new(false),
+            records_shared: Default::default(),
             gate: Gate::default(),
         }
     }
@@ -178,7 +181,15 @@ impl<C> Exec<C> {
         if !self.records() {
             return None;
         }
-        once::width(self.options.retry).map(Step::new)
+        once::width(self.options.retry).map(|width| Step::new(width, self.records_shared.clone()))
+    }
+
+    /// Whether a recorded write should first ask the server's time ([`learn_time`]): never
+    /// asked, or long ago.
+    ///
+    /// [`learn_time`]: Exec::learn_time
+    pub(crate) fn time_stale(&self) -> bool {
+        self.records() && self.records_shared.clock.stale()
     }
 
     /// Whether the record's commands need no proving before a write: proven, or not recorded.
@@ -223,6 +234,29 @@ impl<C> Exec<C> {
         }
         self.records_proven.store(true, Ordering::Release);
         Ok(())
+    }
+
+    /// Asks the server holding `key` its time (`TIME`, in a script on `key` so that a cluster
+    /// routes it there), for the lower bound of a step's first sending that its retries carry
+    /// ([`once`](super::once)). A failure is ignored: the retries of steps sent meanwhile find
+    /// their outcome unknown unless their record is there.
+    pub(crate) async fn learn_time(&self, key: &str)
+    where
+        C: ConnectionLike + Clone + Send + Sync,
+    {
+        let reply = self.script(key, &once::TIME, &[key], &[]).await;
+        let at = std::time::Instant::now();
+        if let Ok(Value::Array(time)) = reply {
+            let parts: Vec<u64> = time
+                .iter()
+                .filter_map(|part| redis::from_redis_value::<u64>(part.clone()).ok())
+                .collect();
+            if let [secs, micros] = parts[..] {
+                self.records_shared
+                    .clock
+                    .learn(secs * 1_000 + micros / 1_000, at);
+            }
+        }
     }
 
     /// Whether write steps record their replies across retries (see [`step`](Exec::step)).

@@ -4,22 +4,30 @@
 //! again. So a retried add still says "new" for the items it added, and a retried counting
 //! write is applied once.
 //!
-//! The ring: [`SLOTS`] hashes `{KEY}:redbloom:once:W.I` per part, for a width of `W` seconds
-//! ([`width`]: the smallest power of two from 1 to 64 s that keeps a record for the retry
-//! budget and [`MARGIN`]). A step's epoch is its first attempt's time (this client's clock)
-//! divided by `W`; it is recorded in slot `epoch mod SLOTS`, whose field `e` holds the slot's
-//! epoch. A write into a slot of an older epoch resets it first (the only way records go), so a
-//! record lives at least `(SLOTS - 1) × W` seconds and the ring holds at most `SLOTS × W`
-//! seconds of records, with no TTL (an eviction policy that spares keys without a TTL spares
-//! it) unless the filter's keys have one (after `expire`): then its records go with it. A
-//! retry whose slot has moved on to a later epoch may have been applied and lost its record:
-//! it fails with [`Error::OutcomeUnknown`] and applies nothing. Clocks that disagree between
-//! writers cost availability (more such errors), never a double apply.
+//! The ring: [`SLOTS`] hashes `…:redbloom:LEN:KEY:once:W.I` per part, for a width of `W`
+//! milliseconds ([`width`]: the smallest of [`WIDTHS`] whose ring keeps a record for the retry
+//! budget and [`MARGIN`]). Every slot goes in the script's `KEYS`; the script takes the time
+//! from the server (`TIME`), so that no client's clock decides anything: the epoch is the
+//! server's time divided by `W`, and a record goes in slot `epoch mod SLOTS`. A slot starts
+//! (is reset: its older records go) at the first recorded write of the epoch before its own
+//! (or of its own, after a quiet spell), with fields `e` (its epoch) and `t` (when it started)
+//! and a TTL of `SLOTS × W` set then and never extended, shorter when the filter's key has a
+//! shorter one (after `expire`): records go by themselves, whatever the server's memory policy,
+//! and at the latest `SLOTS × W` after the last write (`clear` deletes them at once).
+//!
+//! Records go as soon as they are not needed: once a step's call is answered, its ids travel
+//! with the next recorded write to the same part, whose script deletes them ([`Acks`]); a
+//! healthy run holds the records of the writes in flight, not of the retry budget. A dense
+//! step's large record (its bytes from before) is deleted at once ([`Step::acknowledge`]).
+//!
+//! A retry that finds no record proves the step was not applied before it applies it: every
+//! slot the first attempt could have recorded in (from a lower bound of its sending on the
+//! server's clock, [`ServerClock`], to now) must have lived since before it was sent, or be
+//! older than its epoch. A slot gone, started again, or moved on means the record could be
+//! gone: the retry fails with [`Error::OutcomeUnknown`] naming the step, and applies nothing.
 //!
 //! A record is the step's reply (its answers), or for a dense step that compares and sets (a
-//! counting swap, a growing merge) the answers the client computed before it; a large record
-//! (a plain filter's bytes from before, a dense step's answers) is deleted once its reply is in
-//! hand ([`Step::acknowledge`]).
+//! counting swap, a growing merge) the answers the client computed before it.
 //!
 //! Only steps that may be retried pay: with no retry budget, or with exact answers turned off
 //! ([`Builder::exact_retries`](crate::Builder::exact_retries)), steps go as before.
@@ -32,48 +40,60 @@ use crate::retry::Retry;
 use crate::scripts::{lua, once_lua, script, Arg};
 use redis::aio::ConnectionLike;
 use redis::Value;
+use std::collections::HashMap;
 use std::hash::{BuildHasher, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{LazyLock, Mutex, PoisonError};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::sync::{Arc, LazyLock, Mutex, PoisonError};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// Slots in a ring.
-pub(crate) const SLOTS: u64 = 8;
+pub(crate) const SLOTS: u64 = 10;
 
-/// The ring widths a filter may use, in seconds: a ring per width, so that handles with
+/// The ring widths a filter may use, in milliseconds: a ring per width, so that handles with
 /// different retry budgets never reset each other's slots early.
-const WIDTHS: [u64; 7] = [1, 2, 4, 8, 16, 32, 64];
+const WIDTHS: [u64; 14] = [
+    250, 500, 1_000, 2_000, 3_000, 4_000, 6_000, 8_000, 12_000, 16_000, 24_000, 32_000, 48_000,
+    64_000,
+];
 
-/// What a record must outlive beyond the retry budget: the last retry's own time in flight,
-/// and clocks that disagree between writers.
+/// The widths of earlier builds' rings (seconds, 8 slots each, no TTL): deleted by `clear`.
+const LEGACY_WIDTHS: [u64; 7] = [1, 2, 4, 8, 16, 32, 64];
+
+/// What a record must outlive beyond the retry budget: the last retry's own time in flight.
 pub(crate) const MARGIN: Duration = Duration::from_secs(2);
 
-/// The ring width for `retry`: `None` when steps are never retried (nothing to record).
+/// The ring width for `retry`, in milliseconds: `None` when steps are never retried (nothing
+/// to record). A slot is reset at the earliest in the epoch before its own comes again, so a
+/// record lives at least `(SLOTS - 2) × width`.
 pub(crate) fn width(retry: Retry) -> Option<u64> {
     if retry.budget.is_zero() {
         return None;
     }
-    let need = (retry.budget + MARGIN).as_secs_f64();
+    let need = (retry.budget + MARGIN).as_millis();
     let width = WIDTHS
         .iter()
         .copied()
-        .find(|&w| ((SLOTS - 1) * w) as f64 >= need)
+        .find(|&w| u128::from((SLOTS - 2) * w) >= need)
         .unwrap_or(WIDTHS[WIDTHS.len() - 1]);
     Some(width)
 }
 
-/// How long a record is kept at least, for a ring of `width` seconds.
+/// How long a record is kept at least, for a ring of `width` milliseconds.
 #[cfg(test)]
 fn kept(width: u64) -> Duration {
-    Duration::from_secs((SLOTS - 1) * width)
+    Duration::from_millis((SLOTS - 2) * width)
 }
 
-/// Every ring key beside `key` (every width, every slot), for `clear` and `expire`.
+/// Every ring key beside `key` (every width, every slot, and earlier builds' rings), for
+/// `clear` and `expire`.
 pub(crate) fn all_rings(key: &str) -> Vec<String> {
-    WIDTHS
+    let today = WIDTHS
         .iter()
-        .flat_map(|&w| (0..SLOTS).map(move |slot| ring(key, w, slot)))
-        .collect()
+        .flat_map(|&w| (0..SLOTS).map(move |slot| ring(key, w, slot)));
+    let legacy = LEGACY_WIDTHS
+        .iter()
+        .flat_map(|&w| (0..8).map(move |slot| ring(key, w, slot)));
+    today.chain(legacy).collect()
 }
 
 /// Slot `slot` of the ring of `width` beside a part's key (`Seam::part_keys`, which for a
@@ -94,17 +114,96 @@ pub(crate) fn probe(key: &str) -> String {
     once_key(key, "probe")
 }
 
-/// One write step across its attempts: its id, its ring's width and epoch, and which of its
-/// commands went out before. A step of several commands (a batch over
+/// How long a learned server time serves before it is asked again.
+const CLOCK_REFRESH: Duration = Duration::from_secs(60);
+
+/// What this client knows of the server's clock: a `TIME` reply and the moment it arrived.
+/// From it, a lower bound of the server's time at any later moment: the reply was made before
+/// it arrived, and time passes on the server at least as fast as here, less a drift of 1,000
+/// parts per million (NTP slews by 500 at most) and a millisecond of rounding.
+#[derive(Debug, Default)]
+pub(crate) struct ServerClock(Mutex<Option<(u64, Instant)>>);
+
+impl ServerClock {
+    /// Whether the server's time should be asked (never asked, or long ago).
+    pub(crate) fn stale(&self) -> bool {
+        let known = *self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        known.is_none_or(|(_, at)| at.elapsed() > CLOCK_REFRESH)
+    }
+
+    /// The server said its time was `millis` (since 1970) in a reply that arrived at `at`.
+    pub(crate) fn learn(&self, millis: u64, at: Instant) {
+        *self.0.lock().unwrap_or_else(PoisonError::into_inner) = Some((millis, at));
+    }
+
+    /// A lower bound of the server's time now, in milliseconds since 1970; 0 when unknown.
+    pub(crate) fn floor(&self) -> u64 {
+        let known = *self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let Some((millis, at)) = known else {
+            return 0;
+        };
+        let since = u64::try_from(at.elapsed().as_millis()).unwrap_or(u64::MAX);
+        (millis + since).saturating_sub(1 + since / 1_000)
+    }
+}
+
+/// The ids of recorded steps whose calls were answered, per part's ring: the next recorded
+/// write to that part carries them, and its script deletes their records.
+#[derive(Debug, Default)]
+pub(crate) struct Acks(Mutex<HashMap<String, Vec<String>>>);
+
+/// The most ids one write carries.
+const ACKS_PER_WRITE: usize = 64;
+
+/// The most ids kept for a part: beyond, the oldest are left to the ring's TTL.
+const ACKS_KEPT: usize = 4_096;
+
+impl Acks {
+    fn push(&self, ring: String, ids: impl IntoIterator<Item = String>) {
+        let mut all = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let pending = all.entry(ring).or_default();
+        pending.extend(ids);
+        if pending.len() > ACKS_KEPT {
+            let over = pending.len() - ACKS_KEPT;
+            pending.drain(..over);
+        }
+    }
+
+    /// Up to [`ACKS_PER_WRITE`] ids for `ring`, taken.
+    fn take(&self, ring: &str) -> Vec<String> {
+        let mut all = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let Some(pending) = all.get_mut(ring) else {
+            return Vec::new();
+        };
+        let from = pending.len().saturating_sub(ACKS_PER_WRITE);
+        let taken = pending.split_off(from);
+        if pending.is_empty() {
+            all.remove(ring);
+        }
+        taken
+    }
+}
+
+/// What a step shares with its filter: the server's clock and the ids to drop.
+#[derive(Debug, Default)]
+pub(crate) struct Shared {
+    pub(crate) clock: ServerClock,
+    acks: Acks,
+}
+
+/// One write step across its attempts: its id, its ring's width, and for each of its
+/// commands whether it went out before and a lower bound of its first sending on the
+/// server's clock. A step of several commands (a batch over
 /// [`MAX_OFFSETS_PER_COMMAND`](crate::bitfield::MAX_OFFSETS_PER_COMMAND)) records each under
 /// the step's id and the command's index.
 #[derive(Debug)]
 pub(crate) struct Step {
     id: u64,
     width: u64,
-    epoch: u64,
-    /// Whether command `i` was sent before: its next sending is a retry.
-    sent: Mutex<Vec<bool>>,
+    shared: Arc<Shared>,
+    /// Per command: `None` before its first sending, else the server's time (a lower bound)
+    /// then, and the part it went to.
+    sent: Mutex<Vec<Option<(u64, String)>>>,
     /// Records acknowledged while a `WAIT` behind them may still fail ([`acknowledge`]):
     /// deleted by [`settle`].
     ///
@@ -114,47 +213,63 @@ pub(crate) struct Step {
 }
 
 impl Step {
-    /// A new step in a ring of `width` seconds.
-    pub(crate) fn new(width: u64) -> Self {
-        let now = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .unwrap_or_default()
-            .as_secs();
+    /// A new step in a ring of `width` milliseconds.
+    pub(crate) fn new(width: u64, shared: Arc<Shared>) -> Self {
         Step {
             id: unique(),
             width,
-            epoch: now / width,
+            shared,
             sent: Mutex::new(Vec::new()),
             pending: Mutex::new(Vec::new()),
         }
     }
 
-    /// The ring slot of this step beside `key` (in `key`'s slot group).
-    pub(crate) fn ring(&self, key: &str) -> String {
-        ring(key, self.width, self.epoch % SLOTS)
+    /// The ring beside `key` (in `key`'s slot group): its slots in order, every one the script
+    /// may touch.
+    pub(crate) fn rings(&self, key: &str) -> Vec<String> {
+        (0..SLOTS).map(|slot| ring(key, self.width, slot)).collect()
     }
 
-    /// The script's last five arguments for sending command `index` of the step: its id, its
-    /// epoch, whether the command went out before (a retry), "1": a new slot takes the TTL of
-    /// the script's first key (a window filter's script sets it to "0"), and "" (no answers
-    /// given: the body replies them).
-    pub(crate) fn args(&self, index: usize) -> [String; 5] {
-        self.args_answering(index, String::new())
+    /// The acknowledgements' key for the ring beside `key`.
+    fn acks_key(&self, key: &str) -> String {
+        format!("{}/{key}", self.width)
+    }
+
+    /// The script's last five arguments for sending command `index` of the step to the ring
+    /// beside `key` ([`rings`](Step::rings) of the same `key` among its keys): its id; its
+    /// clock (`WIDTH SLOTS FLOOR` and the ids of answered steps whose records go); whether the
+    /// command went out before (a retry); "1": a new slot takes the TTL of the script's first
+    /// key when shorter (a window filter's script sets it to "0"); and "" (no answers given:
+    /// the body replies them).
+    pub(crate) fn args(&self, key: &str, index: usize) -> [String; 5] {
+        self.args_answering(key, index, String::new())
     }
 
     /// [`args`](Step::args) of a step whose body compares and sets, replying 1 when it wrote:
     /// `answers` (computed before the write) are replied and recorded instead.
-    pub(crate) fn args_answering(&self, index: usize, answers: String) -> [String; 5] {
-        let retry = {
+    pub(crate) fn args_answering(&self, key: &str, index: usize, answers: String) -> [String; 5] {
+        let (retry, floor) = {
             let mut sent = self.sent.lock().unwrap_or_else(PoisonError::into_inner);
             if sent.len() <= index {
-                sent.resize(index + 1, false);
+                sent.resize(index + 1, None);
             }
-            std::mem::replace(&mut sent[index], true)
+            match &sent[index] {
+                Some((floor, _)) => (true, *floor),
+                None => {
+                    let floor = self.shared.clock.floor();
+                    sent[index] = Some((floor, key.to_owned()));
+                    (false, floor)
+                }
+            }
         };
+        let mut clock = format!("{} {SLOTS} {floor}", self.width);
+        for ack in self.shared.acks.take(&self.acks_key(key)) {
+            clock.push(' ');
+            clock.push_str(&ack);
+        }
         [
             self.id(index),
-            self.epoch.to_string(),
+            clock,
             if retry { "1" } else { "0" }.to_owned(),
             "1".to_owned(),
             answers,
@@ -164,7 +279,17 @@ impl Step {
     /// Whether command `index` went out before (its next sending would be a retry).
     pub(crate) fn sent(&self, index: usize) -> bool {
         let sent = self.sent.lock().unwrap_or_else(PoisonError::into_inner);
-        sent.get(index).copied().unwrap_or(false)
+        sent.get(index).is_some_and(Option::is_some)
+    }
+
+    /// Command `index`'s last sending was answered with nothing applied (a refusal: the
+    /// server's epoch was not the one guessed, a command the server lacks): its next sending
+    /// is a first attempt again.
+    pub(crate) fn unsent(&self, index: usize) {
+        let mut sent = self.sent.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(sent) = sent.get_mut(index) {
+            *sent = None;
+        }
     }
 
     fn id(&self, index: usize) -> String {
@@ -188,12 +313,27 @@ impl Step {
         self.forget(exec, key, index).await;
     }
 
-    /// Deletes the records [`acknowledge`](Step::acknowledge) kept for the `WAIT`: the step
-    /// is over (answered, or failed for good).
-    pub(crate) async fn settle<C>(&self, exec: &Exec<C>)
+    /// The step is over: `answered` (its call has every reply), its records go with the next
+    /// writes to their parts; and the records [`acknowledge`](Step::acknowledge) kept for the
+    /// `WAIT` are deleted now. A step that failed leaves its records to the ring's TTL: an
+    /// attempt of it may still be on its way to the server.
+    pub(crate) async fn settle<C, T>(&self, exec: &Exec<C>, answered: &Result<T>)
     where
         C: ConnectionLike + Clone + Send + Sync,
     {
+        if answered.is_ok() {
+            let sent =
+                std::mem::take(&mut *self.sent.lock().unwrap_or_else(PoisonError::into_inner));
+            let mut by_part: HashMap<String, Vec<String>> = HashMap::new();
+            for (index, sent) in sent.into_iter().enumerate() {
+                if let Some((_, key)) = sent {
+                    by_part.entry(key).or_default().push(self.id(index));
+                }
+            }
+            for (key, ids) in by_part {
+                self.shared.acks.push(self.acks_key(&key), ids);
+            }
+        }
         let pending =
             std::mem::take(&mut *self.pending.lock().unwrap_or_else(PoisonError::into_inner));
         for (key, index) in pending {
@@ -201,18 +341,18 @@ impl Step {
         }
     }
 
-    /// Deletes the record of command `index` now: its reply is in hand and the caller never
-    /// sends the command again (it keeps the answers). A failure is ignored: the ring drops it
-    /// in time.
+    /// Deletes the record of command `index` now, from every slot of its ring (the server's
+    /// clock chose the slot): its reply is in hand and the caller never sends the command
+    /// again (it keeps the answers). A failure is ignored: the ring's TTL drops it in time.
     pub(crate) async fn forget<C>(&self, exec: &Exec<C>, key: &str, index: usize)
     where
         C: ConnectionLike + Clone + Send + Sync,
     {
-        let del = redis::cmd("HDEL")
-            .arg(self.ring(key))
-            .arg(self.id(index))
-            .to_owned();
-        let _: Result<i64> = exec.query(key, &del).await;
+        let mut tx = crate::io::tx::Tx::plain();
+        for ring in self.rings(key) {
+            tx.add_unread(redis::cmd("HDEL").arg(ring).arg(self.id(index)).to_owned());
+        }
+        let _: Result<_> = exec.run(key, &tx).await;
     }
 }
 
@@ -322,12 +462,12 @@ pub(crate) async fn bitfield<C: Conn>(
     offsets: &[u64],
     (step, index): (&Step, usize),
 ) -> Result<Vec<bool>> {
-    let ring = step.ring(key);
+    let rings = step.rings(key);
     let mut keys = vec![key];
     keys.extend(guard.key());
-    keys.push(&ring);
+    keys.extend(rings.iter().map(String::as_str));
     let fingerprint = guard.fingerprint();
-    let [id, epoch, retry, keep, answer] = step.args(index);
+    let [id, epoch, retry, keep, answer] = step.args(key, index);
     let args: [&dyn Arg; 9] = [
         &op,
         &k,
@@ -390,6 +530,11 @@ script! {
     /// (Redis 6): the record's commands proven on [`probe`]'s key (1), or nothing (0: the
     /// steps ask the ACL themselves).
     PROBE = lua!["once_probe"];
+    /// Each ring slot of `KEYS` that exists gets the TTL `ARGV[1]` (ms) unless it has a
+    /// shorter one: `expire` of the filter, which never extends a slot's.
+    EXPIRE = "for _, key in ipairs(KEYS) do local ttl = redis.call('pttl', key) if ttl == -1 or ttl > tonumber(ARGV[1]) then redis.call('pexpire', key, ARGV[1]) end end return 0";
+    /// The server's time (`TIME`), on the node of `KEYS[1]`.
+    TIME = "return redis.call('time')";
 }
 
 #[cfg(test)]
@@ -399,31 +544,67 @@ mod tests {
     #[test]
     fn the_ring_keeps_records_for_the_budget_and_a_margin() {
         assert_eq!(width(Retry::none()), None, "no retry, nothing recorded");
-        for secs in [1, 5, 30, 100, 400] {
+        for secs in [1, 5, 20, 30, 100, 400] {
             let budget = Duration::from_secs(secs);
             let w = width(Retry::for_duration(budget)).unwrap();
-            assert!(kept(w) >= budget + MARGIN, "{secs} s: width {w}");
-            if w > 1 {
+            assert!(
+                kept(w) >= budget + MARGIN || w == 64_000,
+                "{secs} s: width {w}"
+            );
+            let smaller = WIDTHS.iter().rev().find(|&&s| s < w);
+            if let Some(&smaller) = smaller {
                 assert!(
-                    kept(w / 2) < budget + MARGIN,
+                    kept(smaller) < budget + MARGIN,
                     "{secs} s: width {w} not the smallest"
                 );
             }
         }
-        assert_eq!(width(Retry::for_duration(Duration::from_secs(5))), Some(1));
-        assert_eq!(width(Retry::for_duration(Duration::from_secs(30))), Some(8));
+        assert_eq!(
+            width(Retry::for_duration(Duration::from_secs(5))),
+            Some(1_000)
+        );
+        // The CLI's default budget: its records go at the latest 40 s after the last write.
+        let cli = width(Retry::for_duration(Duration::from_secs(30))).unwrap();
+        assert_eq!(cli * SLOTS, 40_000);
     }
 
     #[test]
     fn steps_have_unique_ids_and_know_their_retries() {
-        let (a, b) = (Step::new(1), Step::new(1));
-        assert_ne!(a.args(0)[0], b.args(0)[0]);
-        assert_eq!(a.args(3)[2], "0", "command 3's first sending");
-        assert_eq!(a.args(3)[2], "1", "command 3 again: a retry");
-        assert!(a.args(3)[0].ends_with(".3"));
-        assert_eq!(a.args(2)[2], "0", "command 2's first sending");
-        assert!(a.ring("{f}x").starts_with("{f}:redbloom:4:{f}x:once:1."));
-        assert_eq!(all_rings("f").len(), 56);
-        assert!(BITFIELD.source().contains("once_ring") && ADD.source().contains("setbit"));
+        let shared = Arc::new(Shared::default());
+        let (a, b) = (Step::new(1_000, shared.clone()), Step::new(1_000, shared));
+        assert_ne!(a.args("k", 0)[0], b.args("k", 0)[0]);
+        assert_eq!(a.args("k", 3)[2], "0", "command 3's first sending");
+        assert_eq!(a.args("k", 3)[2], "1", "command 3 again: a retry");
+        assert!(a.args("k", 3)[0].ends_with(".3"));
+        assert_eq!(a.args("k", 2)[2], "0", "command 2's first sending");
+        assert_eq!(a.args("k", 2)[1], "1000 10 0", "no clock known: floor 0");
+        assert!(a.rings("{f}x")[3].starts_with("{f}:redbloom:4:{f}x:once:1000.3"));
+        assert_eq!(a.rings("f").len(), SLOTS as usize);
+        assert_eq!(all_rings("f").len(), 14 * 10 + 7 * 8);
+        assert!(BITFIELD.source().contains("once_rings") && ADD.source().contains("setbit"));
+    }
+
+    #[test]
+    fn answered_steps_travel_with_the_next_write_to_their_part() {
+        let shared = Arc::new(Shared::default());
+        let a = Step::new(1_000, shared.clone());
+        let id = a.id(0);
+        shared.acks.push(a.acks_key("p"), [id.clone()]);
+        let b = Step::new(1_000, shared.clone());
+        assert!(!b.args("q", 0)[1].contains(&id), "another part's write");
+        let clock = &b.args("p", 1)[1];
+        assert!(clock.ends_with(&format!(" {id}")), "{clock}");
+        assert!(!b.args("p", 2)[1].contains(&id), "taken once");
+    }
+
+    #[test]
+    fn the_servers_time_bounds_from_below() {
+        let clock = ServerClock::default();
+        assert!(clock.stale());
+        assert_eq!(clock.floor(), 0);
+        clock.learn(1_000_000, Instant::now() - Duration::from_secs(10));
+        let floor = clock.floor();
+        assert!((1_009_980..=1_010_000).contains(&floor), "{floor}");
+        assert!(!clock.stale());
     }
 }

@@ -10,6 +10,7 @@ pub mod cli;
 pub mod cluster;
 pub mod gozero;
 pub mod module;
+pub mod proxy;
 pub mod server;
 
 use redis::aio::MultiplexedConnection;

@@ -111,7 +111,11 @@ pub(super) async fn part<C: Conn>(
         Op::Exists => attempt().await,
         _ => {
             let _beside = part.turns.beside().await;
-            ctx.written(&part.key, Engine::Fast, attempt).await
+            let answers = ctx.written(&part.key, Engine::Fast, attempt).await;
+            if let Some(step) = &step {
+                step.settle(exec, &answers).await;
+            }
+            answers
         }
     }
 }
@@ -266,16 +270,16 @@ async fn command_once<C: Conn>(
         Error::UnexpectedReply(format!("{reply:?} for {count} items of {k} counters"))
     };
     let bit_offsets: Vec<u64> = cells.iter().map(|cell| cell * 4).collect();
-    let ring = step.ring(&part.key);
-    let [id, epoch, retry, keep, answer] = step.args(index);
     if op == Op::Add {
         // The guard's step in the same script: one round trip, the write recorded with it.
         let on = (part.key.as_str(), guard_step);
         return once::bitfield(exec, on, ("incr", k), &bit_offsets, (step, index)).await;
     }
+    let rings = step.rings(&part.key);
+    let [id, epoch, retry, keep, answer] = step.args(&part.key, index);
     let mut keys = vec![part.key.as_str()];
     keys.extend(guard.map(Guard::key));
-    keys.push(&ring);
+    keys.extend(rings.iter().map(String::as_str));
     let script = match op {
         Op::Remove => &once::COUNTING_REMOVE,
         _ => &once::COUNTING_ADD_ABSENT,

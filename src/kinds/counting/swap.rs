@@ -98,10 +98,8 @@ pub(super) async fn run<C: Conn>(
     // a retry after a lost reply reads back the answers of a swap that went through instead of
     // reading the counters again and swapping twice.
     let step = exec.step();
-    let ring = step.as_ref().map(|step| step.ring(&part.key));
-    if let Some(ring) = &ring {
-        keys.push(ring);
-    }
+    let rings = step.as_ref().map(|step| step.rings(&part.key));
+    keys.extend(rings.iter().flatten().map(String::as_str));
     // Concurrent writers' swaps take turns, instead of failing each other's. (With a filter
     // that waits for replicas, the lease's round trip before each shard's swap lets a first
     // shard's `WAIT` go out before the other shards' swaps: those still go when it fails,
@@ -109,7 +107,7 @@ pub(super) async fn run<C: Conn>(
     let lease = Lease::take(exec, &part.lease, &part.turns).await;
     let swapped = swap(ctx, (cells, op), (&keys, adds), step.as_ref()).await;
     if let Some(step) = &step {
-        step.settle(exec).await;
+        step.settle(exec, &swapped).await;
     }
     lease.release().await;
     swapped
@@ -132,9 +130,9 @@ async fn swap<C: Conn>(
                 let mut new = old.clone();
                 let answers = apply(op, &mut new, cells, k);
                 let changed = if new == old { "0" } else { "1" };
-                let once = step
-                    .as_ref()
-                    .map(|step| step.args_answering(index, once::answers_text(&answers)));
+                let once = step.as_ref().map(|step| {
+                    step.args_answering(&part.key, index, once::answers_text(&answers))
+                });
                 let mut tx = Tx::atomic();
                 for (scratch, bytes) in [(old_key, &old), (new_key, &new)] {
                     let mut set = redis::cmd("SET");

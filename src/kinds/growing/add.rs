@@ -123,13 +123,26 @@ pub(super) async fn step<C: Conn>(
     ctx: Ctx<'_, C, Growing>,
     items: &[ItemHash],
 ) -> Result<Vec<bool>> {
-    let (kind, part) = (ctx.kind(), ctx.part());
     // Each command's reply recorded across retries (a command that names too few levels
     // writes nothing, and the next, naming more, is another command of the step).
     let once = ctx.exec().step();
+    let answers = commands(ctx, items, once.as_ref()).await;
+    if let Some(step) = &once {
+        step.settle(ctx.exec(), &answers).await;
+    }
+    answers
+}
+
+/// The step's commands (see [`step`]), each retried.
+async fn commands<C: Conn>(
+    ctx: Ctx<'_, C, Growing>,
+    items: &[ItemHash],
+    once: Option<&Step>,
+) -> Result<Vec<bool>> {
+    let (kind, part) = (ctx.kind(), ctx.part());
     let mut index = 0;
     loop {
-        let once = once.as_ref().map(|step| (step, index));
+        let once = once.map(|step| (step, index));
         index += 1;
         let (named, take) = kind.plan(part, items.len(), true);
         let levels = &kind.levels[..named];
@@ -167,11 +180,11 @@ async fn script<C: Conn>(
 ) -> Result<Answer> {
     let (exec, kind, part) = (ctx.exec(), ctx.kind(), ctx.part());
     let once = once.filter(|_| exec.has(Cap::Exact));
-    let ring = once.map(|(step, _)| step.ring(&part.counts));
+    let rings = once.map(|(step, _)| step.rings(&part.counts));
     let mut keys = vec![part.counts.as_str()];
     keys.extend(part.level_keys[..levels.len()].iter().map(String::as_str));
     keys.extend(params_keys(ctx.guard()).into_iter().flatten());
-    keys.extend(ring.as_deref());
+    keys.extend(rings.iter().flatten().map(String::as_str));
     let hashes: Vec<u32> = levels.iter().map(Level::hashes).collect();
     let capacities: Vec<u64> = levels.iter().map(|l| l.capacity).collect();
     loop {
@@ -180,7 +193,7 @@ async fn script<C: Conn>(
             true => "bitfield_ro",
             false => "bitfield",
         };
-        let recorded = once.map(|(step, index)| step.args(index));
+        let recorded = once.map(|(step, index)| step.args(&part.counts, index));
         let (named, most) = (levels.len(), kind.levels.len());
         let mut args: Vec<&dyn Arg> = vec![
             &kind.fingerprint,
@@ -198,7 +211,11 @@ async fn script<C: Conn>(
         };
         let reply = exec.script(&part.counts, lua, &keys, &args).await;
         match reply {
-            Err(err) if read_only && exec.lacks(Cap::BitfieldRo, ctx.key(), &err) => {}
+            Err(err) if read_only && exec.lacks(Cap::BitfieldRo, ctx.key(), &err) => {
+                if let Some((step, index)) = once {
+                    step.unsent(index);
+                }
+            }
             // The ACL refuses the recording script's ring: the plain add, from now on.
             Err(err) if once.is_some() && exec.lacks(Cap::Exact, &part.counts, &err) => {
                 return Box::pin(script(ctx, levels, offsets, None)).await;

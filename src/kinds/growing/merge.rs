@@ -175,6 +175,9 @@ async fn merge<C: Conn>(
             }
         }
     }
+    if let Some(step) = &step {
+        step.settle(ctx.exec(), &Ok::<_, crate::Error>(())).await;
+    }
     lease.release().await;
     Ok(merged)
 }
@@ -229,10 +232,10 @@ async fn attempt<C: Conn>(
             .map(str::to_owned),
     );
     let recorded = once.map(|(step, index)| {
-        keys.push(step.ring(&part.counts));
+        keys.extend(step.rings(&part.counts));
         let mut answers = once::answers_text(&applied.answers);
         answers.push(if applied.full { 'F' } else { '-' });
-        step.args_answering(index, answers)
+        step.args_answering(&part.counts, index, answers)
     });
     let mut script = redis::cmd("EVAL");
     script

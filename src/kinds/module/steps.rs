@@ -62,6 +62,9 @@ pub(super) async fn add<C: Conn>(ctx: Ctx<'_, C, Module>, items: &[&[u8]]) -> Re
         exec::in_order(commands.collect()).await
     };
     let flags = ctx.written(&part.key, Engine::Scripts, attempt).await;
+    if let Some(step) = &step {
+        step.settle(ctx.exec(), &flags).await;
+    }
     let flags = or_missing(ctx, flags).await?;
     if let Some(added) = flags.iter().position(|&flag| flag == b'F') {
         return Err(Error::FilterFull {
@@ -199,15 +202,16 @@ impl<'a, C: Conn> On<'a, C> {
             ];
             let reply = match step.filter(|_| exec.has(Cap::Exact)) {
                 Some(step) => {
-                    let ring = step.ring(&part.key);
+                    let rings = step.rings(&part.key);
                     let mut keys = keys.clone();
-                    keys.push(&ring);
-                    let once = step.args(index);
+                    keys.extend(rings.iter().map(String::as_str));
+                    let once = step.args(&part.key, index);
                     let mut all: Vec<&dyn Arg> = args.to_vec();
                     all.extend(once.iter().map(|arg| arg as &dyn Arg));
                     match exec.script(&part.key, &MODULE_ADD_ONCE, &keys, &all).await {
                         Err(err) if exec.lacks(Cap::Exact, &part.key, &err) => {
-                            exec.script(&part.key, &MODULE_ADD, &keys[..keys.len() - 1], &args)
+                            let own = keys.len() - rings.len();
+                            exec.script(&part.key, &MODULE_ADD, &keys[..own], &args)
                                 .await?
                         }
                         reply => reply?,

@@ -288,9 +288,9 @@ async fn call<C: Conn>(ctx: Ctx<'_, C, Module>, run: Run<'_>, tail: &[&dyn Arg])
         let guess = spec.guess();
         let mut keys = spec.keys(&part.key, guess, ctx.guard());
         let once = run.step.map(|(step, index)| {
-            keys.push(step.ring(&part.key));
+            keys.extend(step.rings(&part.key));
             // The first key is a generation, whose TTL is not the filter's.
-            let [id, epoch, retry, _, answer] = step.args(index);
+            let [id, epoch, retry, _, answer] = step.args(&part.key, index);
             [id, epoch, retry, "0".to_owned(), answer]
         });
         let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
@@ -315,7 +315,12 @@ async fn call<C: Conn>(ctx: Ctx<'_, C, Module>, run: Run<'_>, tail: &[&dyn Arg])
         };
         match classify(reply) {
             Reply::Done(reply) => return Ok(reply),
-            Reply::Epoch(now) => spec.server.learn(now),
+            Reply::Epoch(now) => {
+                if let Some((step, index)) = run.step {
+                    step.unsent(index);
+                }
+                spec.server.learn(now);
+            }
             Reply::Params(stored) => return Err(mismatch(ctx, stored)),
             Reply::Lost(key) => {
                 return Err(Error::Lost {
@@ -394,6 +399,9 @@ async fn add<C: Conn>(ctx: Ctx<'_, C, Module>, items: &[&[u8]]) -> Result<Vec<bo
         exec::in_order(commands.collect()).await
     };
     let flags = ctx.written(&part.key, Engine::Scripts, attempt).await;
+    if let Some(step) = step {
+        step.settle(ctx.exec(), &flags).await;
+    }
     let flags = steps::or_missing(ctx, flags).await?;
     if let Some(added) = flags.iter().position(|&flag| flag == b'F') {
         return Err(Error::FilterFull {

@@ -416,7 +416,7 @@ impl Bits {
         (index, items): (usize, usize),
         offsets: &[u64],
     ) -> Result<Vec<bool>> {
-        let ring = step.ring(&self.key);
+        let rings = step.rings(&self.key);
         let k = self.geometry.hashes as usize;
         let hashes = self.geometry.hashes;
         let exec = ctx.exec;
@@ -426,8 +426,9 @@ impl Bits {
             return once::bitfield(exec, on, ("set", k), offsets, (step, index)).await;
         }
         self.guard_alone(ctx).await?;
-        let keys = [self.key.as_str(), ring.as_str()];
-        let [id, epoch, retry, keep, answer] = step.args(index);
+        let mut keys = vec![self.key.as_str()];
+        keys.extend(rings.iter().map(String::as_str));
+        let [id, epoch, retry, keep, answer] = step.args(&self.key, index);
         // go-zero's scripts (the go-zero layout: no guard step).
         match items {
             1 => {
@@ -615,12 +616,12 @@ impl Bits {
     ) -> Result<Vec<bool>> {
         // The guard's step in the same script, as for the per-item writes.
         let guard = ctx.guard_step();
-        let ring = step.ring(&self.key);
+        let rings = step.rings(&self.key);
         let mut keys = vec![self.key.as_str(), scratch];
         keys.extend(guard.key());
-        keys.push(&ring);
+        keys.extend(rings.iter().map(String::as_str));
         let fingerprint = guard.fingerprint();
-        let [id, epoch, retry, keep, answer] = step.args(0);
+        let [id, epoch, retry, keep, answer] = step.args(&self.key, 0);
         let bitmap = dense::bitmap(offsets);
         let probe = u8::from(self.dense_seen.probes(true));
         let args: [&dyn scripts::Arg; 8] = [

@@ -115,18 +115,18 @@ impl Bits {
         };
         let batches = [grouped.as_ref()];
         let mut buffer = vec![0u8; range.min(self.geometry.max_bytes()) as usize];
-        let ring = step.ring(&self.key);
+        let rings = step.rings(&self.key);
         let merge = |(merge, bitmap): (RangeMerge, Vec<u8>)| {
-            let ring = &ring;
+            let rings = &rings;
             async move {
                 let index = batch.range_index(merge.r());
-                let keys = [
+                let mut keys = vec![
                     self.key.as_str(),
                     self.scratch.as_str(),
                     self.scratch_or.as_str(),
-                    ring.as_str(),
                 ];
-                let [id, epoch, retry, keep, answer] = step.args(index);
+                keys.extend(rings.iter().map(String::as_str));
+                let [id, epoch, retry, keep, answer] = step.args(&self.key, index);
                 let args: [&dyn scripts::Arg; 7] = [
                     &merge.first_byte,
                     &bitmap,

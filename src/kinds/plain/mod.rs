@@ -303,7 +303,7 @@ impl Seam for Plain {
             })
             .await;
         if let Some(step) = &step {
-            step.settle(run.exec).await;
+            step.settle(run.exec, &answers).await;
         }
         answers
     }

@@ -172,16 +172,17 @@ async fn add_once<C: Conn>(
 ) -> Result<Vec<bool>> {
     let (exec, window, part) = (ctx.exec(), ctx.kind(), ctx.part());
     let (g, k) = (window.generations as usize, part.geometry.hashes as usize);
-    let ring = step.ring(&format!("{}:", part.prefix));
+    let ring_key = format!("{}:", part.prefix);
+    let rings = step.rings(&ring_key);
     let bitmap = dense::bitmap(offsets);
     for _ in 0..TRIES {
         let guess = window.guess();
         let (mut keys, mut tx, olds) = generations_read(ctx, guess);
-        keys.push(ring.clone());
+        keys.extend(rings.iter().cloned());
         let ro = exec.has(Cap::BitfieldRo);
         // EVAL, not EVALSHA: NOSCRIPT cannot be retried inside a transaction.
         let mut merge = window.eval("EVAL", &WINDOW_MERGE_ONCE, &keys, guess, true, ro);
-        let [id, epoch, retry, _, answer] = step.args(0);
+        let [id, epoch, retry, _, answer] = step.args(&ring_key, 0);
         // The first key is a generation, whose TTL is not the filter's: "0".
         merge
             .arg(&bitmap)
@@ -208,6 +209,7 @@ async fn add_once<C: Conn>(
                 )))
             }
             Reply::Epoch(now) => {
+                step.unsent(0);
                 window.server.learn(now);
                 continue;
             }
@@ -238,6 +240,7 @@ async fn add_once<C: Conn>(
             let Some(bytes) = bytes else {
                 return Err(Error::OutcomeUnknown {
                     key: ctx.key().to_owned(),
+                    step: format!("the generation {key} it may have written is gone"),
                 });
             };
             mark_present(&mut new, &bytes, offsets, k);

@@ -307,13 +307,11 @@ async fn merge_range<C: Conn>(
                 part.scratch.as_str(),
                 part.scratch_or.as_str(),
             ];
-            let ring = step.map(|(step, _)| step.ring(&ring_key(part)));
-            if let Some(ring) = &ring {
-                keys.push(ring);
-            }
+            let rings = step.map(|(step, _)| step.rings(&ring_key(part)));
+            keys.extend(rings.iter().flatten().map(String::as_str));
             let once = step.map(|(step, index)| {
                 // A generation's TTL is not the filter's: "0".
-                let [id, at, retry, _, answer] = step.args(index);
+                let [id, at, retry, _, answer] = step.args(&ring_key(part), index);
                 [id, at, retry, "0".to_owned(), answer]
             });
             let mut args: Vec<&dyn Arg> = vec![
@@ -346,6 +344,9 @@ async fn merge_range<C: Conn>(
         // before, as these bytes say; nothing written, nothing recorded.
         Reply::Done(Value::Int(0)) => Ok(Merged::Done(merge, bitmap)),
         Reply::Epoch(now) => {
+            if let Some((step, index)) = step {
+                step.unsent(index);
+            }
             window.server.learn(now);
             Ok(Merged::Moved)
         }

@@ -160,10 +160,11 @@ pub(super) async fn call<C: Conn>(
             .guard()
             .filter(|guard| !(run.read_only && run.flags && guard.is_checked()));
         let mut keys = part.keys(guess, window.generations, checked);
+        let ring_key = format!("{}:", part.prefix);
         let once = run.step.map(|(step, index)| {
-            keys.push(step.ring(&format!("{}:", part.prefix)));
+            keys.extend(step.rings(&ring_key));
             // The first key is a generation, whose TTL is not the filter's.
-            let [id, epoch, retry, _, answer] = step.args(index);
+            let [id, epoch, retry, _, answer] = step.args(&ring_key, index);
             [id, epoch, retry, "0".to_owned(), answer]
         });
         let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
@@ -180,17 +181,30 @@ pub(super) async fn call<C: Conn>(
         };
         let reply = match reply {
             // A server before Redis 6.2: the scripts read bits with BITFIELD instead.
-            Err(err) if ro && exec.lacks(Cap::BitfieldRo, ctx.key(), &err) => continue,
+            Err(err) if ro && exec.lacks(Cap::BitfieldRo, ctx.key(), &err) => {
+                unsent(run.step);
+                continue;
+            }
             reply => reply?,
         };
         match classify(reply)? {
             Reply::Done(reply) => return Ok(reply),
-            Reply::Epoch(now) => window.server.learn(now),
+            Reply::Epoch(now) => {
+                unsent(run.step);
+                window.server.learn(now);
+            }
             Reply::Params(stored) => return Err(window.mismatch(ctx.key(), stored)),
             Reply::Lost(part) => return Err(lost(ctx.key(), part)),
         }
     }
     Err(clock_moved())
+}
+
+/// The step's command was answered with nothing applied: its next sending is a first attempt.
+fn unsent(step: Option<(&Step, usize)>) {
+    if let Some((step, index)) = step {
+        step.unsent(index);
+    }
 }
 
 impl Window {

@@ -26,7 +26,11 @@ pub(super) async fn batch<C: Conn>(
     let step = write.then(|| ctx.exec().step()).flatten();
     let step = step.as_ref();
     if !write || ctx.exec().options().replicas.is_none() {
-        return attempt(ctx, items, (write, step), false).await;
+        let answers = attempt(ctx, items, (write, step), false).await;
+        if let Some(step) = step {
+            step.settle(ctx.exec(), &answers).await;
+        }
+        return answers;
     }
     let prefix = &ctx.part().prefix;
     let answers = ctx
@@ -35,7 +39,7 @@ pub(super) async fn batch<C: Conn>(
         })
         .await;
     if let Some(step) = step {
-        step.settle(ctx.exec()).await;
+        step.settle(ctx.exec(), &answers).await;
     }
     answers
 }
