@@ -30,7 +30,7 @@ mod snapshot;
 
 pub use self::{
     bitfield::MAX_OFFSETS_PER_COMMAND,
-    core::{builder::Builder, legacy::adopt_legacy_names, stored::StoredParams, Bloom},
+    core::{builder::Builder, legacy::adopt_legacy_names, stored::StoredParams, Bloom, Loaded},
     engine::Engine,
     error::{Error, Result},
     hash::{gozero_locations, murmur3_x64_128, sum64, GOZERO_HASHES},

@@ -92,6 +92,9 @@ pub(crate) struct Clock {
     retries: AtomicU32,
     /// The filter's kind, for the retries' metrics.
     kind: &'static str,
+    /// A bulk load's call ([`Bloom::load_many`](crate::Bloom::load_many)): the writes of a
+    /// kind whose adds may be applied again go without records.
+    bare: bool,
 }
 
 impl Clock {
@@ -102,7 +105,23 @@ impl Clock {
             timeout,
             retries: AtomicU32::new(0),
             kind,
+            bare: false,
         }
+    }
+
+    /// The same call, a bulk load's ([`Clock::bare`]).
+    pub(crate) fn bare(self) -> Self {
+        Clock { bare: true, ..self }
+    }
+
+    /// Whether this is a bulk load's call: its idempotent writes go without records.
+    pub(crate) fn is_bare(&self) -> bool {
+        self.bare
+    }
+
+    /// Whether a step of the call was retried.
+    pub(crate) fn retried(&self) -> bool {
+        self.retries.load(Ordering::Relaxed) > 0
     }
 
     /// The call's timeout, if it has one.
@@ -140,7 +159,34 @@ fn record_attempts(clock: &Clock) {
 /// Runs `attempt` until it succeeds, fails for good, or `policy`'s budget (counted from the
 /// call's start) is spent; no attempt runs past the call's deadline, and the call fails with
 /// [`Error::Deadline`] then.
-pub(crate) async fn run<T, F, Fut>(policy: Retry, clock: &Clock, mut attempt: F) -> Result<T>
+pub(crate) async fn run<T, F, Fut>(policy: Retry, clock: &Clock, attempt: F) -> Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T>>,
+{
+    LAST_NOT_RUN
+        .scope(
+            std::cell::Cell::new(false),
+            attempts(policy, clock, attempt),
+        )
+        .await
+}
+
+tokio::task_local! {
+    /// Whether the last attempt of the innermost [`run`] failed without running
+    /// ([`Error::not_run`]): a write step's next sending is then a first attempt again
+    /// ([`last_attempt_not_run`]).
+    static LAST_NOT_RUN: std::cell::Cell<bool>;
+}
+
+/// Whether the attempt before this one, in the innermost [`run`], failed without running:
+/// `false` outside one.
+pub(crate) fn last_attempt_not_run() -> bool {
+    LAST_NOT_RUN.try_with(std::cell::Cell::get).unwrap_or(false)
+}
+
+/// [`run`]'s attempts.
+async fn attempts<T, F, Fut>(policy: Retry, clock: &Clock, mut attempt: F) -> Result<T>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<T>>,
@@ -166,6 +212,7 @@ where
                 return done;
             }
         };
+        let _ = LAST_NOT_RUN.try_with(|last| last.set(err.not_run()));
         let retry_at = Instant::now() + delay;
         let within_budget = retry_at.duration_since(started) < policy.budget;
         let before_deadline = deadline.is_none_or(|deadline| retry_at < deadline);

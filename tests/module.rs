@@ -762,7 +762,7 @@ fn module_acl(key: &str) -> Vec<String> {
         "SETUSER app on >pw ~{key} ~{{{key}}}:redbloom:*:{key}:params \
          ~{{{key}}}:redbloom:*:{key}:once:* ~{{rb*}}:{key}:shard:* -@all +bf.reserve +bf.madd \
          +bf.insert +bf.mexists +bf.info +evalsha +eval +get +set +exists +pttl +pexpire +del \
-         +hget +hset +unlink +info +wait"
+         +hget +time +hmget +hdel +hset +unlink +info +wait"
     );
     line.split_whitespace().map(str::to_owned).collect()
 }

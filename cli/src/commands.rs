@@ -234,6 +234,7 @@ async fn command<K: CliKind>(cli: &Cli, bloom: &Bloom<Connection, K>) -> Result<
                 &output::Loaded {
                     items: run.items,
                     new: run.hits,
+                    unknown: run.unknown,
                     seconds: run.seconds,
                     interrupted: run.interrupted.map(|stop| stop.signal),
                 },

@@ -59,6 +59,10 @@ impl Report for Checked {
 pub(crate) struct Loaded {
     pub(crate) items: u64,
     pub(crate) new: u64,
+    /// Items answered "seen" whose answers could not be known: a batch that carried them was
+    /// retried without a record of its lost attempt (`Bloom::load_many`). The new items, counted
+    /// cleanly, lie between `new` and `new + unknown`.
+    pub(crate) unknown: u64,
     pub(crate) seconds: f64,
     /// The signal that stopped the run early ("SIGINT", "SIGTERM"); absent when it finished.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -68,9 +72,15 @@ pub(crate) struct Loaded {
 impl Report for Loaded {
     fn text(&self) -> String {
         format!(
-            "{} items, {} new, in {:.3} s ({:.0} items/s){}",
+            "{} items, {} new{}, in {:.3} s ({:.0} items/s){}",
             self.items,
             self.new,
+            match self.unknown {
+                0 => String::new(),
+                unknown => format!(
+                    " ({unknown} more may be: their batches were retried after a lost reply)"
+                ),
+            },
             self.seconds,
             per_sec(self.items, self.seconds),
             stopped(self.interrupted)

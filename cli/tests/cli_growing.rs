@@ -48,8 +48,8 @@ fn lines_file(dir: &Path, prefix: &str, lines: u64) -> String {
     path.to_str().unwrap().to_owned()
 }
 
-/// Every key on the server whose name contains `key`, with its `DUMP` and `PTTL`: what a
-/// refused command must leave exactly as it was.
+/// Every key on the server whose name contains `key`, with its `DUMP` and `PTTL` (a record
+/// slot's: whether it has one): what a refused command must leave exactly as it was.
 async fn snapshot(conn: &mut MultiplexedConnection, key: &str) -> BTreeMap<String, (Vec<u8>, i64)> {
     let mut all = BTreeMap::new();
     for name in keys_with(conn, key).await {
@@ -59,6 +59,11 @@ async fn snapshot(conn: &mut MultiplexedConnection, key: &str) -> BTreeMap<Strin
             .await
             .unwrap();
         let pttl = common::pttl(conn, &name).await;
+        // A record slot's TTL runs from its start (never extended): whether it has one.
+        let pttl = match common::is_record(&name) {
+            true => pttl.signum(),
+            false => pttl,
+        };
         all.insert(name, (dump, pttl));
     }
     all

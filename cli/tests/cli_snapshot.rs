@@ -948,6 +948,16 @@ async fn kill_9_of_an_importer_at_random_moments_leaves_the_old_filter() {
     for (i, key) in shard_keys(&mut conn, "four", 4).await.iter().enumerate() {
         fill_noise(&mut conn, key, 4 * MIB, 40 + i as u64).await;
     }
+    // The records of the adds' exact answers expire by themselves (a TTL from their ring
+    // slot's start): not part of the state compared, and an import deletes them anyway.
+    let records = common::keys_like(&mut conn, "*:once:*").await;
+    if !records.is_empty() {
+        let _: i64 = redis::cmd("DEL")
+            .arg(&records)
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+    }
     let old = common::keyspace(&mut conn).await;
     // What a complete import of each leaves, then the old state back.
     let mut complete = Vec::new();

@@ -40,7 +40,10 @@ impl AclKind for Counting {
             "getrange",
             "info (the counters read whole); exists of a big batch (whole reads)",
         ),
-        ("pttl", "info"),
+        (
+            "pttl",
+            "info; exact answers (in Lua: a TTL caps a ring slot's)",
+        ),
         (
             "evalsha",
             "remove, add_if_absent, the parameters check, clear, expire",
@@ -65,7 +68,10 @@ impl AclKind for Counting {
             "clear, expire (in Lua: the keys' type checked first)",
         ),
         ("del", "clear (in Lua; a sharded filter's parameters)"),
-        ("pexpire", "expire (in Lua; a sharded filter's parameters)"),
+        (
+            "pexpire",
+            "expire (in Lua; a sharded filter's parameters); exact answers (a ring slot's TTL)",
+        ),
         (
             "multi",
             "adds of a filter of one key (with the parameters' SET NX GET)",
@@ -78,8 +84,20 @@ impl AclKind for Counting {
             "exact answers across retries (in Lua: a write's record and its ring slot's epoch)",
         ),
         (
+            "time",
+            "exact answers across retries (in Lua: the ring's epoch)",
+        ),
+        (
+            "hmget",
+            "exact answers across retries (in Lua: a ring slot's epoch and start)",
+        ),
+        (
+            "hdel",
+            "exact answers across retries (in Lua: the records of answered writes)",
+        ),
+        (
             "hset",
-            "exact answers across retries (in Lua: a write's record)",
+            "exact answers across retries (in Lua: a write's record, a ring slot's start)",
         ),
         (
             "unlink",
@@ -88,8 +106,15 @@ impl AclKind for Counting {
     ];
     /// Without one of these every operation works, but writes no longer record their answers
     /// across retries ([`Bloom::exact_retries`](redbloom::Bloom::exact_retries)).
-    const EXACT_ONLY: &'static [&'static str] =
-        &["hget", "hset", "unlink", "~{bf:*}:redbloom:*:bf:*:once:*"];
+    const EXACT_ONLY: &'static [&'static str] = &[
+        "hget",
+        "time",
+        "hmget",
+        "hdel",
+        "hset",
+        "unlink",
+        "~{bf:*}:redbloom:*:bf:*:once:*",
+    ];
     /// The counters of a filter of one key (the key itself), the stored parameters
     /// `{KEY}:redbloom:LEN:KEY:params` (of either), a sharded filter's counters
     /// `{rbI.N}:KEY:shard:I/S` (and, under the same pattern, their companions

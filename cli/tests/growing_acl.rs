@@ -42,10 +42,26 @@ impl AclKind for Growing {
             "hlen",
             "checks (the levels, beside the reads); add, clear, expire (in Lua)",
         ),
-        ("hget", "add (in Lua: the newest level's count)"),
+        (
+            "hget",
+            "add (in Lua: the newest level's count); exact answers across retries (a write's \
+             record)",
+        ),
+        (
+            "time",
+            "exact answers across retries (in Lua: the ring's epoch)",
+        ),
+        (
+            "hmget",
+            "exact answers across retries (in Lua: a ring slot's epoch and start)",
+        ),
+        (
+            "hdel",
+            "exact answers across retries (in Lua: the records of answered writes)",
+        ),
         (
             "hset",
-            "add (in Lua: a new level, the newest level's count)",
+            "add (in Lua: a new level, the newest level's count); exact answers across retries",
         ),
         (
             "hgetall",
@@ -86,7 +102,10 @@ impl AclKind for Growing {
         ("bitcount", "info (bits set per level)"),
         ("strlen", "info (bytes per level)"),
         ("del", "clear (in Lua; a sharded filter's parameters)"),
-        ("pexpire", "expire (in Lua; a sharded filter's parameters)"),
+        (
+            "pexpire",
+            "expire (in Lua; a sharded filter's parameters); exact answers (a ring slot's TTL)",
+        ),
         (
             "multi",
             "adds of a big batch (the dense add: the levels read, then the merge, each a \
@@ -102,7 +121,7 @@ impl AclKind for Growing {
     ];
     /// Without one of these every operation works, but writes no longer record their answers
     /// across retries ([`Bloom::exact_retries`](redbloom::Bloom::exact_retries)).
-    const EXACT_ONLY: &'static [&'static str] = &["unlink"];
+    const EXACT_ONLY: &'static [&'static str] = &["time", "hmget", "hdel", "unlink"];
     /// The bare key (declared by the scripts of a filter of one key, which refuse another
     /// kind's bits there), the stored parameters `{KEY}:redbloom:LEN:KEY:params` (of either),
     /// the levels and their counts of a filter of one key `{KEY}:redbloom:LEN:KEY:grow:HASH[:i]`,

@@ -47,7 +47,10 @@ impl AclKind for Window {
             "eval_ro",
             "exists of a big batch (the dense check's script); read-only scripts after NOSCRIPT",
         ),
-        ("time", "every script (in Lua: the server's clock)"),
+        (
+            "time",
+            "every script (in Lua: the server's clock; the record's ring epoch)",
+        ),
         (
             "get",
             "every script (in Lua: the stored parameters); dense add (generations before)",
@@ -76,7 +79,10 @@ impl AclKind for Window {
             "dense add (in Lua: the expiry again after BITOP); optional: refused, adds go by the \
              per-item script, which creates a generation with SET ... PXAT",
         ),
-        ("pexpire", "expire (in Lua); a sharded filter's parameters"),
+        (
+            "pexpire",
+            "expire (in Lua); a sharded filter's parameters; exact answers (a ring slot's TTL)",
+        ),
         (
             "del",
             "clear (in Lua; a sharded filter's parameters); dense add (scratch key)",
@@ -101,8 +107,16 @@ impl AclKind for Window {
             "exact answers across retries (in Lua: a write's record and its ring slot's epoch)",
         ),
         (
+            "hmget",
+            "exact answers across retries (in Lua: a ring slot's epoch and start)",
+        ),
+        (
+            "hdel",
+            "exact answers across retries (in Lua: the records of answered writes)",
+        ),
+        (
             "hset",
-            "exact answers across retries (in Lua: a write's record)",
+            "exact answers across retries (in Lua: a write's record, a ring slot's start)",
         ),
         (
             "unlink",
@@ -111,7 +125,7 @@ impl AclKind for Window {
     ];
     /// Without one of these every operation works, but writes no longer record their answers
     /// across retries ([`Bloom::exact_retries`](redbloom::Bloom::exact_retries)).
-    const EXACT_ONLY: &'static [&'static str] = &["hget", "hset", "unlink"];
+    const EXACT_ONLY: &'static [&'static str] = &["hget", "hmget", "hdel", "hset", "unlink"];
     /// The bare key (declared by the scripts of a filter of one key, which must not hold another
     /// kind's bits), the companions `{KEY}:redbloom:*` (the parameters, the generations
     /// `…:gen:HASH:<epoch>` and the dense add's scratch key of a filter of one key; a sharded

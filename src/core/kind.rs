@@ -239,6 +239,11 @@ pub trait Seam: Sized + Send + Sync + Debug + 'static {
     /// that a `volatile-*` eviction policy may evict them.
     const EXPIRING: bool = false;
 
+    /// Whether an add applied twice is applied once (it only sets bits): a bulk load's adds
+    /// may then go without records ([`Bloom::load_many`](crate::Bloom::load_many)). Not a
+    /// counting filter's (increments).
+    const IDEMPOTENT_ADDS: bool = true;
+
     /// Whether this filter's keys carry a TTL by design: the kind's
     /// [`EXPIRING`](Seam::EXPIRING), or the filter's own (a module filter with a window).
     fn expiring(&self) -> bool {
@@ -413,6 +418,15 @@ impl<C, K: Seam> Clone for Ctx<'_, C, K> {
 impl<C, K: Seam> Copy for Ctx<'_, C, K> {}
 
 impl<'a, C, K: Seam> Ctx<'a, C, K> {
+    /// A new write step with exact answers across retries, when the filter records them
+    /// ([`Exec::step`]) and this call is not a bulk load of a kind whose adds are idempotent.
+    pub(crate) fn step(&self) -> Option<crate::io::once::Step> {
+        if self.clock.is_bare() && K::IDEMPOTENT_ADDS {
+            return None;
+        }
+        self.exec.step()
+    }
+
     pub(crate) fn exec(&self) -> &'a Exec<C> {
         self.exec
     }

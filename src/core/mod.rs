@@ -50,6 +50,18 @@ use std::time::Duration;
 /// tasks at once. Concurrent calls on one multiplexed connection are pipelined by redis-rs.
 pub struct Bloom<C, K: Kind>(pub(crate) Arc<Core<C, K>>);
 
+/// What a bulk load's add answered ([`Bloom::load_many`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Loaded {
+    /// One answer per item, in input order: `true` when the item was new.
+    pub answers: Vec<bool>,
+    /// How many items answered `false` ("seen") could have been new: a step that carried them
+    /// was retried without a record of its lost attempt, which may have added them. 0 when no
+    /// step was retried, and always for a kind that records (counting).
+    pub unknown: u64,
+}
+
 impl<C, K: Kind> Clone for Bloom<C, K> {
     /// Another handle on the same filter: one reference count.
     fn clone(&self) -> Self {
@@ -324,7 +336,18 @@ impl<C: Conn, K: Kind> Core<C, K> {
     /// A write batch, told to the near cache: adds reach its copy, anything else (a removal,
     /// a failed write that may have been applied) counts as an invalidation.
     pub(crate) async fn write(&self, op: Op, items: &[&[u8]]) -> Result<Vec<bool>> {
-        let clock = self.exec.clock();
+        self.write_on(&self.exec.clock(), op, items).await
+    }
+
+    /// [`write`](Core::write) under the call's `clock` (a bulk load's, [`Clock::bare`]).
+    ///
+    /// [`Clock::bare`]: crate::retry::Clock::bare
+    pub(crate) async fn write_on(
+        &self,
+        clock: &Clock,
+        op: Op,
+        items: &[&[u8]],
+    ) -> Result<Vec<bool>> {
         // What a write asks first, once per filter, boxed: a call's future stays small (see
         // `batch`).
         let ttl = self.kind.expiring();
@@ -614,6 +637,40 @@ impl<C: ConnectionLike + Clone + Send + Sync, K: Kind> Bloom<C, K> {
         let core = &*self.0;
         call::run(Call::AddMany, core, Some(items.len()), async {
             core.write(Op::Add, &slices(items)).await
+        })
+        .await
+    }
+
+    /// Adds every item as a bulk load does: like [`add_many`](Bloom::add_many), but a kind
+    /// whose adds only set bits (plain, window, growing, module; not counting) writes without
+    /// records of its answers across retries, which cost the server a script per step (the
+    /// CLI's `load`). The answers stay honest: each item answered new is new, and
+    /// [`Loaded::unknown`] counts the items answered "seen" whose answers could not be known
+    /// (a step that carried them was retried, and its lost attempt may have added them): 0
+    /// when no step was retried. So a load's new items, counted cleanly, lie between
+    /// `new` and `new + unknown`. Counting filters keep their records (exact, `unknown` 0).
+    ///
+    /// ```no_run
+    /// # async fn run(bloom: redbloom::RedisBloom<redis::aio::ConnectionManager>) -> redbloom::Result<()> {
+    /// let loaded = bloom.load_many(&["a", "b", "c"]).await?;
+    /// let new = loaded.answers.iter().filter(|&&new| new).count();
+    /// println!("{new} new, {} unknown", loaded.unknown);
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// As for [`add_many`](Bloom::add_many).
+    pub async fn load_many<T: AsRef<[u8]>>(&self, items: &[T]) -> Result<Loaded> {
+        let core = &*self.0;
+        call::run(Call::AddMany, core, Some(items.len()), async {
+            let clock = core.exec.clock().bare();
+            let answers = core.write_on(&clock, Op::Add, &slices(items)).await?;
+            let unrecorded = K::IDEMPOTENT_ADDS || !core.exec.records();
+            let unknown = match clock.retried() && unrecorded {
+                true => answers.iter().filter(|&&new| !new).count() as u64,
+                false => 0,
+            };
+            Ok(Loaded { answers, unknown })
         })
         .await
     }

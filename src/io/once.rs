@@ -254,8 +254,9 @@ impl Step {
                 sent.resize(index + 1, None);
             }
             match &sent[index] {
-                Some((floor, _)) => (true, *floor),
-                None => {
+                // The last attempt was refused before it ran: this is a first one again.
+                Some((floor, _)) if !crate::retry::last_attempt_not_run() => (true, *floor),
+                _ => {
                     let floor = self.shared.clock.floor();
                     sent[index] = Some((floor, key.to_owned()));
                     (false, floor)
@@ -279,7 +280,7 @@ impl Step {
     /// Whether command `index` went out before (its next sending would be a retry).
     pub(crate) fn sent(&self, index: usize) -> bool {
         let sent = self.sent.lock().unwrap_or_else(PoisonError::into_inner);
-        sent.get(index).is_some_and(Option::is_some)
+        sent.get(index).is_some_and(Option::is_some) && !crate::retry::last_attempt_not_run()
     }
 
     /// Command `index`'s last sending was answered with nothing applied (a refusal: the

@@ -72,6 +72,9 @@ pub(crate) struct Interrupt {
 pub(crate) struct Streamed {
     pub(crate) items: u64,
     pub(crate) hits: u64,
+    /// Of a load: items answered "seen" whose answers could not be known
+    /// (`redbloom::Loaded::unknown`).
+    pub(crate) unknown: u64,
     pub(crate) seconds: f64,
     pub(crate) interrupted: Option<Interrupt>,
     /// Batches still unanswered when the run stopped (they may have been applied).
@@ -209,7 +212,7 @@ pub(crate) async fn stream_file<K: CliKind>(
     let mut read_error: Option<LineError> = None;
     let mut eof = false;
     let mut interrupted: Option<(Interrupt, Instant)> = None;
-    let (mut items, mut hits) = (0u64, 0u64);
+    let (mut items, mut hits, mut unknown) = (0u64, 0u64, 0u64);
     loop {
         if interrupted.is_none() {
             let now = Instant::now();
@@ -248,6 +251,10 @@ pub(crate) async fn stream_file<K: CliKind>(
                 pending_since = None;
             }
             Some((flags, bytes)) = calls.next(), if !calls.is_empty() => {
+                let flags = flags.map(|(flags, not_known)| {
+                    unknown += not_known;
+                    flags
+                });
                 let flags = flags.map_err(|err| match err {
                     // Refused before anything was written: kept whole, so that the command
                     // names the flags that differ (kinds::mismatch).
@@ -297,6 +304,7 @@ pub(crate) async fn stream_file<K: CliKind>(
         return Ok(Streamed {
             items,
             hits,
+            unknown,
             seconds: started.elapsed().as_secs_f64(),
             interrupted: Some(interrupt),
             abandoned: calls.len(),
@@ -309,6 +317,7 @@ pub(crate) async fn stream_file<K: CliKind>(
     Ok(Streamed {
         items,
         hits,
+        unknown,
         seconds: started.elapsed().as_secs_f64(),
         interrupted: None,
         abandoned: 0,
@@ -321,11 +330,16 @@ async fn call<K: CliKind>(
     op: Op,
     batch: Batch,
     budget: &Budget,
-) -> (redbloom::Result<Vec<bool>>, u64) {
+) -> (redbloom::Result<(Vec<bool>, u64)>, u64) {
+    let known = |flags: redbloom::Result<Vec<bool>>| flags.map(|flags| (flags, 0));
     let flags = match op {
-        Op::Add => bloom.add_many(&batch.items).await,
-        Op::Exists => bloom.exists_many(&batch.items).await,
-        Op::Remove => K::remove_many(bloom, &batch.items).await,
+        // A load's adds go bare where the kind allows (no records): honest counts, cheaper.
+        Op::Add => bloom
+            .load_many(&batch.items)
+            .await
+            .map(|loaded| (loaded.answers, loaded.unknown)),
+        Op::Exists => known(bloom.exists_many(&batch.items).await),
+        Op::Remove => known(K::remove_many(bloom, &batch.items).await),
     };
     let Batch { items, cost, bytes } = batch;
     drop(items);

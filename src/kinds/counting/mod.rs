@@ -210,6 +210,8 @@ const NO_MERGE: &str = "a counting filter's file cannot be merged into it (its c
 
 #[allow(private_interfaces, private_bounds)]
 impl Seam for Counting {
+    /// An add increments counters: applied twice, it counts twice.
+    const IDEMPOTENT_ADDS: bool = false;
     type Options = CountingOptions;
     type Part = Counters;
     type PartInfo = PartInfo;

@@ -125,7 +125,7 @@ pub(super) async fn step<C: Conn>(
 ) -> Result<Vec<bool>> {
     // Each command's reply recorded across retries (a command that names too few levels
     // writes nothing, and the next, naming more, is another command of the step).
-    let once = ctx.exec().step();
+    let once = ctx.step();
     let answers = commands(ctx, items, once.as_ref()).await;
     if let Some(step) = &once {
         step.settle(ctx.exec(), &answers).await;

@@ -153,7 +153,7 @@ async fn merge<C: Conn>(
     // With a record across retries, each merge (its compare and set) is a command of one step:
     // a retry after a lost reply reads back the answers of a merge that went through instead
     // of reading the levels again and answering from them.
-    let step = ctx.exec().step();
+    let step = ctx.step();
     let mut merged = None;
     for index in 0..MERGE_ATTEMPTS {
         let once = step.as_ref().map(|step| (step, index));

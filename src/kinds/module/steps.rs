@@ -46,7 +46,7 @@ type Flag = u8;
 /// Adds the items of one part.
 pub(super) async fn add<C: Conn>(ctx: Ctx<'_, C, Module>, items: &[&[u8]]) -> Result<Vec<bool>> {
     let part = ctx.part();
-    let step = ctx.exec().step();
+    let step = ctx.step();
     let on = On {
         ctx,
         step: step.as_ref(),
@@ -223,7 +223,11 @@ impl<'a, C: Conn> On<'a, C> {
                 return Err(refusal);
             }
             if is_foreign(&reply) {
-                // Made by another client since this one last looked: compared, then again.
+                // Made by another client since this one last looked: compared, then again
+                // (a first attempt again: this one wrote nothing).
+                if let Some(step) = step {
+                    step.unsent(index);
+                }
                 probe(ctx).await?;
                 continue;
             }

@@ -385,7 +385,7 @@ fn mismatch<C>(ctx: Ctx<'_, C, Module>, stored: String) -> Error {
 /// add and its `WAIT` retried together.
 async fn add<C: Conn>(ctx: Ctx<'_, C, Module>, items: &[&[u8]]) -> Result<Vec<bool>> {
     let part = ctx.part();
-    let step = ctx.exec().step();
+    let step = ctx.step();
     let step = step.as_ref();
     let attempt = || async move {
         if items.len() <= PER_COMMAND {

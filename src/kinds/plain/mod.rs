@@ -284,7 +284,7 @@ impl Seam for Plain {
         let part = ctx.part();
         let batch = Batch::new(items, part.geometry);
         let write = op.writes();
-        let step = write.then(|| ctx.exec().step()).flatten();
+        let step = write.then(|| ctx.step()).flatten();
         let run = Run {
             step: step.as_ref(),
             ..ctx.kind().run(&ctx)

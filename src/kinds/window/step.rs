@@ -23,7 +23,7 @@ pub(super) async fn batch<C: Conn>(
     write: bool,
 ) -> Result<Vec<bool>> {
     // A write's reply recorded across retries ([`once`](crate::io::once)).
-    let step = write.then(|| ctx.exec().step()).flatten();
+    let step = write.then(|| ctx.step()).flatten();
     let step = step.as_ref();
     if !write || ctx.exec().options().replicas.is_none() {
         let answers = attempt(ctx, items, (write, step), false).await;
