@@ -355,15 +355,15 @@ impl<C: Conn, K: Kind> Core<C, K> {
         let asked = made && self.exec.eviction().passed(ttl) && self.exec.records_proven();
         if !items.is_empty() && !asked {
             Box::pin(async {
-                self.writable(&clock, false).await?;
-                self.make_parts(&clock).await
+                self.writable(clock, false).await?;
+                self.make_parts(clock).await
             })
             .await?;
         }
         if !items.is_empty() && self.exec.time_stale() {
             Box::pin(self.exec.learn_time(&self.key)).await;
         }
-        let mut answers = self.batch(&clock, op, items).await;
+        let mut answers = self.batch(clock, op, items).await;
         let restored = self.guard.restored();
         if self.kind.keeps_parts() && restored {
             // The parameters were stored again beside this write (another client cleared the
@@ -372,7 +372,7 @@ impl<C: Conn, K: Kind> Core<C, K> {
             Box::pin(async {
                 let parts = &self.part_makers();
                 self.exec
-                    .retried(&clock, || lost::make_parts(&self.exec, parts))
+                    .retried(clock, || lost::make_parts(&self.exec, parts))
                     .await
             })
             .await?;
@@ -386,10 +386,10 @@ impl<C: Conn, K: Kind> Core<C, K> {
             // write), as a write to a cleared filter does.
             Box::pin(async {
                 self.guard.reset();
-                self.make_parts(&clock).await
+                self.make_parts(clock).await
             })
             .await?;
-            answers = self.batch(&clock, op, items).await;
+            answers = self.batch(clock, op, items).await;
         }
         if let Some(near) = &self.near {
             match (&answers, op) {
