@@ -11,6 +11,7 @@ local once_on = "on the record of exact answers"
 local refused_read = acl_refusal(once_on, "time")
     or acl_refusal(once_on, "hget", once_rings[1], once_step)
     or acl_refusal(once_on, "hmget", once_rings[1], "e")
+    or acl_refusal(once_on, "exists", once_rings[1])
 if refused_read then
     return refused_read
 end
@@ -26,6 +27,12 @@ end
 -- Lua error): the error names the step and why.
 local function unknown(why)
     return redis.error_reply("OUTCOMEUNKNOWN step " .. once_step .. ": " .. why)
+end
+-- A retry that cannot prove its first attempt absent yet, where that attempt may still be on
+-- its way (sent on a connection the client has since replaced, and held up with this one):
+-- the client asks again until its retry budget is spent, then the outcome is unknown.
+local function pending(why)
+    return redis.error_reply("OUTCOMEUNKNOWN pending: step " .. once_step .. ": " .. why)
 end
 local done
 if once_retry then
@@ -65,6 +72,11 @@ if once_retry then
     if once_epoch - first >= once_slots - 2 then
         return unknown("its first attempt is older than its ring keeps records")
     end
+    -- No slot at all: the ring was never made (the first attempt, still on its way, would
+    -- make it) or was deleted whole.
+    if redis.call("exists", unpack(once_rings)) == 0 then
+        return pending("the ring of its first attempt is gone or not made yet")
+    end
     for epoch = first, once_epoch do
         local slot = redis.call("hmget", once_slot(epoch), "e", "t")
         if not slot[1] then
@@ -78,7 +90,7 @@ if once_retry then
             return unknown("the ring slot of its first attempt has moved on")
         end
         if started == epoch and at > math.max(once_floor, epoch * once_width) then
-            return unknown("the ring slot of its first attempt started again after it was sent")
+            return pending("the ring slot of its first attempt started after it was sent")
         end
     end
 end

@@ -449,6 +449,7 @@ impl Error {
         ];
         match self {
             Error::Timeout(_) | Error::Connection(_) => true,
+            Error::OutcomeUnknown { step, .. } => step.starts_with(PENDING),
             Error::Redis(err) => {
                 err.kind() == redis::ErrorKind::ClusterConnectionNotFound
                     || PASSING.iter().any(|code| has_server_code(err, code))
@@ -469,6 +470,20 @@ impl Error {
             Error::Connection(err) => err.is_connection_refusal(),
             Error::Redis(_) => self.is_transient(),
             _ => false,
+        }
+    }
+
+    /// The error a retry budget spent leaves: an outcome that could not be proven yet
+    /// ([`PENDING`]) is unknown for good.
+    pub(crate) fn settled(self) -> Self {
+        match self {
+            Error::OutcomeUnknown { key, step } if step.starts_with(PENDING) => {
+                Error::OutcomeUnknown {
+                    key,
+                    step: step[PENDING.len()..].to_owned(),
+                }
+            }
+            err => err,
         }
     }
 
@@ -633,6 +648,11 @@ fn refused(err: &RedisError) -> String {
     }
 }
 
+/// How a retry's reply starts when it could not prove its first attempt absent yet (that
+/// attempt may still be on its way, `lua/once_tail.lua`): transient until the retry budget is
+/// spent ([`Error::settled`]).
+const PENDING: &str = "pending: ";
+
 impl From<RedisError> for Error {
     /// Sorts a [`RedisError`] into [`Error::Timeout`], [`Error::Connection`] or [`Error::Redis`].
     fn from(err: RedisError) -> Self {
@@ -649,6 +669,23 @@ impl From<RedisError> for Error {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_pending_outcome_passes_until_the_budget_is_spent() {
+        let pending = replied(
+            "OUTCOMEUNKNOWN pending: step 1f.0: the ring slot of its first attempt started after \
+             it was sent",
+        );
+        assert!(pending.is_transient(), "{pending:?}");
+        assert!(!pending.not_run(), "its first attempt may have run");
+        let settled = pending.settled();
+        assert!(!settled.is_transient(), "{settled:?}");
+        assert!(
+            matches!(&settled, Error::OutcomeUnknown { key, step }
+                if key == "f" && step.starts_with("step 1f.0: ")),
+            "{settled:?}"
+        );
+    }
 
     #[test]
     fn an_error_a_script_raised_is_known_in_redis_6_words() {

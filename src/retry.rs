@@ -226,7 +226,7 @@ where
                     "giving up: the retry budget or the call's deadline is spent"
                 );
             }
-            return Err(err);
+            return Err(err.settled());
         }
         tracing::warn!(
             target: TARGET,

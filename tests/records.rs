@@ -135,6 +135,14 @@ async fn records_never_hold_a_noeviction_server_full() {
         .build(common::impatient(&url, Duration::from_secs(2)).await)
         .unwrap();
     assert!(bloom.add("first").await.unwrap());
+    // The key grown to its whole size (a string grows only to its highest bit written).
+    let _: i64 = redis::cmd("SETBIT")
+        .arg("full")
+        .arg((38u64 << 23) - 1)
+        .arg(0)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
     let used = |info: &str| -> u64 {
         info.lines()
             .find_map(|l| l.strip_prefix("used_memory:"))
@@ -286,7 +294,9 @@ async fn a_retry_reads_its_record_back_or_is_outcome_unknown() {
     let server = RedisServer::start().unwrap();
     let mut admin = common::connect(&server.url()).await;
     let proxy = common::proxy::Proxy::start(server.port()).await;
-    let retry = Retry::for_duration(Duration::from_secs(10))
+    // (A retry that finds its whole ring gone asks again until the budget is spent: the first
+    // attempt could still be on its way.)
+    let retry = Retry::for_duration(Duration::from_secs(3))
         .with_delays(Duration::from_millis(50), Duration::from_millis(100));
     let conn = common::impatient(&proxy.url(), Duration::from_millis(300)).await;
     let plain = RedisBloom::builder("lost-reply")
