@@ -5,7 +5,8 @@
 -- ARGV[1]: this client's parameters. ARGV[2]: k. ARGV[3..]: k counters per item, as their bit
 -- offsets (4i for counter i), which BITFIELD takes with u4.
 -- Reply: one integer per item, 1 when it was added, else 0; or {"params", STORED} when the
--- stored parameters differ (nothing written).
+-- stored parameters differ, or {"lost", KEY} when they are stored but the counters are gone
+-- (SPEC.md §3: a write never makes a lost filter again): nothing written.
 local key, k = KEYS[1], tonumber(ARGV[2])
 if KEYS[2] then
     local stored = redis.call("get", KEYS[2])
@@ -21,6 +22,8 @@ if KEYS[2] then
         redis.call("set", KEYS[2], ARGV[1])
     elseif stored ~= ARGV[1] then
         return {"params", stored}
+    elseif redis.call("exists", key) == 0 then
+        return {"lost", key}
     end
 end
 local out, get, incr = {}, {}, {"OVERFLOW", "SAT"}

@@ -146,6 +146,13 @@ async fn a_write_to_a_counting_filter_whose_counters_are_gone_is_refused() {
                 "{what}: the key was made again"
             );
         }
+        // An add-if-absent (its own script) is refused too.
+        let what = format!("recorded {recorded}, add_if_absent");
+        assert_lost(&what, bloom.add_if_absent("absent").await, &key);
+        assert!(
+            !exists(&mut conn, &key).await,
+            "{what}: the key was made again"
+        );
         bloom.clear().await.unwrap();
         assert!(bloom.add("again").await.unwrap());
     }

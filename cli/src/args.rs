@@ -151,8 +151,10 @@ pub(crate) struct Cli {
     pub(crate) accept_eviction: bool,
 
     /// Turn off exact answers across retries. By default a write retried after a lost reply
-    /// reads back what its first attempt did (recorded beside the filter, for --retry-for and
-    /// 2 s at least): "new" counts stay exact and counting writes apply once. With this flag
+    /// reads back what its first attempt did (recorded beside the filter until the reply
+    /// arrives, for --retry-for and 2 s at least): "new" counts stay exact and counting writes
+    /// apply once (`load` goes without records, and says how many answers it could not know,
+    /// except into a counting filter). With this flag
     /// writes go as plain commands (single adds take a third of the server's CPU, a window
     /// filter's loads its faster dense path); after a retry an item may count as seen though
     /// the lost attempt added it, and a counting write may apply twice.

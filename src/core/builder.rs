@@ -219,10 +219,14 @@ impl<K: Kind> Builder<K> {
     /// [`retry`](Builder::retry)) reads back what its first attempt did instead of applying
     /// again: "new" stays true for the items the lost attempt added, and a counting filter's
     /// increments and decrements are applied once. Each write step that may be retried goes
-    /// as a script that records its reply beside the filter, kept at least the retry budget
-    /// and two seconds (`{KEY}:redbloom:once:*`, a few keys per part, no TTL, removed by
-    /// [`clear`](Bloom::clear)); a retry after its record could be gone fails with
-    /// [`Error::OutcomeUnknown`](crate::Error::OutcomeUnknown) and applies nothing. Every
+    /// as a script that records its reply beside the filter (`…:redbloom:LEN:KEY:once:*`, 10
+    /// keys per part, placed by the server's clock): kept until the call has its reply, and at
+    /// most 10 ring widths by each key's TTL (a width is at least an eighth of the retry budget
+    /// and 2 s: 40 s in all for a 30 s budget), removed by
+    /// [`clear`](Bloom::clear); a retry after its record could be gone fails with
+    /// [`Error::OutcomeUnknown`](crate::Error::OutcomeUnknown) and applies nothing. Bulk
+    /// loads ([`load_many`](Bloom::load_many)) of kinds whose adds only set bits go without
+    /// records either way. Every
     /// kind keeps its dense path for large batches, recorded (a plain filter over 4 MiB per
     /// key: range by range, each batch passing over the key alone, where `false` lets
     /// concurrent batches share a pass: about half the load throughput of `false`).
