@@ -9,7 +9,9 @@
 -- ARGV[1]: the parameters. ARGV[2]: T. ARGV[3]: the counts as read ("i=n,..." by level, "" for
 -- none). ARGV[4]: C. ARGV[5..C+4]: each level whose count changed. ARGV[C+5..2C+4]: its count
 -- after the batch.
--- Reply: 1 when merged; 0 when the counts changed since (nothing written); {"params", STORED}.
+-- Reply: 1 when merged; 0 when the counts changed since (nothing written); {"params", STORED};
+-- {"lost", COUNTS} when the parameters are stored but the counts are gone (SPEC.md §3: a write
+-- never makes a lost filter again; nothing written).
 local counts, t, c = KEYS[1], tonumber(ARGV[2]), tonumber(ARGV[4])
 local scratch = {}
 for i = 1, t do
@@ -51,6 +53,9 @@ if #seen == 0 and #KEYS >= 2 * t + 3 then
             drop()
             return {"params", stored}
         end
+        -- Stored with the first level, by the step that made it: the counts are gone.
+        drop()
+        return {"lost", counts}
     elseif redis.call("exists", KEYS[2 * t + 3]) == 1 then
         drop()
         return {"params", ""}

@@ -214,7 +214,8 @@ async fn a_write_to_a_window_whose_live_generation_is_gone_is_refused() {
 }
 
 /// A growing filter of one key: a level's segment gone, or its counts gone under its stored
-/// parameters, refuses adds (one item, a batch; recorded or not), and nothing is made again.
+/// parameters, refuses adds (one item, a batch, a dense batch; recorded or not), and nothing is
+/// made again.
 #[tokio::test]
 async fn a_write_to_a_growing_filter_whose_levels_are_gone_is_refused() {
     let redis = common::redis().await;
@@ -249,7 +250,8 @@ async fn a_write_to_a_growing_filter_whose_levels_are_gone_is_refused() {
                 }
             }
             del(&mut conn, &deleted).await;
-            for batch in [1, 50] {
+            // (5,000 items: the dense add, which merges by a compare-and-set script.)
+            for batch in [1, 50, 5_000] {
                 let new = items(&format!("new{batch}"), batch);
                 assert_lost(&what, bloom.add_many(&new).await, &deleted);
                 assert!(!exists(&mut conn, &deleted).await, "{what}: made again");

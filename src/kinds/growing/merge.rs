@@ -190,6 +190,18 @@ async fn attempt<C: Conn>(
 ) -> Result<Option<Applied>> {
     let (exec, kind, part) = (ctx.exec(), ctx.kind(), ctx.part());
     let (counts, mut segments) = read(ctx).await?;
+    // A level the counts name holds bits (its segment is made with its first item): an empty
+    // segment under a level with items is gone, and the merge would make it again with only
+    // this batch's bits (SPEC.md §3: a write never makes a lost filter again).
+    for (level, &count) in counts.iter().enumerate() {
+        let segment = kind.levels[level].segment;
+        if count > 0 && segments.get(segment).is_none_or(Vec::is_empty) {
+            return Err(Error::Lost {
+                filter: ctx.key().to_owned(),
+                key: part.segment_keys[segment].clone(),
+            });
+        }
+    }
     let mut applied = kind.apply(&counts, &mut segments, hashes);
     let changed: Vec<usize> = (0..applied.counts.len())
         .filter(|&i| counts.get(i) != Some(&applied.counts[i]))
