@@ -23,8 +23,11 @@
 //! A retry that finds no record proves the step was not applied before it applies it: every
 //! slot the first attempt could have recorded in (from a lower bound of its sending on the
 //! server's clock, [`ServerClock`], to now) must have lived since before it was sent, or be
-//! older than its epoch. A slot gone, started again, or moved on means the record could be
-//! gone: the retry fails with [`Error::OutcomeUnknown`] naming the step, and applies nothing.
+//! older than its epoch. A slot gone, moved on or unreadable means the record could be gone:
+//! the retry fails with [`Error::OutcomeUnknown`] naming the step, and applies nothing. A ring
+//! not made at all, or a slot started after the sending (a young ring), may only mean that the
+//! first attempt is still on its way (on a connection the client has replaced): the retry is
+//! "pending" and asks again until the retry budget is spent ([`Error::settled`]).
 //!
 //! A record is the step's reply (its answers), or for a dense step that compares and sets (a
 //! counting swap, a growing merge) the answers the client computed before it.
