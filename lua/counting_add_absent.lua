@@ -2,7 +2,8 @@
 -- one atomic step: an item all of whose counters are above zero is left as it is; another has
 -- each counter incremented (saturating at 15).
 -- KEYS[1]: the counters. KEYS[2] (a filter of one key): the stored parameters.
--- ARGV[1]: this client's parameters. ARGV[2]: k. ARGV[3..]: k counters per item, as their bit
+-- ARGV[1]: this client's parameters (with KEYS[2]); without KEYS[2], "1" when KEYS[1] must
+-- exist already (a shard of a filter whose parameters the client has seen stored). ARGV[2]: k. ARGV[3..]: k counters per item, as their bit
 -- offsets (4i for counter i), which BITFIELD takes with u4.
 -- Reply: one integer per item, 1 when it was added, else 0; or {"params", STORED} when the
 -- stored parameters differ, or {"lost", KEY} when they are stored but the counters are gone
@@ -25,6 +26,8 @@ if KEYS[2] then
     elseif redis.call("exists", key) == 0 then
         return {"lost", key}
     end
+elseif ARGV[1] == "1" and redis.call("exists", key) == 0 then
+    return {"lost", key}
 end
 local out, get, incr = {}, {}, {"OVERFLOW", "SAT"}
 for i = 0, k - 1 do

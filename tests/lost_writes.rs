@@ -388,6 +388,33 @@ async fn a_write_to_a_shard_that_is_gone_is_refused_unless_the_filter_was_cleare
     }
 }
 
+/// A sharded counting filter's add-if-absent (its own script) is refused too when a shard is
+/// gone under the stored parameters, recorded or not, and makes no shard again.
+#[tokio::test]
+async fn an_add_if_absent_into_a_shard_that_is_gone_is_refused() {
+    let redis = common::redis().await;
+    let mut conn = redis.connection().await;
+    for recorded in [false, true] {
+        let key = common::unique_key("lost-absent-shard");
+        let what = format!("recorded {recorded}");
+        let mut builder = CountingBloom::builder(&key)
+            .expected_items(10_000)
+            .false_positive_rate(0.01)
+            .shards(3);
+        if recorded {
+            builder = builder.retry(Retry::for_duration(Duration::from_secs(5)));
+        }
+        let bloom = builder.build(conn.clone()).unwrap();
+        bloom.add_many(&items("old", 300)).await.unwrap();
+        let shards = shard_keys(&mut conn, &key).await;
+        assert_eq!(shards.len(), 3, "{what}: {shards:?}");
+        del(&mut conn, &shards[0]).await;
+        let new = items("absent", 50);
+        assert_lost(&what, bloom.add_many_if_absent(&new).await, &shards[0]);
+        assert!(!exists(&mut conn, &shards[0]).await, "{what}: made again");
+    }
+}
+
 /// Garbage in a record slot's epoch (`e`) is no Lua error: a first attempt starts the slot
 /// again (issue 51 point 5: `user_script:185: attempt to compare number with nil`).
 #[tokio::test]

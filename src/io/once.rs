@@ -409,6 +409,11 @@ impl<'a> GuardStep<'a> {
         GuardStep { shard_of, ..self }
     }
 
+    /// Whether the write goes to a shard that must exist (its filter's parameters seen stored).
+    pub(crate) fn shard_must_exist(self) -> bool {
+        self.shard_of.is_some()
+    }
+
     /// The parameters' key, the script's key after its own.
     pub(crate) fn key(self) -> Option<&'a str> {
         self.inline.map(Guard::key)

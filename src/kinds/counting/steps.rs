@@ -238,7 +238,7 @@ async fn command<C: Conn>(
                 Op::Remove => &COUNTING_REMOVE,
                 _ => &COUNTING_ADD_ABSENT,
             };
-            let fingerprint = params.fingerprint();
+            let fingerprint = absent_arg(op, params, guard, guard_step);
             let bit_offsets: Vec<u64> = cells.iter().map(|cell| cell * 4).collect();
             let reply = exec
                 .script(&part.key, script, &keys, &[&fingerprint, &k, &bit_offsets])
@@ -284,7 +284,7 @@ async fn command_once<C: Conn>(
         Op::Remove => &once::COUNTING_REMOVE,
         _ => &once::COUNTING_ADD_ABSENT,
     };
-    let fingerprint = params.fingerprint();
+    let fingerprint = absent_arg(op, params, guard, guard_step);
     let args: [&dyn Arg; 8] = [
         &fingerprint,
         &k,
@@ -300,6 +300,21 @@ async fn command_once<C: Conn>(
         return Err(refusal);
     }
     flags(&reply, count).ok_or_else(|| unexpected(&reply))
+}
+
+/// The remove or add-if-absent script's first argument: the client's parameters (compared
+/// with the stored ones of a filter of one key); for an add-if-absent into a shard that must
+/// exist, "1" (lua/counting_add_absent.lua: a shard gone is lost, never made again).
+fn absent_arg<'a>(
+    op: Op,
+    params: &'a Guard,
+    guard: Option<&Guard>,
+    step: GuardStep<'_>,
+) -> &'a str {
+    match (op, guard) {
+        (Op::AddIfAbsent, None) if step.shard_must_exist() => "1",
+        _ => params.fingerprint(),
+    }
 }
 
 /// One flag per item from a script's array of 0/1.
