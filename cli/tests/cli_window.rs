@@ -5,7 +5,7 @@
 #[path = "../../tests/common/mod.rs"]
 mod common;
 
-use common::cli::{assert_fails, redbloom, run};
+use common::cli::{assert_fails, faketime, redbloom, run};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -15,20 +15,6 @@ fn args<'a>(extra: &[&'a str]) -> Vec<&'a str> {
     let mut all: Vec<&str> = WINDOW.to_vec();
     all.extend_from_slice(extra);
     all
-}
-
-/// The libfaketime library, or a failure saying how to install it (never a skip).
-fn faketime() -> &'static str {
-    const PATHS: [&str; 2] = [
-        "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1",
-        "/usr/lib/aarch64-linux-gnu/faketime/libfaketime.so.1",
-    ];
-    PATHS
-        .into_iter()
-        .find(|p| std::path::Path::new(p).exists())
-        .unwrap_or_else(|| {
-            panic!("libfaketime not found in {PATHS:?}: apt-get install faketime (.ci/run does)")
-        })
 }
 
 /// `redbloom` whose own clock is `offset` off (libfaketime syntax: "-10m", "+7m").

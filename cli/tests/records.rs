@@ -6,21 +6,7 @@
 #[path = "../../tests/common/mod.rs"]
 mod common;
 
-use common::cli::{redbloom, run};
-
-/// The libfaketime library, or a failure saying how to install it (never a skip).
-fn faketime() -> &'static str {
-    const PATHS: [&str; 2] = [
-        "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1",
-        "/usr/lib/aarch64-linux-gnu/faketime/libfaketime.so.1",
-    ];
-    PATHS
-        .into_iter()
-        .find(|p| std::path::Path::new(p).exists())
-        .unwrap_or_else(|| {
-            panic!("libfaketime not found in {PATHS:?}: apt-get install faketime (.ci/run does)")
-        })
-}
+use common::cli::{redbloom, run, with_clock_off};
 
 #[tokio::test]
 async fn records_follow_the_servers_clock_whatever_the_writers_clocks() {
@@ -48,9 +34,7 @@ async fn records_follow_the_servers_clock_whatever_the_writers_clocks() {
                 ];
                 args.extend(items.iter().map(String::as_str));
                 let mut cmd = redbloom(&url, &key, &args);
-                cmd.env("LD_PRELOAD", faketime())
-                    .env("FAKETIME", offset)
-                    .env("FAKETIME_DONT_FAKE_MONOTONIC", "1");
+                with_clock_off(&mut cmd, offset);
                 let (code, json, err) = run(cmd);
                 assert_eq!(code, 0, "{err}");
                 assert_eq!(json["new"], 50, "{json}");

@@ -72,3 +72,25 @@ pub fn assert_fails(mut cmd: Command, words: &[&str], secret: Option<&str>) -> S
     }
     stderr
 }
+
+/// The libfaketime library, or a failure saying how to install it (never a skip).
+pub fn faketime() -> &'static str {
+    const PATHS: [&str; 2] = [
+        "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1",
+        "/usr/lib/aarch64-linux-gnu/faketime/libfaketime.so.1",
+    ];
+    PATHS
+        .into_iter()
+        .find(|p| std::path::Path::new(p).exists())
+        .unwrap_or_else(|| {
+            panic!("libfaketime not found in {PATHS:?}: apt-get install faketime (.ci/run does)")
+        })
+}
+
+/// `cmd` with its own clock `offset` off (libfaketime syntax: "-10m", "+7m", "+365d"); its
+/// monotonic clock left true.
+pub fn with_clock_off(cmd: &mut Command, offset: &str) {
+    cmd.env("LD_PRELOAD", faketime())
+        .env("FAKETIME", offset)
+        .env("FAKETIME_DONT_FAKE_MONOTONIC", "1");
+}
