@@ -284,7 +284,54 @@ async fn a_lost_record_is_outcome_unknown_never_a_wrong_answer() {
     eprintln!("{exact} calls exact, {unknown} outcome unknown, {deleted} ring slots deleted");
 }
 
-/// A plain add and a counting remove that reach the server and are applied, whose replies are
+/// Runs `add` (a write to the filter `key` through `proxy`) with its reply held back: once the
+/// key's bytes show it applied, its records are deleted when `lose_record`, and the
+/// connection is cut, so that the client retries on a new one. The add's outcome.
+async fn reply_lost<F>(
+    proxy: &common::proxy::Proxy,
+    admin: &mut MultiplexedConnection,
+    key: &str,
+    lose_record: bool,
+    add: F,
+) -> redbloom::Result<bool>
+where
+    F: std::future::Future<Output = redbloom::Result<bool>> + Send + 'static,
+{
+    let bytes = |mut conn: MultiplexedConnection| {
+        let key = key.to_owned();
+        async move {
+            let b: Vec<u8> = redis::cmd("GET")
+                .arg(&key)
+                .query_async(&mut conn)
+                .await
+                .unwrap();
+            b
+        }
+    };
+    let was = bytes(admin.clone()).await;
+    proxy.hold();
+    let add = tokio::spawn(add);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while bytes(admin.clone()).await == was {
+        assert!(
+            Instant::now() < deadline,
+            "the add never reached the server"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    if lose_record {
+        let rings = common::keys_like(admin, &format!("*{key}:once:*")).await;
+        let _: i64 = redis::cmd("DEL")
+            .arg(&rings)
+            .query_async(admin)
+            .await
+            .unwrap();
+    }
+    proxy.cut();
+    add.await.unwrap()
+}
+
+/// A plain add and a counting add that reach the server and are applied, whose replies are
 /// lost (a proxy drops them, then cuts the connection): the retry reads the record back and
 /// answers exactly ("new", removed once); with the record deleted before the retry, the retry
 /// fails with `OutcomeUnknown` naming its step and applies nothing again (issue 51 point 5:
@@ -316,37 +363,10 @@ async fn a_retry_reads_its_record_back_or_is_outcome_unknown() {
     counting.add("warm").await.unwrap();
     for lose_record in [false, true] {
         let item = format!("item-{lose_record}");
-        proxy.hold();
-        let add = tokio::spawn({
-            let plain = plain.clone();
-            let item = item.clone();
-            async move { plain.add(item).await }
-        });
-        // Applied on the server (its bits there), its reply dropped.
-        let direct = RedisBloom::builder("lost-reply")
-            .layout(Layout::Native)
-            .bits(1 << 16)
-            .hashes(5)
-            .build(admin.clone())
-            .unwrap();
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while !direct.exists(&item).await.unwrap() {
-            assert!(
-                Instant::now() < deadline,
-                "the add never reached the server"
-            );
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-        if lose_record {
-            let rings = common::keys_like(&mut admin, "*lost-reply:once:*").await;
-            let _: i64 = redis::cmd("DEL")
-                .arg(&rings)
-                .query_async(&mut admin)
-                .await
-                .unwrap();
-        }
-        proxy.cut();
-        match (lose_record, add.await.unwrap()) {
+        let plain = plain.clone();
+        let add = async move { plain.add(item).await };
+        let answer = reply_lost(&proxy, &mut admin, "lost-reply", lose_record, add).await;
+        match (lose_record, answer) {
             (false, Ok(new)) => assert!(new, "the retry answered seen for the item it added"),
             (true, Err(Error::OutcomeUnknown { key, step })) => {
                 assert_eq!(key, "lost-reply");
@@ -358,38 +378,10 @@ async fn a_retry_reads_its_record_back_or_is_outcome_unknown() {
     // A counting add: applied once, never twice (a remove then leaves the item absent).
     for lose_record in [false, true] {
         let item = format!("counted-{lose_record}");
-        let bytes = |mut conn: redis::aio::MultiplexedConnection| async move {
-            let b: Vec<u8> = redis::cmd("GET")
-                .arg("lost-reply-counts")
-                .query_async(&mut conn)
-                .await
-                .unwrap();
-            b
-        };
-        let was = bytes(admin.clone()).await;
-        proxy.hold();
-        let add = tokio::spawn({
-            let (counting, item) = (counting.clone(), item.clone());
-            async move { counting.add(item).await }
-        });
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while bytes(admin.clone()).await == was {
-            assert!(
-                Instant::now() < deadline,
-                "the add never reached the server"
-            );
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-        if lose_record {
-            let rings = common::keys_like(&mut admin, "*lost-reply-counts:once:*").await;
-            let _: i64 = redis::cmd("DEL")
-                .arg(&rings)
-                .query_async(&mut admin)
-                .await
-                .unwrap();
-        }
-        proxy.cut();
-        match (lose_record, add.await.unwrap()) {
+        let (counter, added) = (counting.clone(), item.clone());
+        let add = async move { counter.add(added).await };
+        let answer = reply_lost(&proxy, &mut admin, "lost-reply-counts", lose_record, add).await;
+        match (lose_record, answer) {
             (false, Ok(new)) => assert!(new, "the retry answered seen for the item it added"),
             (true, Err(Error::OutcomeUnknown { .. })) => {}
             (lose_record, other) => panic!("record lost: {lose_record}, answer {other:?}"),
