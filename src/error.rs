@@ -13,7 +13,8 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 ///
 /// Match on the variants to tell a caller's mistake ([`Error::InvalidConfig`],
 /// [`Error::OffsetOutOfRange`], [`Error::WrongType`]) from a passing fault worth retrying
-/// ([`Error::Timeout`], [`Error::Connection`]). Every variant that comes from Redis keeps the
+/// ([`Error::Timeout`], [`Error::Connection`]: [`Error::is_transient`]) and from a connection
+/// that will not come back ([`Error::Closed`]). Every variant that comes from Redis keeps the
 /// [`RedisError`] as its [`source`](std::error::Error::source).
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -269,9 +270,30 @@ pub enum Error {
         wanted: u32,
     },
 
-    /// The connection to Redis could not be made or was lost.
+    /// The connection to Redis could not be made or was lost. It passes once the server is
+    /// back if the connection reconnects (a `redis::aio::ConnectionManager` does); a
+    /// `MultiplexedConnection` never reconnects, and with a retry budget its loss ends as
+    /// [`Error::Closed`] instead.
     #[error("cannot reach Redis")]
     Connection(#[source] RedisError),
+
+    /// The connection to Redis is closed and every try of the call until its retry budget
+    /// ([`Builder::retry`](crate::Builder::retry)) was spent found it closed: it does not
+    /// reconnect by itself, as a `redis::aio::MultiplexedConnection` never does, so every later
+    /// call over it fails too, even once the server is back. Not transient: retrying over the
+    /// same connection cannot help. Open the filter over a `redis::aio::ConnectionManager`,
+    /// which reconnects, with a retry budget that spans the gap, as the README's first example
+    /// does. (A connection that does reconnect ends so too when every new connection is closed
+    /// at once, as by a proxy in front of a server that is down.)
+    ///
+    /// A call with no retry budget makes one try, which cannot tell a connection that
+    /// reconnects from one that does not: it fails with [`Error::Connection`].
+    #[error(
+        "the connection to Redis is closed and does not reconnect by itself (every retry found \
+         it closed): open it with redis::aio::ConnectionManager, which reconnects, and give \
+         the filter a retry budget (README \"In your own code\")"
+    )]
+    Closed(#[source] RedisError),
 
     /// Redis answered something this crate did not expect (another program changed the key, or a
     /// proxy altered the reply).
@@ -390,6 +412,7 @@ impl Error {
                 wanted: *wanted,
             },
             Connection(err) => Connection(err.clone()),
+            Closed(err) => Closed(err.clone()),
             UnexpectedReply(text) => UnexpectedReply(text.clone()),
             Snapshot(err) => UnexpectedReply(err.to_string()),
             NearCacheBudget { key, bytes, budget } => NearCacheBudget {
@@ -432,10 +455,17 @@ impl Error {
 
     /// True for faults of the network or server that may pass: timeouts, lost connections, a
     /// server still loading its data after a restart (`LOADING`), a server busy running another
-    /// client's script past its `busy-reply-threshold` (`BUSY`), and a Redis Cluster in the middle of a
-    /// failover or resharding (`MOVED`/`ASK` that the client could not follow, `CLUSTERDOWN`,
-    /// `MASTERDOWN`, `READONLY`, no connection to a slot's node). [`Retry`](crate::Retry)
-    /// retries these; every operation of a filter is safe to repeat.
+    /// client's script past its `busy-reply-threshold` (`BUSY`), and a Redis Cluster in the
+    /// middle of a failover or resharding (`MOVED`/`ASK` that the client could not follow,
+    /// `CLUSTERDOWN`, `MASTERDOWN`, `READONLY`, no connection to a slot's node), and too few
+    /// replicas confirming a write ([`Error::NotReplicated`]: a replica resyncing after a
+    /// failover). [`Retry`](crate::Retry) retries these; every operation of a filter is safe to
+    /// repeat (a write retried with exact answers answers as its first attempt did).
+    ///
+    /// False for an error that retrying cannot pass, [`Error::Closed`] included: a connection
+    /// found closed at every try of a retry budget, which does not reconnect by itself. A lost
+    /// connection after a single try ([`Error::Connection`], no retry budget) says true: over a
+    /// connection that reconnects, the next call may pass.
     pub fn is_transient(&self) -> bool {
         const PASSING: [&str; 8] = [
             "LOADING",
@@ -448,7 +478,7 @@ impl Error {
             "READONLY",
         ];
         match self {
-            Error::Timeout(_) | Error::Connection(_) => true,
+            Error::Timeout(_) | Error::Connection(_) | Error::NotReplicated { .. } => true,
             Error::OutcomeUnknown { step, .. } => step.starts_with(PENDING),
             Error::Redis(err) => {
                 err.kind() == redis::ErrorKind::ClusterConnectionNotFound
@@ -473,10 +503,22 @@ impl Error {
         }
     }
 
-    /// The error a retry budget spent leaves: an outcome that could not be proven yet
-    /// ([`PENDING`]) is unknown for good.
-    pub(crate) fn settled(self) -> Self {
+    /// Whether the connection was found closed (dropped: a broken pipe, a reset, the end of
+    /// its stream), not refused nor timed out. Every call over a `MultiplexedConnection` whose
+    /// server went away meets it, for good; a `ConnectionManager` meets it once, then
+    /// reconnects (or, while the server is down, is refused or times out).
+    pub(crate) fn is_closed_connection(&self) -> bool {
+        matches!(self, Error::Connection(err)
+            if err.is_connection_dropped() && !err.is_connection_refusal())
+    }
+
+    /// The error a retry budget spent leaves: a connection found closed at every one of two
+    /// or more tries (`closed_at_every_try`: [`Error::is_closed_connection`]) does not
+    /// reconnect, [`Error::Closed`]; an outcome that could not be proven yet ([`PENDING`]) is
+    /// unknown for good.
+    pub(crate) fn settled(self, closed_at_every_try: bool) -> Self {
         match self {
+            Error::Connection(err) if closed_at_every_try => Error::Closed(err),
             Error::OutcomeUnknown { key, step } if step.starts_with(PENDING) => {
                 Error::OutcomeUnknown {
                     key,
@@ -678,7 +720,7 @@ mod tests {
         );
         assert!(pending.is_transient(), "{pending:?}");
         assert!(!pending.not_run(), "its first attempt may have run");
-        let settled = pending.settled();
+        let settled = pending.settled(false);
         assert!(!settled.is_transient(), "{settled:?}");
         assert!(
             matches!(&settled, Error::OutcomeUnknown { key, step }

@@ -25,6 +25,8 @@ mod near;
 mod options;
 mod retry;
 mod scripts;
+#[cfg(feature = "sentinel")]
+pub mod sentinel;
 mod sizing;
 mod snapshot;
 

@@ -130,6 +130,7 @@ impl Error {
             Error::OutOfMemory(_) => "out_of_memory",
             Error::NotReplicated { .. } => "not_replicated",
             Error::Connection(_) => "connection",
+            Error::Closed(_) => "closed",
             Error::UnexpectedReply(_) => "unexpected_reply",
             Error::Snapshot(_) => "snapshot",
             Error::NearCacheBudget { .. } => "near_cache_budget",

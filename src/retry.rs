@@ -10,6 +10,10 @@ use tokio::time::Instant;
 /// [`Error::Connection`]: a lost connection, a restarting server), and how long it waits
 /// between tries (doubling from `first_delay` up to `max_delay`).
 ///
+/// A retry after a lost connection passes only over a connection that reconnects: a
+/// `redis::aio::ConnectionManager` does, a `MultiplexedConnection` never does, and a call over
+/// one found closed at every try fails with [`Error::Closed`] once the budget is spent.
+///
 /// Retrying is safe for every operation: checks read, and each write step records its reply
 /// beside the filter, so that its retry after a lost reply reads it back instead of applying
 /// again ("new" stays true for the items the lost attempt added; a counting write is applied
@@ -198,6 +202,10 @@ where
     let deadline = clock.deadline();
     let mut delay = policy.first_delay;
     let mut retried = false;
+    // Whether every try so far found the connection closed: over two tries or more, it does
+    // not reconnect by itself (a connection that does is refused or times out while the
+    // server is down, and passes once it is back).
+    let mut closed_at_every_try = true;
     loop {
         let result = match deadline {
             Some(deadline) => tokio::time::timeout_at(deadline, attempt())
@@ -213,11 +221,13 @@ where
             }
         };
         let _ = LAST_NOT_RUN.try_with(|last| last.set(err.not_run()));
+        closed_at_every_try &= err.is_closed_connection();
         let retry_at = Instant::now() + delay;
         let within_budget = retry_at.duration_since(started) < policy.budget;
         let before_deadline = deadline.is_none_or(|deadline| retry_at < deadline);
         if !(within_budget && before_deadline) {
             record_attempts(clock);
+            let err = err.settled(retried && closed_at_every_try);
             if retried {
                 tracing::warn!(
                     target: TARGET,
@@ -226,7 +236,7 @@ where
                     "giving up: the retry budget or the call's deadline is spent"
                 );
             }
-            return Err(err.settled());
+            return Err(err);
         }
         tracing::warn!(
             target: TARGET,
@@ -239,6 +249,8 @@ where
         crate::metrics::retry(clock.kind);
         retried = true;
         tokio::time::sleep_until(retry_at).await;
+        // A write retried after too few replicas confirmed it waits for them again.
+        crate::io::exec::forget_wait_failure();
         delay = (delay * 2).min(policy.max_delay);
     }
 }
@@ -248,9 +260,21 @@ mod tests {
     use super::*;
 
     fn lost() -> Error {
-        Error::Connection(redis::RedisError::from(std::io::Error::from(
-            std::io::ErrorKind::ConnectionReset,
-        )))
+        io_error(std::io::ErrorKind::ConnectionReset)
+    }
+
+    /// What a connection that reconnects meets while the server is down.
+    fn refused() -> Error {
+        io_error(std::io::ErrorKind::ConnectionRefused)
+    }
+
+    /// What every call over a `MultiplexedConnection` whose server went away meets.
+    fn closed() -> Error {
+        io_error(std::io::ErrorKind::BrokenPipe)
+    }
+
+    fn io_error(kind: std::io::ErrorKind) -> Error {
+        Error::from(redis::RedisError::from(std::io::Error::from(kind)))
     }
 
     #[tokio::test(start_paused = true)]
@@ -312,13 +336,64 @@ mod tests {
         let policy = Retry::for_duration(Duration::from_secs(3));
         let result: Result<()> = run(policy, &Clock::start(None, "test"), || async {
             tries.fetch_add(1, Ordering::Relaxed);
-            Err(lost())
+            Err(refused())
         })
         .await;
-        assert!(matches!(result, Err(Error::Connection(_))));
+        let err = result.unwrap_err();
+        assert!(matches!(err, Error::Connection(_)), "{err:?}");
+        assert!(err.is_transient(), "the server may come back: {err:?}");
         // 50 + 100 + 200 + 400 + 800 + 1000 ms = 2.55 s; the next would start past 3 s.
         assert_eq!(tries.load(Ordering::Relaxed), 7);
         assert!(started.elapsed() < Duration::from_secs(3));
+    }
+
+    /// A connection found closed at every try does not reconnect (a `MultiplexedConnection`
+    /// whose server restarted): once the budget is spent the error says so, not transient.
+    #[tokio::test(start_paused = true)]
+    async fn a_connection_closed_at_every_try_is_closed_for_good() {
+        for fault in [closed, lost] {
+            let tries = AtomicU32::new(0);
+            let policy = Retry::for_duration(Duration::from_secs(1));
+            let result: Result<()> = run(policy, &Clock::start(None, "test"), || async {
+                tries.fetch_add(1, Ordering::Relaxed);
+                Err(fault())
+            })
+            .await;
+            let err = result.unwrap_err();
+            assert!(matches!(err, Error::Closed(_)), "{err:?}");
+            assert!(!err.is_transient(), "{err:?}");
+            assert!(!err.not_run(), "{err:?}");
+            assert!(err.to_string().contains("ConnectionManager"), "{err}");
+            let source = std::error::Error::source(&err).expect("the RedisError");
+            assert!(
+                source.downcast_ref::<redis::RedisError>().is_some(),
+                "{source:?}"
+            );
+            // 50 + 100 + 200 + 400 ms; the next would start past 1 s.
+            assert_eq!(tries.load(Ordering::Relaxed), 5);
+        }
+    }
+
+    /// A connection that reconnects is refused (or times out) while the server is down: its
+    /// error stays a passing one, whatever came before and after.
+    #[tokio::test(start_paused = true)]
+    async fn a_closed_connection_refused_on_a_retry_stays_a_passing_fault() {
+        type Fault = fn() -> Error;
+        let timed_out: Fault = || io_error(std::io::ErrorKind::TimedOut);
+        // The faults of the first try, the second, and every later one.
+        let runs: [[Fault; 3]; 2] = [[closed, refused, lost], [closed, timed_out, closed]];
+        for faults in runs {
+            let tries = AtomicU32::new(0);
+            let policy = Retry::for_duration(Duration::from_secs(1));
+            let result: Result<()> = run(policy, &Clock::start(None, "test"), || async {
+                let n = tries.fetch_add(1, Ordering::Relaxed) as usize;
+                Err(faults[n.min(2)]())
+            })
+            .await;
+            let err = result.unwrap_err();
+            assert!(matches!(err, Error::Connection(_)), "{err:?}");
+            assert!(err.is_transient(), "{err:?}");
+        }
     }
 
     #[tokio::test(start_paused = true)]
@@ -331,12 +406,16 @@ mod tests {
         })
         .await;
         assert!(matches!(result, Err(Error::InvalidConfig(_))));
+        // One try cannot tell a connection that reconnects from one that does not: a closed
+        // one is a passing fault then.
         let result: Result<()> = run(Retry::none(), &Clock::start(None, "test"), || async {
             tries.fetch_add(1, Ordering::Relaxed);
-            Err(lost())
+            Err(closed())
         })
         .await;
-        assert!(matches!(result, Err(Error::Connection(_))));
+        let err = result.unwrap_err();
+        assert!(matches!(err, Error::Connection(_)), "{err:?}");
+        assert!(err.is_transient(), "{err:?}");
         assert_eq!(tries.load(Ordering::Relaxed), 2);
     }
 

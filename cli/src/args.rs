@@ -48,7 +48,9 @@ durations combine units (1h30m).";
 #[derive(Debug, Parser)]
 #[command(name = "redbloom", version, about, override_usage = USAGE, after_help = EXAMPLES)]
 pub(crate) struct Cli {
-    /// Redis URL (redis://, rediss://, user:password@, /db) [default: $REDIS_URL, else
+    /// Redis URL (redis://, rediss://, user:password@, /db), or the sentinels of a monitored
+    /// master: redis+sentinel://[USER:PASS@]HOST:PORT[,HOST:PORT...]/MASTER[/DB] (rediss+sentinel://
+    /// for TLS; the credentials are the data nodes') [default: $REDIS_URL, else
     /// redis://127.0.0.1:6379].
     #[arg(
         long,
@@ -77,6 +79,27 @@ pub(crate) struct Cli {
     /// certificate (as `openssl req -x509` makes it).
     #[arg(long, global = true, value_name = "FILE", help_heading = CONNECTION)]
     pub(crate) tls_ca: Option<PathBuf>,
+
+    /// With a redis+sentinel:// URL: the sentinels' own ACL user, when they need one.
+    #[arg(
+        long,
+        global = true,
+        value_name = "USER",
+        env = "REDIS_SENTINEL_USER",
+        help_heading = CONNECTION
+    )]
+    pub(crate) sentinel_user: Option<String>,
+
+    /// With a redis+sentinel:// URL: the sentinels' own password, when they need one.
+    #[arg(
+        long,
+        global = true,
+        value_name = "PASSWORD",
+        env = "REDIS_SENTINEL_PASSWORD",
+        hide_env_values = true,
+        help_heading = CONNECTION
+    )]
+    pub(crate) sentinel_password: Option<String>,
 
     /// A Redis Cluster instead of one server: comma-separated seed URLs of some of its nodes.
     #[arg(long, global = true, value_name = "SEEDS", help_heading = CONNECTION)]

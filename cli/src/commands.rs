@@ -6,11 +6,13 @@ mod stream;
 use crate::args::{Cli, Command, FileArgs};
 use crate::bench;
 use crate::config;
-use crate::connect::{connect, connect_cluster, tracking_client, Connection};
+use crate::connect::SentinelAuth;
+use crate::connect::{connect, connect_cluster, connect_sentinel, tracking_client, Connection};
 use crate::kinds::{self, CliKind, WithKind};
 use crate::output::{self, print};
 use anyhow::{bail, Result};
 use futures_util::future::LocalBoxFuture;
+use redbloom::sentinel::SentinelUrl;
 use redbloom::{Bloom, Builder, NearCache, StoredParams};
 use std::ffi::OsString;
 use std::process::ExitCode;
@@ -166,7 +168,17 @@ async fn open(cli: &Cli) -> Result<Connection> {
         }
         None => {
             let url = cli.url.as_deref().unwrap_or(DEFAULT_URL);
-            Connection::Single(connect(url, cli.tls_ca.as_deref(), timeout).await?)
+            let tls_ca = cli.tls_ca.as_deref();
+            Connection::Single(match SentinelUrl::is_sentinel(url) {
+                true => {
+                    let auth = SentinelAuth {
+                        user: cli.sentinel_user.as_deref(),
+                        password: cli.sentinel_password.as_deref(),
+                    };
+                    connect_sentinel(url, tls_ca, auth, timeout).await?
+                }
+                false => connect(url, tls_ca, timeout).await?,
+            })
         }
     })
 }
@@ -178,6 +190,11 @@ fn tracked<K: CliKind>(cli: &Cli, builder: Builder<K>) -> Result<Builder<K>> {
         return Ok(builder);
     };
     let url = cli.url.as_deref().unwrap_or(DEFAULT_URL);
+    if SentinelUrl::is_sentinel(url) {
+        // The tracking connection would stay with one node across failovers: the copy is
+        // read every interval instead, as on a cluster.
+        return Ok(builder.near_cache(NearCache::new(refresh)));
+    }
     let client = tracking_client(url, cli.tls_ca.as_deref())?;
     Ok(builder.near_cache(NearCache::new(refresh).tracking(client)))
 }

@@ -5,6 +5,7 @@ use crate::args::{BenchOp, Cli, Command};
 use anyhow::{anyhow, bail, Result};
 use redbloom::kind::Kind;
 use redbloom::redis::IntoConnectionInfo;
+use redbloom::sentinel::SentinelUrl;
 use redbloom::{Builder, NearCache, Retry};
 use std::time::Duration;
 
@@ -30,9 +31,23 @@ pub(crate) fn check(cli: &Cli) -> Result<()> {
         } else {
             "--url"
         };
-        url.as_str()
-            .into_connection_info()
-            .map_err(|err| anyhow!("invalid {flag}: {err}"))?;
+        if SentinelUrl::is_sentinel(url) {
+            url.parse::<SentinelUrl>()
+                .map_err(|err| anyhow!("invalid {flag}: {err}"))?;
+        } else {
+            url.as_str()
+                .into_connection_info()
+                .map_err(|err| anyhow!("invalid {flag}: {err}"))?;
+        }
+    }
+    let sentinel = cli.url.as_deref().is_some_and(SentinelUrl::is_sentinel);
+    if (cli.sentinel_user.is_some() || cli.sentinel_password.is_some())
+        && (!sentinel || cli.cluster.is_some())
+    {
+        bail!(
+            "--sentinel-user and --sentinel-password go with a redis+sentinel:// URL (--url); \
+             a plain server's credentials go in its URL"
+        );
     }
     if cli.near_cache.is_some() {
         near_cache_applies(cli)?;

@@ -13,6 +13,7 @@
 use crate::config::Timeouts;
 use crate::tls::{self, TlsConnection};
 use anyhow::{anyhow, bail, Context, Result};
+use redbloom::sentinel::{Node, SentinelConnection, SentinelUrl};
 use redbloom::Retry;
 use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 use redis::cluster::ClusterClient;
@@ -43,6 +44,8 @@ pub(crate) enum Connection {
 pub(crate) enum Server {
     Managed(ConnectionManager),
     OwnTls(TlsConnection),
+    /// The master a group of sentinels names, followed across failovers.
+    Sentinel(SentinelConnection),
 }
 
 impl ConnectionLike for Connection {
@@ -50,6 +53,7 @@ impl ConnectionLike for Connection {
         match self {
             Connection::Single(Server::Managed(conn)) => conn.req_packed_command(cmd),
             Connection::Single(Server::OwnTls(conn)) => conn.req_packed_command(cmd),
+            Connection::Single(Server::Sentinel(conn)) => conn.req_packed_command(cmd),
             Connection::Cluster(conn) => conn.req_packed_command(cmd),
         }
     }
@@ -67,6 +71,9 @@ impl ConnectionLike for Connection {
             Connection::Single(Server::OwnTls(conn)) => {
                 conn.req_packed_commands(pipeline, offset, count)
             }
+            Connection::Single(Server::Sentinel(conn)) => {
+                conn.req_packed_commands(pipeline, offset, count)
+            }
             Connection::Cluster(conn) => conn.req_packed_commands(pipeline, offset, count),
         }
     }
@@ -75,6 +82,7 @@ impl ConnectionLike for Connection {
         match self {
             Connection::Single(Server::Managed(conn)) => conn.get_db(),
             Connection::Single(Server::OwnTls(conn)) => conn.get_db(),
+            Connection::Single(Server::Sentinel(conn)) => conn.get_db(),
             Connection::Cluster(conn) => conn.get_db(),
         }
     }
@@ -199,6 +207,76 @@ pub(crate) async fn connect(
         .await
         .map_err(|err| connect_error(&err, &target))?;
     Ok(Server::Managed(conn))
+}
+
+/// The sentinels' own credentials (`--sentinel-user`, `--sentinel-password`).
+#[derive(Clone, Copy, Default)]
+pub(crate) struct SentinelAuth<'a> {
+    pub(crate) user: Option<&'a str>,
+    pub(crate) password: Option<&'a str>,
+}
+
+/// Connects to the master that the sentinels of `url` (`redis+sentinel://…`) name, with a
+/// connection that asks them again after a lost connection, a timeout or `READONLY`
+/// (`redbloom::sentinel`). `tls_ca` is trusted for the sentinels and the nodes alike
+/// (`rediss+sentinel://`): the sentinels announce the nodes by IP address, so the nodes'
+/// certificates must name those addresses. Sentinels that cannot be reached yet, or that name
+/// no master yet, are tried again for `timeouts.retry_for`.
+pub(crate) async fn connect_sentinel(
+    url: &str,
+    tls_ca: Option<&Path>,
+    auth: SentinelAuth<'_>,
+    timeouts: Timeouts,
+) -> Result<Server> {
+    let parsed: SentinelUrl = url.parse().map_err(|err| anyhow!("invalid --url: {err}"))?;
+    if tls_ca.is_some() && !parsed.tls {
+        bail!("--tls-ca needs a rediss:// or rediss+sentinel:// URL (TLS); --url is not one");
+    }
+    if parsed.tls {
+        install_crypto_provider();
+    }
+    let mut builder = parsed
+        .client(Node::Master)
+        .map_err(|err| anyhow!("invalid --url: {err}"))?;
+    if let Some(user) = auth.user {
+        builder = builder.set_client_to_sentinel_username(user);
+    }
+    if let Some(password) = auth.password {
+        builder = builder.set_client_to_sentinel_password(password);
+    }
+    if let Some(ca) = tls_ca {
+        let pem = read_ca_pem(ca)?;
+        let certs = |pem: &[u8]| redis::TlsCertificates {
+            client_tls: None,
+            root_cert: Some(pem.to_vec()),
+        };
+        builder = builder
+            .set_client_to_redis_certificates(certs(&pem))
+            .set_client_to_sentinel_certificates(certs(&pem));
+    }
+    let config = AsyncConnectionConfig::new()
+        .set_connection_timeout(Some(timeouts.connect))
+        .set_response_timeout(Some(timeouts.response));
+    let (host, port) = parsed.sentinels[0].clone();
+    let target = Target {
+        addr: parsed
+            .sentinels
+            .iter()
+            .map(|(host, port)| format!("{host}:{port}"))
+            .collect::<Vec<_>>()
+            .join(", "),
+        tcp: Some((host, port)),
+        tls: parsed.tls,
+        user: parsed.username.clone(),
+        custom_ca: tls_ca.is_some(),
+        what: "the sentinels",
+    };
+    let client = builder
+        .build()
+        .map_err(|err| anyhow!("invalid --url: {err}"))?;
+    let conn = SentinelConnection::new(client, Node::Master, config);
+    retry_first(timeouts, &target, || conn.ensure_connected()).await?;
+    Ok(Server::Sentinel(conn))
 }
 
 /// What a connection failure is reported against: the server's address (never the URL, which

@@ -164,8 +164,10 @@ impl<K: Kind> Builder<K> {
 
     /// After every write, waits (`WAIT`) until `replicas` replicas have it, for at most
     /// `timeout`, and fails with [`Error::NotReplicated`] when fewer confirm: for filters whose
-    /// adds must survive a failover. `WAIT` holds the connection, so calls sharing it queue
-    /// behind. Defaults to not waiting.
+    /// adds must survive a failover. With a [`retry`](Builder::retry) policy, a write that too
+    /// few replicas confirmed is sent again (answering as its first attempt did) and waits
+    /// again, until its budget is spent: a replica resyncing after a failover confirms soon.
+    /// `WAIT` holds the connection, so calls sharing it queue behind. Defaults to not waiting.
     ///
     /// Give the connection a response timeout longer than `timeout` (redis-rs's default is
     /// 500 ms): otherwise the client stops waiting for `WAIT`'s answer first, and the write

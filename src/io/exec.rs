@@ -33,6 +33,12 @@ pub(crate) async fn one_wait_failure<F: Future>(write: F) -> F::Output {
         .await
 }
 
+/// Forgets the failure of a `WAIT` this call sent (within [`one_wait_failure`]): a write
+/// retried after [`Error::NotReplicated`] waits for its replicas again.
+pub(crate) fn forget_wait_failure() {
+    let _ = NOT_REPLICATED.try_with(|failed| failed.set(None));
+}
+
 /// The failure of a `WAIT` already sent by this call (within [`one_wait_failure`]).
 fn not_replicated() -> Result<()> {
     match NOT_REPLICATED.try_with(std::cell::Cell::get) {

@@ -11,6 +11,7 @@ pub mod cluster;
 pub mod gozero;
 pub mod module;
 pub mod proxy;
+pub mod sentinel;
 pub mod server;
 
 use redis::aio::MultiplexedConnection;
