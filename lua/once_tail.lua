@@ -180,17 +180,28 @@ local function ttl()
     end
     return keep
 end
+-- A slot starts again as a new key. In a slot a cluster is migrating, a key that went within
+-- the script cannot be made again ("non local key"): the write stands, unrecorded, and replies
+-- as ever (only a retry of it, after a lost reply, finds no record: its outcome is unknown).
+local function remade(made)
+    return not (type(made) == "table" and made.err)
+end
 if start_next then
     local upcoming = tonumber(redis.call("hget", next_slot, "e"))
     if upcoming == nil or upcoming < once_epoch + 1 then
         redis.call("unlink", next_slot)
-        redis.call("hset", next_slot, "e", once_epoch + 1, "t", once_now)
+        if not remade(redis.pcall("hset", next_slot, "e", once_epoch + 1, "t", once_now)) then
+            return reply
+        end
         redis.call("pexpire", next_slot, ttl())
     end
 end
 if start then
     redis.call("unlink", slot)
-    redis.call("hset", slot, "e", once_epoch, "t", once_now, "n", "1", once_step, record)
+    local made = redis.pcall("hset", slot, "e", once_epoch, "t", once_now, "n", "1", once_step, record)
+    if not remade(made) then
+        return reply
+    end
     redis.call("pexpire", slot, ttl())
 else
     if start_next then

@@ -522,10 +522,11 @@ impl<'a, C: Conn, K: Seam> Ctx<'a, C, K> {
     {
         let exec = self.exec;
         exec.retried(self.clock, || {
+            let since = exec.carrier(key);
             let done = attempt();
             async move {
                 let done = done.await?;
-                exec.confirm(key, engine).await?;
+                exec.confirm(key, engine, since).await?;
                 Ok(done)
             }
         })

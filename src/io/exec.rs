@@ -67,6 +67,8 @@ pub(crate) struct Exec<C> {
     /// one's response timeout runs from its sending, and the later ones would time out (and be
     /// retried) instead of reporting how many replicas confirmed.
     wait_turn: tokio::sync::Mutex<()>,
+    /// The connections that carried this filter's `WAIT`s, per part key ([`Carriers`]).
+    carriers: Carriers,
     /// Whether the servers may evict the filter's keys (asked before the first write).
     eviction: Eviction,
     /// Whether the record's commands were proven before the first recorded write
@@ -146,6 +148,42 @@ struct Caps {
     no_merge: AtomicBool,
     no_eval_ro: AtomicBool,
     no_exact: AtomicBool,
+    /// The ACL refuses `CLIENT ID` ([`Exec::confirm`]).
+    no_client_id: AtomicBool,
+}
+
+/// Which connection carried each part's `WAIT`s: the last `CLIENT ID` seen with one, and how
+/// many times that changed (a reconnect, a failover).
+#[derive(Debug, Default)]
+struct Carriers(std::sync::Mutex<std::collections::HashMap<String, (i64, u64)>>);
+
+/// A part's connection changes counted when a write step began ([`Exec::carrier`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Carrier(u64);
+
+impl Carriers {
+    fn lock(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<String, (i64, u64)>> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The changes counted so far for `key`.
+    fn now(&self, key: &str) -> Carrier {
+        Carrier(self.lock().get(key).map_or(0, |&(_, changes)| changes))
+    }
+
+    /// Notes that a `WAIT` for `key` went on the connection `id`; whether the connection is
+    /// the one of the write begun under `since`: no change seen since. (The first `WAIT` of a
+    /// part only learns its connection.)
+    fn still(&self, key: &str, since: Carrier, id: i64) -> bool {
+        let mut carriers = self.lock();
+        let entry = carriers.entry(key.to_owned()).or_insert((id, 0));
+        if entry.0 != id {
+            *entry = (id, entry.1 + 1);
+        }
+        entry.1 == since.0
+    }
 }
 
 impl<C> Exec<C> {
@@ -156,6 +194,7 @@ impl<C> Exec<C> {
             kind,
             caps: Caps::default(),
             wait_turn: tokio::sync::Mutex::new(()),
+            carriers: Carriers::default(),
             eviction: Eviction::new(options.accept_eviction),
             records_proven: AtomicBool::new(false),
             records_shared: Default::default(),
@@ -456,8 +495,26 @@ where
         reply.map_err(|e| Error::from_redis(e, key))
     }
 
-    /// `WAIT` for the replicas the filter asks for, after a write to `key`.
-    pub(crate) async fn confirm(&self, key: &str, engine: Engine) -> Result<()> {
+    /// The mark of the connection that carries writes to `key` now, to take before a write
+    /// step and give to [`confirm`](Exec::confirm) after it.
+    pub(crate) fn carrier(&self, key: &str) -> Carrier {
+        match self.options.replicas {
+            Some(_) => self.carriers.now(key),
+            None => Carrier(0),
+        }
+    }
+
+    /// `WAIT` for the replicas the filter asks for, after a write to `key` begun under
+    /// `since` ([`carrier`](Exec::carrier)).
+    ///
+    /// `WAIT` confirms the writes made on the connection that sends it. A connection that
+    /// reconnects (a `ConnectionManager`, a cluster's, redbloom's Sentinel connection) may
+    /// carry the `WAIT` on another connection than the write, even to another server after a
+    /// failover, where it would confirm at once a write the failover dropped. So the `WAIT`
+    /// goes with `CLIENT ID`: when the connection changed since the write began, the step
+    /// fails as not replicated and its retry writes again (the answers of its first attempt
+    /// kept, as after any lost reply).
+    pub(crate) async fn confirm(&self, key: &str, engine: Engine, since: Carrier) -> Result<()> {
         let Some((wanted, timeout)) = self.options.replicas else {
             return Ok(());
         };
@@ -467,17 +524,38 @@ where
         // that changes nothing (a write command, so never routed to a replica), it goes to the
         // key's master, on the connection that carried the write. The command is one the
         // engine needs anyway, so that it needs no other ACL grant.
+        let identify = !self.caps.no_client_id.load(Ordering::Relaxed);
         let mut tx = Tx::plain();
         tx.add_unread(self.route(key, engine));
+        let id = identify.then(|| tx.add::<i64>(redis::cmd("CLIENT").arg("ID").to_owned()));
         let acked = tx.add::<u32>({
             let mut wait = redis::cmd("WAIT");
             wait.arg(wanted).arg(millis);
             wait
         });
         not_replicated()?;
-        let _turn = self.wait_turn.lock().await;
+        let turn = self.wait_turn.lock().await;
         not_replicated()?;
-        let acked = self.run(key, &tx).await?.take(acked)?;
+        let mut replies = match self.run(key, &tx).await {
+            Err(Error::NoPermission(err)) if identify => {
+                // An ACL without CLIENT ID: WAIT alone, as before the check (the switch of a
+                // connection between a write and its WAIT goes unseen).
+                tracing::warn!(target: "redbloom::fallback", key, error = %err,
+                    "CLIENT ID refused by the ACL: WAIT without the check of its connection");
+                self.caps.no_client_id.store(true, Ordering::Relaxed);
+                drop(turn);
+                return Box::pin(self.confirm(key, engine, since)).await;
+            }
+            replies => replies?,
+        };
+        let acked = replies.take(acked)?;
+        if let Some(id) = id {
+            let id = replies.take(id)?;
+            if !self.carriers.still(key, since, id) {
+                let _ = NOT_REPLICATED.try_with(|failed| failed.set(Some((0, wanted))));
+                return Err(Error::NotReplicated { acked: 0, wanted });
+            }
+        }
         if acked < wanted {
             let _ = NOT_REPLICATED.try_with(|failed| failed.set(Some((acked, wanted))));
             return Err(Error::NotReplicated { acked, wanted });

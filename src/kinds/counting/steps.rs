@@ -108,7 +108,7 @@ pub(super) async fn part<C: Conn>(
         exec::in_order(commands.collect()).await
     };
     match op {
-        Op::Exists => attempt().await,
+        Op::Exists => ctx.retried(attempt).await,
         _ => {
             let _beside = part.turns.beside().await;
             let answers = ctx.written(&part.key, Engine::Fast, attempt).await;

@@ -126,6 +126,7 @@ async fn swap<C: Conn>(
     for index in 0..SWAP_ATTEMPTS {
         let swapped = ctx
             .retried(|| async {
+                let since = exec.carrier(&part.key);
                 let old = read_whole(exec, part).await?;
                 let mut new = old.clone();
                 let answers = apply(op, &mut new, cells, k);
@@ -159,7 +160,7 @@ async fn swap<C: Conn>(
                 }
                 match reply {
                     Value::Int(1) => {
-                        exec.confirm(&part.key, Engine::Fast).await?;
+                        exec.confirm(&part.key, Engine::Fast, since).await?;
                         Ok(Some(answers))
                     }
                     // The answers recorded (now, or by an attempt whose reply was lost).
@@ -168,7 +169,7 @@ async fn swap<C: Conn>(
                         if let Some(step) = &step {
                             step.acknowledge(exec, &part.key, index).await;
                         }
-                        exec.confirm(&part.key, Engine::Fast).await?;
+                        exec.confirm(&part.key, Engine::Fast, since).await?;
                         Ok(Some(answers))
                     }
                     Value::Int(0) => Ok(None),

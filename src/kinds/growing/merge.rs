@@ -60,10 +60,11 @@ pub(super) async fn add<C: Conn>(
     if !pays(ctx, hashes.len()) {
         return Ok(None);
     }
+    let since = ctx.exec().carrier(&ctx.part().counts);
     match merge(ctx, hashes).await {
         Ok(Some((answers, full))) => {
             ctx.exec()
-                .confirm(&ctx.part().counts, Engine::Scripts)
+                .confirm(&ctx.part().counts, Engine::Scripts, since)
                 .await?;
             match full {
                 true => Err(ctx.kind().full(ctx.key())),

@@ -291,6 +291,7 @@ impl Seam for Plain {
         };
         let answers = ctx
             .retried(|| async {
+                let since = run.exec.carrier(&part.key);
                 if let Some(guard) = run.guard {
                     guard.ensure(run.exec, write).await?;
                 }
@@ -298,7 +299,7 @@ impl Seam for Plain {
                     return part.read(run, &batch).await;
                 }
                 let new = part.write(run, &batch).await?;
-                run.exec.confirm(&part.key, run.engine).await?;
+                run.exec.confirm(&part.key, run.engine, since).await?;
                 Ok(new)
             })
             .await;
