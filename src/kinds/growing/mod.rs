@@ -522,7 +522,9 @@ impl Seam for Growing {
                     false => read::step(ctx, rest).await?,
                 });
             }
-            let mut first = first.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            let mut first = first
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
             Ok(first.get_or_insert(answers).clone())
         };
         // A write by the per-item script shares this handle's turn: never during one of its
