@@ -49,8 +49,8 @@ durations combine units (1h30m).";
 #[command(name = "redbloom", version, about, override_usage = USAGE, after_help = EXAMPLES)]
 pub(crate) struct Cli {
     /// Redis URL (redis://, rediss://, user:password@, /db), or the sentinels of a monitored
-    /// master: redis+sentinel://[USER:PASS@]HOST:PORT[,HOST:PORT...]/MASTER[/DB] (rediss+sentinel://
-    /// for TLS; the credentials are the data nodes') [default: $REDIS_URL, else
+    /// master: redis+sentinel://USER:PASS@HOST:PORT,HOST:PORT/MASTER/DB, credentials (the data
+    /// nodes') and DB optional (rediss+sentinel:// for TLS) [default: $REDIS_URL, else
     /// redis://127.0.0.1:6379].
     #[arg(
         long,
