@@ -7,9 +7,12 @@
 //! one multiplexed connection to the node the sentinels named, and when a command meets a lost
 //! connection, a timeout, or `READONLY` (the master was demoted), it drops that connection; the
 //! next command asks the sentinels again, connects, and confirms the node's role with `ROLE`
-//! before using it. It does not retry by itself: the failed command's error goes back to the
-//! filter, whose [`Retry`](crate::Retry) policy sends it again once the sentinels name the new
-//! master (a write retried so is answered exactly, as after any lost reply).
+//! before using it. It also listens to a sentinel's `+switch-master`, so that after a failover
+//! the next command goes to the new master at once. It does not retry by itself: the failed
+//! command's error goes back to the filter, whose [`Retry`](crate::Retry) policy sends it again
+//! once the sentinels name the new master (a write retried so is answered exactly, as after any
+//! lost reply, or fails with [`Error::OutcomeUnknown`](crate::Error::OutcomeUnknown) when the new
+//! master cannot prove that its first attempt, sent to the old one, was not applied).
 //!
 //! ```no_run
 //! # async fn run() -> redbloom::Result<()> {
