@@ -2,21 +2,17 @@
 //! server, a Sentinel group (1 master, 2 replicas, 3 sentinels) and a Cluster (3 masters with a
 //! replica each). Data nodes load RedisBloom when the soak found it.
 //!
-//! The Sentinel group and the Cluster are tests/common/sentinel.rs's and tests/common/cluster.rs's,
-//! cut down to what the soak uses, with the module's `--loadmodule` on every node (those start
-//! their nodes with fixed arguments). The server itself is tests/common/server.rs's, shared by path.
+//! The Sentinel group is tests/common/sentinel.rs's and the server tests/common/server.rs's,
+//! shared by path, with the module's `--loadmodule` on every node. The Cluster is
+//! tests/common/cluster.rs's, cut down to what the soak uses.
 
 use crate::rng::Rng;
 use crate::support::RedisServer;
 use redbloom::redis;
-use std::collections::HashMap;
 use std::fmt;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
-
-/// The group's name, as the sentinels monitor it.
-pub const MASTER: &str = "mymaster";
 
 /// A fault the soak injects.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -248,85 +244,57 @@ fn wait(
 }
 
 /// A master, its replicas (AOF `appendfsync always`) and three sentinels (quorum 2, down after
-/// 1 s), as tests/common/sentinel.rs starts them.
-pub struct SentinelGroup {
-    nodes: Vec<RedisServer>,
-    sentinels: Vec<Sentinel>,
+/// 1 s): tests/common/sentinel.rs's group, shared by path.
+pub struct SentinelGroup(common_sentinel::SentinelGroup);
+
+/// tests/common/sentinel.rs finds its server beside it.
+mod server {
+    pub use crate::support::RedisServer;
 }
+
+#[path = "../../tests/common/sentinel.rs"]
+mod common_sentinel;
 
 impl SentinelGroup {
     /// Starts the group and waits until it has settled.
     pub fn start(module: Option<&Path>) -> std::io::Result<Topology> {
-        let args = with_module(&DURABLE, module);
-        let master = RedisServer::start_with(&strs(&args))?;
-        let of = master.port().to_string();
-        let mut nodes = vec![master];
-        for _ in 0..2 {
-            let mut replica = args.clone();
-            replica.extend(["--replicaof".into(), "127.0.0.1".into(), of.clone()]);
-            nodes.push(RedisServer::start_with(&strs(&replica))?);
-        }
-        let mut sentinels = Vec::new();
-        for _ in 0..3 {
-            sentinels.push(Sentinel::start(nodes[0].port())?);
-        }
-        let group = SentinelGroup { nodes, sentinels };
-        group
-            .wait_settled(Duration::from_secs(30))
-            .map_err(std::io::Error::other)?;
-        Ok(Topology::Sentinel(group))
+        let extra = with_module(&[], module);
+        let group = common_sentinel::SentinelGroup::start_with(&strs(&extra))?;
+        Ok(Topology::Sentinel(SentinelGroup(group)))
     }
 
     /// `redis+sentinel://127.0.0.1:S1,…/mymaster`.
     pub fn url(&self) -> String {
-        let hosts: Vec<String> = self
-            .sentinels
-            .iter()
-            .map(|s| format!("127.0.0.1:{}", s.port))
-            .collect();
-        format!("redis+sentinel://{}/{MASTER}", hosts.join(","))
+        self.0.url()
     }
 
     /// The master's port, as the first sentinel that answers names it.
     pub fn master_port(&self) -> Option<u16> {
-        self.sentinels.iter().find_map(|s| named_master(s.port))
+        self.0.master_port()
     }
 
     fn failover(&self) -> Result<String, String> {
         let old = self.master_port();
         let started = Instant::now();
-        let reply: String = query(self.sentinels[0].port, &["SENTINEL", "FAILOVER", MASTER])
-            .map_err(|e| format!("SENTINEL FAILOVER: {e}"))?;
-        if reply != "OK" {
-            return Err(format!("SENTINEL FAILOVER: {reply}"));
-        }
-        self.wait_moved_from(old, Duration::from_secs(30))?;
-        let moved = started.elapsed();
-        self.wait_settled(Duration::from_secs(60))?;
+        self.0.failover().map_err(|e| e.to_string())?;
         Ok(format!(
-            "master {} -> {} in {:.1} s, settled in {:.1} s",
+            "master {} -> {}, settled in {:.1} s",
             show(old),
             show(self.master_port()),
-            moved.as_secs_f64(),
             started.elapsed().as_secs_f64()
         ))
     }
 
     fn kill_master_and_restart(&mut self, rng: &mut Rng) -> Result<String, String> {
         let old = self.master_port();
-        let index = old
-            .and_then(|port| self.nodes.iter().position(|n| n.port() == port))
-            .ok_or("no master named")?;
         let started = Instant::now();
-        self.nodes[index].kill();
-        self.wait_moved_from(old, Duration::from_secs(30))?;
+        let index = self.0.kill_master().map_err(|e| e.to_string())?;
         let moved = started.elapsed();
         // Sometimes at once, sometimes a little later: the restarted node rejoins as a replica.
         std::thread::sleep(Duration::from_millis(rng.range(0, 2_000)));
-        self.nodes[index]
-            .restart()
+        self.0
+            .restart(index)
             .map_err(|e| format!("restarting {}: {e}", show(old)))?;
-        self.wait_settled(Duration::from_secs(60))?;
         Ok(format!(
             "master {} killed, {} promoted in {:.1} s, old master back as a replica, settled in \
              {:.1} s",
@@ -340,143 +308,12 @@ impl SentinelGroup {
     /// Waits until every sentinel names the same master, that master has both other nodes
     /// online as replicas, and each sentinel sees two replicas and two other sentinels.
     pub fn wait_settled(&self, within: Duration) -> Result<(), String> {
-        wait(within, "the Sentinel group settled", || self.settled())
-    }
-
-    fn settled(&self) -> Result<(), String> {
-        let named: Vec<Option<u16>> = self
-            .sentinels
-            .iter()
-            .map(|s| named_master(s.port))
-            .collect();
-        let master = named[0].ok_or("a sentinel names no master")?;
-        if named.iter().any(|n| *n != Some(master)) {
-            return Err(format!("the sentinels disagree: {named:?}"));
-        }
-        let info: String = query(master, &["INFO", "replication"]).map_err(|e| e.to_string())?;
-        if !info.contains("role:master") {
-            return Err(format!("{master} is not a master yet"));
-        }
-        let online = info
-            .lines()
-            .filter(|l| l.starts_with("slave") && l.contains("state=online"))
-            .count();
-        if online != self.nodes.len() - 1 {
-            return Err(format!("{master} has {online} online replicas"));
-        }
-        for s in &self.sentinels {
-            let fields: HashMap<String, String> =
-                query(s.port, &["SENTINEL", "MASTER", MASTER]).map_err(|e| e.to_string())?;
-            for (name, want) in [("num-slaves", "2"), ("num-other-sentinels", "2")] {
-                if fields.get(name).map(String::as_str) != Some(want) {
-                    return Err(format!("sentinel {}: {name} is not {want}", s.port));
-                }
-            }
-            if fields.get("flags").map(String::as_str) != Some("master") {
-                return Err(format!(
-                    "sentinel {}: the master's flags are not plain",
-                    s.port
-                ));
-            }
-        }
-        Ok(())
-    }
-
-    fn wait_moved_from(&self, old: Option<u16>, within: Duration) -> Result<(), String> {
-        wait(within, "the sentinels moved the master", || {
-            let named: Vec<Option<u16>> = self
-                .sentinels
-                .iter()
-                .map(|s| named_master(s.port))
-                .collect();
-            match named[0] {
-                Some(new)
-                    if Some(new) != old
-                        && named.iter().all(|n| *n == Some(new))
-                        && role(new).is_some_and(|(r, _)| r == "master") =>
-                {
-                    Ok(())
-                }
-                _ => Err(format!("the sentinels name {named:?}")),
-            }
-        })
+        self.0.wait_settled(within).map_err(|e| e.to_string())
     }
 }
 
 fn show(port: Option<u16>) -> String {
     port.map_or("?".into(), |p| p.to_string())
-}
-
-/// A sentinel process (`redis-server CONF --sentinel`), killed when dropped.
-struct Sentinel {
-    child: Child,
-    port: u16,
-    _dir: tempfile::TempDir,
-}
-
-impl Drop for Sentinel {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Sentinel {
-    /// A sentinel watching the master on `master` (quorum 2, down after 1 s).
-    fn start(master: u16) -> std::io::Result<Sentinel> {
-        let dir = tempfile::Builder::new()
-            .prefix("redbloom-sentinel-")
-            .tempdir()?;
-        for _ in 0..5 {
-            let port = std::net::TcpListener::bind("127.0.0.1:0")?
-                .local_addr()?
-                .port();
-            let conf = dir.path().join("sentinel.conf");
-            std::fs::write(
-                &conf,
-                format!(
-                    "port {port}\nbind 127.0.0.1\ndir {dir}\nlogfile {dir}/sentinel.log\n\
-                     sentinel monitor {MASTER} 127.0.0.1 {master} 2\n\
-                     sentinel down-after-milliseconds {MASTER} 1000\n\
-                     sentinel failover-timeout {MASTER} 10000\n\
-                     sentinel parallel-syncs {MASTER} 2\n",
-                    dir = dir.path().display()
-                ),
-            )?;
-            let mut child = Command::new("redis-server")
-                .arg(&conf)
-                .arg("--sentinel")
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()?;
-            let up = wait(
-                Duration::from_secs(10),
-                "the sentinel answered",
-                || match query::<String>(port, &["PING"]) {
-                    Ok(_) => Ok(()),
-                    Err(_) if matches!(child.try_wait(), Ok(Some(_))) => Ok(()),
-                    Err(e) => Err(e.to_string()),
-                },
-            );
-            if up.is_ok() && child.try_wait()?.is_none() {
-                return Ok(Sentinel {
-                    child,
-                    port,
-                    _dir: dir,
-                });
-            }
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-        Err(std::io::Error::other("a sentinel did not start"))
-    }
-}
-
-/// The master's port as the sentinel on `port` names it.
-fn named_master(port: u16) -> Option<u16> {
-    let reply: Vec<String> = query(port, &["SENTINEL", "GET-MASTER-ADDR-BY-NAME", MASTER]).ok()?;
-    reply.get(1)?.parse().ok()
 }
 
 /// Three masters with a replica each, created with `redis-cli --cluster create`, as

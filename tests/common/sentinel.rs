@@ -47,11 +47,17 @@ impl SentinelGroup {
     /// Starts the group and waits until every sentinel knows the master, both replicas (linked)
     /// and the other two sentinels.
     pub fn start() -> std::io::Result<Self> {
-        let master = RedisServer::start_with(&NODE)?;
+        Self::start_with(&[])
+    }
+
+    /// The same, with `extra` arguments for every data node (`--loadmodule PATH`).
+    pub fn start_with(extra: &[&str]) -> std::io::Result<Self> {
+        let node = [&NODE[..], extra].concat();
+        let master = RedisServer::start_with(&node)?;
         let of = master.port().to_string();
         let mut nodes = vec![master];
         for _ in 0..2 {
-            let args = [&NODE[..], &["--replicaof", "127.0.0.1", &of]].concat();
+            let args = [&node[..], &["--replicaof", "127.0.0.1", &of]].concat();
             nodes.push(RedisServer::start_with(&args)?);
         }
         let mut sentinels = Vec::new();
