@@ -146,3 +146,75 @@ async fn a_dense_add_retried_for_its_wait_answers_new() {
         .false_positive_rate(0.01);
     kinds::wait::dense_add_retried_for_its_wait(plain).await;
 }
+
+/// An add whose `WAIT` found too few replicas is retried within the budget (the replica stopped
+/// for 1.5 s, then back) and answers as its first write did: "new", for every kind (a growing
+/// filter's retry wrote under new records and answered "seen" for its own item, found by the
+/// soak).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_add_retried_for_its_replicas_stays_new() {
+    use redbloom::{CountingBloom, GrowingBloom, Layout, RedisBloom, Retry, WindowBloom};
+    let (primary, replica) = primary_and_replica().await;
+    let conn = redis::Client::open(primary.url())
+        .unwrap()
+        .get_connection_manager()
+        .await
+        .unwrap();
+    let retry = Retry::for_duration(Duration::from_secs(30));
+    let wait = Duration::from_millis(200);
+    let key = common::unique_key("retried-for-replicas");
+    let growing = GrowingBloom::builder(format!("{key}:g"))
+        .expected_items(1000)
+        .false_positive_rate(0.001)
+        .retry(retry)
+        .wait_for_replicas(1, wait)
+        .build(conn.clone())
+        .unwrap();
+    let plain = RedisBloom::builder(format!("{key}:p"))
+        .layout(Layout::Native)
+        .expected_items(1000)
+        .false_positive_rate(0.001)
+        .retry(retry)
+        .wait_for_replicas(1, wait)
+        .build(conn.clone())
+        .unwrap();
+    let counting = CountingBloom::builder(format!("{key}:c"))
+        .expected_items(1000)
+        .false_positive_rate(0.001)
+        .retry(retry)
+        .wait_for_replicas(1, wait)
+        .build(conn.clone())
+        .unwrap();
+    let window = WindowBloom::builder(format!("{key}:w"), Duration::from_secs(3600))
+        .expected_items(1000)
+        .false_positive_rate(0.001)
+        .retry(retry)
+        .wait_for_replicas(1, wait)
+        .build(conn.clone())
+        .unwrap();
+    for kind in 0..4 {
+        let add = |item: &'static str| {
+            let (g, p, c, w) = (
+                growing.clone(),
+                plain.clone(),
+                counting.clone(),
+                window.clone(),
+            );
+            async move {
+                match kind {
+                    0 => g.add(item).await,
+                    1 => p.add(item).await,
+                    2 => c.add(item).await,
+                    _ => w.add(item).await,
+                }
+            }
+        };
+        assert!(add("warm").await.unwrap(), "kind {kind}");
+        replica.pause();
+        let call = tokio::spawn(add("fresh"));
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        replica.resume();
+        let answer = call.await.unwrap();
+        assert!(matches!(answer, Ok(true)), "kind {kind}: {answer:?}");
+    }
+}

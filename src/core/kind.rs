@@ -509,7 +509,10 @@ impl<'a, C: Conn, K: Seam> Ctx<'a, C, K> {
 
     /// A write step: `attempt`, then `WAIT` for the replicas the filter asks for (on the
     /// connection that carried the write, routed by a command on `key` that `engine` allows),
-    /// retried as one: after a reconnect a `WAIT` alone would confirm nothing.
+    /// retried as one: after a reconnect a `WAIT` alone would confirm nothing. Retried after
+    /// its write went through (too few replicas, or the connection changed before `WAIT`), the
+    /// step writes again and answers as its first write did: a kind whose attempts record under
+    /// new steps would otherwise answer "seen" for what the first one added.
     pub(crate) async fn written<T, F, Fut>(
         &self,
         key: &str,
@@ -521,13 +524,26 @@ impl<'a, C: Conn, K: Seam> Ctx<'a, C, K> {
         Fut: Future<Output = Result<T>>,
     {
         let exec = self.exec;
+        let first: std::sync::Mutex<Option<T>> = std::sync::Mutex::new(None);
+        let first = &first;
         exec.retried(self.clock, || {
             let since = exec.carrier(key);
             let done = attempt();
             async move {
                 let done = done.await?;
-                exec.confirm(key, engine, since).await?;
-                Ok(done)
+                let kept = || {
+                    first
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner)
+                };
+                let done = kept().take().unwrap_or(done);
+                match exec.confirm(key, engine, since).await {
+                    Ok(()) => Ok(done),
+                    Err(err) => {
+                        *kept() = Some(done);
+                        Err(err)
+                    }
+                }
             }
         })
         .await

@@ -509,10 +509,6 @@ impl Seam for Growing {
         } else if read::whole_pays(ctx, hashes.len()) {
             return read::whole(ctx, &hashes).await;
         }
-        // The answers of the first run of the steps that went through: retried whole after too
-        // few replicas confirmed (or the connection changed before `WAIT`), the steps write
-        // again under new records, and would answer "seen" for what the first run added.
-        let first: std::sync::Mutex<Option<Vec<bool>>> = std::sync::Mutex::new(None);
         let steps = || async {
             let mut answers = Vec::with_capacity(hashes.len());
             while answers.len() < hashes.len() {
@@ -522,10 +518,7 @@ impl Seam for Growing {
                     false => read::step(ctx, rest).await?,
                 });
             }
-            let mut first = first
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
-            Ok(first.get_or_insert(answers).clone())
+            Ok(answers)
         };
         // A write by the per-item script shares this handle's turn: never during one of its
         // merges, whose compare-and-set it would fail.
