@@ -1,8 +1,9 @@
-//! What the `tracing` instrumentation costs (README "Observability"): CALLS single-item
-//! `exists` calls on a plain filter from TASKS tasks sharing one connection, on one thread (as
-//! `redbloom bench` runs them), with no subscriber (`none`), with one that takes INFO and above
-//! (`info`: the crate's DEBUG spans stay off), or with one that takes every span and event at
-//! every level and visits their fields (`subscriber`). Not a criterion bench:
+//! What the `tracing` instrumentation costs (docs/operations.md "Observability", BENCHMARKS.md
+//! "What tracing costs"): CALLS single-item `exists` calls on a plain filter from TASKS tasks
+//! sharing one connection, on one thread (as `redbloom bench` runs them), with no subscriber
+//! (`none`), with one that takes INFO and above (`info`: the crate's DEBUG spans stay off), or
+//! with one that takes every span and event at every level and visits their fields
+//! (`subscriber`). Not a criterion bench:
 //!
 //! ```text
 //! cargo bench --bench tracing_cost -- URL CALLS TASKS none|info|subscriber

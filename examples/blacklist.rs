@@ -78,9 +78,9 @@
 //! # Metrics (`--features metrics`)
 //!
 //! Built with the examples' `metrics` feature, which turns on the library's (`cargo run
-//! --features metrics --example blacklist -- --serve ...`), the service installs a Prometheus recorder
-//! (`metrics-exporter-prometheus`) and serves every `redbloom_…` metric (README "Metrics") at
-//! `GET /metrics` in Prometheus's text format: calls by kind, op and outcome with their
+//! --features metrics --example blacklist -- --serve ...`), the service installs a Prometheus
+//! recorder (`metrics-exporter-prometheus`) and serves every `redbloom_…` metric
+//! (docs/operations.md "Metrics") at `GET /metrics` in Prometheus's text format: calls by kind, op and outcome with their
 //! latencies, retries, fallbacks, and the near cache's hits and misses. Without the feature,
 //! `/metrics` answers 404 and the library records nothing.
 //!

@@ -3,10 +3,12 @@
 -- The step's own KEYS and ARGV come first; then, last, the ring's slots and five arguments:
 -- KEYS[#KEYS - SLOTS + 1 .. #KEYS]: the ring's slots 0 .. SLOTS - 1, hashes in the filter's
 -- slot group: field "e" holds a slot's epoch, "t" when it started (server milliseconds), "n"
--- that it started its successor; every other field is one step recorded in that epoch, and
+-- that it started its successor, "q" that it started in its own epoch before any other recorded
+-- write of it (once_tail.lua); every other field is one step recorded in that epoch, and
 -- its reply. ARGV[#ARGV-4]: the step's id. ARGV[#ARGV-3]: the clock, "WIDTH SLOTS FLOOR
--- ACK...": the ring's width (ms), its slot count, a lower bound of the step's first sending on
--- the server's clock (ms since 1970, 0 when unknown), and the ids of steps whose callers have
+-- KEPT ACK...": the ring's width (ms), its slot count, a lower bound of the step's first sending
+-- on the server's clock (ms since 1970, 0 when unknown), "1" when the server was found to evict
+-- no key with a TTL (else "0"), and the ids of steps whose callers have
 -- their replies (their records go). ARGV[#ARGV-2]: "1" on a retry, else "0". ARGV[#ARGV-1]:
 -- "1" when a new slot takes the TTL of the body's KEYS[1] where shorter than its own (the
 -- filter's key, which has one after expire), "0" when it never does (a window filter's
@@ -19,7 +21,7 @@ local once_ttl = table.remove(ARGV) == "1"
 local once_retry = table.remove(ARGV) == "1"
 local once_clock = table.remove(ARGV)
 local once_step = table.remove(ARGV)
-local once_width, once_slots, once_floor
+local once_width, once_slots, once_floor, once_kept
 local once_acks = {}
 for field in string.gmatch(once_clock, "%S+") do
     if not once_width then
@@ -28,6 +30,8 @@ for field in string.gmatch(once_clock, "%S+") do
         once_slots = tonumber(field)
     elseif not once_floor then
         once_floor = tonumber(field)
+    elseif once_kept == nil then
+        once_kept = field == "1"
     else
         once_acks[#once_acks + 1] = field
     end

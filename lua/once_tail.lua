@@ -78,7 +78,7 @@ if once_retry then
         return pending("the ring of its first attempt is gone or not made yet")
     end
     for epoch = first, once_epoch do
-        local slot = redis.call("hmget", once_slot(epoch), "e", "t")
+        local slot = redis.call("hmget", once_slot(epoch), "e", "t", "q")
         if not slot[1] then
             return unknown("the ring slot of its first attempt is gone")
         end
@@ -89,7 +89,12 @@ if once_retry then
         if started > epoch then
             return unknown("the ring slot of its first attempt has moved on")
         end
-        if started == epoch and at > math.max(once_floor, epoch * once_width) then
+        -- A slot started in its own epoch after the sending: the first attempt could have
+        -- recorded in it before, and the slot then been evicted and made again, unless its
+        -- start proved its epoch had no recorded write before it ("q", see below) and the
+        -- server evicts no key with a TTL (the ring's slots have one).
+        if started == epoch and at > math.max(once_floor, epoch * once_width)
+            and not (once_kept and slot[3] == "1") then
             return pending("the ring slot of its first attempt started after it was sent")
         end
     end
@@ -103,6 +108,21 @@ local state = redis.call("hmget", slot, "e", "n")
 local started = tonumber(state[1])
 local start = started == nil or started < once_epoch
 local start_next = start or state[2] == false
+-- A slot that starts in its own epoch (after a quiet spell, or in a new ring) proves that no
+-- recorded write of its epoch came before it ("q" = "1") when no such write left a trace: the
+-- first recorded write of an epoch starts the next slot, and one of the epoch before would have
+-- started this one (and marked its own "n"). So a retry whose first attempt was sent before
+-- this slot started, and never arrived, can prove it absent (see above) instead of waiting for
+-- it until its budget is spent.
+local quiet = "0"
+if start then
+    local before = redis.call("hmget", once_slot(once_epoch - 1), "e", "n")
+    local upcoming = tonumber(redis.call("hget", next_slot, "e"))
+    local wrote_before = tonumber(before[1]) == once_epoch - 1 and before[2] ~= false
+    if not wrote_before and (upcoming == nil or upcoming <= once_epoch) then
+        quiet = "1"
+    end
+end
 -- The record's commands are asked of the ACL before the step writes: refused after the write,
 -- they would fail the call with the write applied and unrecorded, and the caller, taking the
 -- refusal for one that wrote nothing, would write again without a record and answer "seen"
@@ -113,8 +133,9 @@ if redis.acl_check_cmd then
         record[3] = {"unlink", slot}
         record[4] = {"pexpire", slot, "1"}
         record[5] = {"hmget", next_slot, "e"}
+        record[6] = {"hmget", once_slot(once_epoch - 1), "e"}
         if once_ttl then
-            record[6] = {"pttl", KEYS[1]}
+            record[7] = {"pttl", KEYS[1]}
         end
     end
     for _, command in ipairs(record) do
@@ -198,7 +219,8 @@ if start_next then
 end
 if start then
     redis.call("unlink", slot)
-    local made = redis.pcall("hset", slot, "e", once_epoch, "t", once_now, "n", "1", once_step, record)
+    local made = redis.pcall("hset", slot, "e", once_epoch, "t", once_now, "n", "1", "q", quiet,
+        once_step, record)
     if not remade(made) then
         return reply
     end

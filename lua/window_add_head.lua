@@ -5,7 +5,7 @@
 -- Reply: one integer per item, then `verified` (see the head); per item 1 when new, else 0.
 -- (Few calls into Redis, a few per step rather than per item: each costs the script about a
 -- microsecond.)
-local read, k = ARGV[6], tonumber(ARGV[7])
+local read, k = read_command, tonumber(ARGV[7])
 local current = live[1]
 -- A live generation the ledger lists that is gone (deleted, evicted): its items are lost, and
 -- this step would answer "new" for them: nothing is written (SPEC.md §3: losses are loud on

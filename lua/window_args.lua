@@ -12,13 +12,22 @@
 -- KEYS[#KEYS] (the dense add only): its scratch key, after them.
 -- ARGV[1]: GUESS. ARGV[2]: the window in ms. ARGV[3]: G. ARGV[4]: the parameters.
 -- ARGV[5]: "1" to store the parameters when there are none (a write), else "0".
--- ARGV[6]: the command that reads bits: "bitfield_ro" (Redis 6.2+), else "bitfield".
+-- ARGV[6]: the command that reads bits: "bitfield_ro" (Redis 6.2+), else "bitfield"; then a
+-- space and the bytes a new generation is made with (lua/window_create.lua): read here into
+-- `read_command` and `made_bytes`.
 -- Adds and checks reply their flags, then `verified` (below).
 -- Refusals (instead of the script's own reply): {"epoch", NOW_MS} when the guess is more than
 -- one generation off; {"params", STORED} when the parameters differ ("" when the bare key
 -- holds bits without parameters); {"lost", KEY} when a check finds a live generation the
 -- ledger lists gone.
 local guess, window, g = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+local read_command, made_bytes = ARGV[6], 0
+do
+    local command, bytes = string.match(ARGV[6], "^(%S+) (%d+)$")
+    if command then
+        read_command, made_bytes = command, tonumber(bytes)
+    end
+end
 local params = nil
 if #KEYS >= g + 5 then
     params = KEYS[g + 4]

@@ -7,7 +7,7 @@
 -- Reply: one integer per item, then `verified` (see the head); per item 1 when every bit of
 -- the item is set in some live generation.
 -- The walk is lua/window_find.lua's, generation by generation over the items not found yet.
-local read, k = ARGV[6], tonumber(ARGV[7])
+local read, k = read_command, tonumber(ARGV[7])
 -- First the G generations that are live if the guess is right: KEYS[2..G+1].
 local walk = {}
 for i = 2, g + 1 do

@@ -7,7 +7,7 @@
 #   - cluster-create's `sh -c "..."` (split into argv as compose does) builds 3 masters + 3 replicas,
 #     and a second run exits 0 without trying to create again;
 #   - every node reaches cluster_state:ok; the time until replicas show in CLUSTER SLOTS is reported;
-#   - the README example: redbloom --cluster ... --shards 8 load/check of 100,000 items.
+#   - the docs/cluster.md example: redbloom --cluster ... --shards 8 load/check of 100,000 items.
 # It cannot check the image (redis:7-alpine, its entrypoint, its redis version and its patched
 # defaults such as protected-mode), the container runtime (compose's scheduling, healthcheck
 # timing, /data volumes) or host networking (network_mode: host, the addresses nodes announce):
@@ -150,7 +150,7 @@ done
 replicas_after=$(python3 -c "print(f'{$(date +%s.%N) - $created:.1f}')")
 echo "replicas in every node's CLUSTER SLOTS ${replicas_after} s after cluster-create finished"
 
-# 7. The README example, 100,000 items: load, then check them all.
+# 7. The docs/cluster.md example, 100,000 items: load, then check them all.
 cargo build --release --quiet -p redbloom-cli --bin redbloom
 seq 1 100000 | sed 's/^/https:\/\/example.com\/page\//' > "$tmp/urls.txt"
 bloom=(target/release/redbloom --cluster redis://127.0.0.1:7000,redis://127.0.0.1:7001 --key seen
@@ -165,4 +165,4 @@ echo "check: $check"
 # 8. Summary.
 echo "OK: cluster profile of docker-compose.yml: ${n} nodes healthy, cluster-create ran twice" \
     "(idempotent), 3 masters + 3 replicas, replicas in CLUSTER SLOTS after ${replicas_after} s," \
-    "README example: 100000/100000 present"
+    "docs/cluster.md example: 100000/100000 present"

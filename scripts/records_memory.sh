@@ -27,7 +27,7 @@ for k in keys:
     out = subprocess.run(["redis-cli", "-p", sys.argv[1], "memory", "usage", k], capture_output=True, text=True).stdout.strip()
     total += int(out) if out.isdigit() else 0
     fields = subprocess.run(["redis-cli", "-p", sys.argv[1], "hkeys", k], capture_output=True, text=True).stdout.split()
-    held += sum(1 for f in fields if f not in ("e", "t", "n"))
+    held += sum(1 for f in fields if f not in ("e", "t", "n", "q"))
 print(total, held, len(keys))' "$port"
 }
 # bench ITEMS FLAGS...: the bench in the background; samples until it exits; prints the peak.

@@ -167,21 +167,6 @@ pub enum Error {
         ttl: bool,
     },
 
-    /// A growing filter has all its levels and the newest has taken its capacity: the item
-    /// was new, and nothing was written for it ([`GrowingBloom`](crate::GrowingBloom)).
-    #[error(
-        "growing filter {key:?} is full: all {levels} levels have taken their {capacity} items \
-         (per shard); raise max_levels or the growth factor, or start a new filter"
-    )]
-    Full {
-        /// The filter's key.
-        key: String,
-        /// Its most levels.
-        levels: u32,
-        /// The new items those levels take, per shard.
-        capacity: u64,
-    },
-
     /// The server lacks commands the filter's kind needs: a module filter
     /// ([`ModuleBloom`](crate::ModuleBloom)) on a server without Bloom filters' `BF.*`
     /// commands (Redis 8 bundles them; RedisBloom and valkey-bloom add them). Nothing was
@@ -199,10 +184,14 @@ pub enum Error {
         instead: String,
     },
 
-    /// The server refused to add items to a filter that is full: a module filter made by
-    /// another client as non-scaling (`BF.RESERVE … NONSCALING`) that holds its capacity.
-    /// The items before the first refused one went in (new, or there already); nothing after
-    /// it was written.
+    /// The filter is full: it refused a new item, and nothing was written for it or for the
+    /// items after it in the call (of its shard, for a sharded filter); the items before it
+    /// went in (new, or there already). Which filters fill: a growing filter
+    /// ([`GrowingBloom`](crate::GrowingBloom)) whose levels have all taken their capacity
+    /// (raise [`max_levels`](crate::Builder::max_levels) or the growth factor, or start a new
+    /// filter), and a module filter ([`ModuleBloom`](crate::ModuleBloom)) made by another
+    /// client as non-scaling (`BF.RESERVE … NONSCALING`) that holds its capacity, or one the
+    /// module cannot scale further.
     #[error(
         "filter {key:?} is full ({reason}): {added} items of the call went in (new or there \
          already) before it refused the rest"
@@ -213,18 +202,25 @@ pub enum Error {
         /// The items of the call (of its shard, for a sharded filter) answered before the
         /// refusal: added, or found there already.
         added: u64,
-        /// The server's words.
+        /// Why it is full: a growing filter's levels and their capacity, or the server's words.
         reason: String,
     },
 
-    /// The key exists but does not hold a string (Redis `WRONGTYPE`); nothing was changed.
-    #[error("key {key:?} holds a {found}, not a string, so it is not a Bloom filter")]
+    /// A key of the filter holds another type than the filter keeps there (Redis
+    /// `WRONGTYPE`): a hash where a filter's bits go, a string where a module filter or a
+    /// growing filter's counts go; nothing was changed.
+    #[error("{}", wrong_type(key, found, expected))]
     WrongType {
-        /// The filter's key.
+        /// The key: the filter's, or one it keeps beside it.
         key: String,
         /// What the key holds, as Redis's `TYPE` names it (`hash`, `list`, `set`, `zset`,
-        /// `stream`, ...).
+        /// `stream`, `MBbloom--`, ...).
         found: String,
+        /// What the filter keeps at the key, as `TYPE` names it: `string` (a filter's bits,
+        /// its parameters), `hash` (a growing filter's counts, the records of exact answers),
+        /// a module type (`MBbloom--`: a module filter), `none` (nothing); alternatives joined
+        /// by ` or `.
+        expected: String,
         /// The server's reply.
         #[source]
         source: RedisError,
@@ -389,18 +385,15 @@ impl Error {
                 added: *added,
                 reason: reason.clone(),
             },
-            Full {
+            WrongType {
                 key,
-                levels,
-                capacity,
-            } => Full {
-                key: key.clone(),
-                levels: *levels,
-                capacity: *capacity,
-            },
-            WrongType { key, found, source } => WrongType {
+                found,
+                expected,
+                source,
+            } => WrongType {
                 key: key.clone(),
                 found: found.clone(),
+                expected: expected.clone(),
                 source: source.clone(),
             },
             Timeout(err) => Timeout(err.clone()),
@@ -427,11 +420,20 @@ impl Error {
     /// Classifies an error from an operation on `key`.
     pub(crate) fn from_redis(err: RedisError, key: &str) -> Self {
         if has_server_code(&err, "WRONGTYPE") {
-            let (key, found) =
-                named_wrong_type(&err).unwrap_or_else(|| (key.to_owned(), UNNAMED_TYPE.to_owned()));
+            // Our scripts name the key and what it holds where they need a string; a command's
+            // own refusal names neither until the key's `TYPE` is asked (`Exec::retried`).
+            let (key, found, expected) = match named_wrong_type(&err) {
+                Some((key, found)) => (key, found, "string".to_owned()),
+                None => (
+                    key.to_owned(),
+                    UNNAMED_TYPE.to_owned(),
+                    UNNAMED_TYPE.to_owned(),
+                ),
+            };
             Error::WrongType {
                 key,
                 found,
+                expected,
                 source: err,
             }
         } else if has_server_code(&err, "NOPERM") || is_script_acl_refusal(&err) {
@@ -529,6 +531,59 @@ impl Error {
         }
     }
 
+    /// A [`Error::WrongType`] whose command named neither type, with the type the key holds
+    /// (asked with `TYPE` on `conn`) and the one a filter of `kind` keeps there
+    /// ([`expected_type`]); any other error as it is.
+    pub(crate) async fn typed<C: redis::aio::ConnectionLike>(
+        self,
+        conn: &mut C,
+        kind: &str,
+    ) -> Self {
+        let Error::WrongType {
+            key,
+            found,
+            expected,
+            source,
+        } = self
+        else {
+            return self;
+        };
+        if found != UNNAMED_TYPE {
+            return Error::WrongType {
+                key,
+                found,
+                expected,
+                source,
+            };
+        }
+        let asked: redis::RedisResult<String> =
+            redis::cmd("TYPE").arg(&key).query_async(conn).await;
+        let found = asked.unwrap_or_else(|_| UNNAMED_TYPE.to_owned());
+        let expected = match expected == UNNAMED_TYPE && found != UNNAMED_TYPE {
+            true => expected_type(kind, &key, &found).to_owned(),
+            false => expected,
+        };
+        Error::WrongType {
+            key,
+            found,
+            expected,
+            source,
+        }
+    }
+
+    /// A [`Error::FilterFull`] of a step that came after `before` items of its batch were
+    /// answered: they went in too. Any other error as it is.
+    pub(crate) fn full_after(self, before: usize) -> Self {
+        match self {
+            Error::FilterFull { key, added, reason } => Error::FilterFull {
+                key,
+                added: added + before as u64,
+                reason,
+            },
+            err => err,
+        }
+    }
+
     /// Whether the cluster answered `MOVED` to the call or to one command of its batch.
     pub(crate) fn was_moved(&self) -> bool {
         matches!(self, Error::Redis(err) if has_server_code(err, "MOVED"))
@@ -582,9 +637,74 @@ fn raised_in_script(detail: &str) -> Option<(String, String)> {
     Some((code.to_owned(), detail.to_owned()))
 }
 
-/// Whether the server answered `code`, directly or for any command of a pipeline or transaction.
-/// What a [`Error::WrongType`] says the key holds until the key's `TYPE` is asked.
+/// What a [`Error::WrongType`] says the key holds, and the filter keeps there, until the key's
+/// `TYPE` is asked.
 pub(crate) const UNNAMED_TYPE: &str = "value of another type";
+
+/// [`Error::WrongType`]'s message: what `key` holds and what the filter keeps there, as far as
+/// they are known.
+fn wrong_type(key: &str, found: &str, expected: &str) -> String {
+    match (found == UNNAMED_TYPE, expected == UNNAMED_TYPE) {
+        (false, false) => format!(
+            "key {key:?} holds {}, where the filter keeps {}",
+            type_words(found, true),
+            type_words(expected, false)
+        ),
+        (false, true) => format!(
+            "key {key:?} holds {}, not what the filter keeps there",
+            type_words(found, true)
+        ),
+        (true, _) => format!("key {key:?} holds another type than the filter keeps there"),
+    }
+}
+
+/// A type as `TYPE` names it (or alternatives joined by ` or `), in words: `a hash`, `nothing`,
+/// `a Bloom filter of the server's module (BF.*)` (`held`: what a key holds, with the module
+/// and its own name of the type, which differs from one module to another).
+fn type_words(types: &str, held: bool) -> String {
+    types
+        .split(" or ")
+        .map(|found| match found {
+            "none" => "nothing".to_owned(),
+            // Redis 8 bundles RedisBloom; valkey-bloom names its type otherwise.
+            "MBbloom--" if held => "a RedisBloom filter (BF.*, type MBbloom--)".to_owned(),
+            module if crate::MODULE_KEY_TYPES.contains(&module) => match held {
+                true => format!("a Bloom filter of the server's module (BF.*, type {module})"),
+                false => "a Bloom filter of the server's module (BF.*)".to_owned(),
+            },
+            other => format!("a {other}"),
+        })
+        .collect::<Vec<_>>()
+        .join(" or ")
+}
+
+/// What a filter of `kind` keeps at `key` (the filter's own key, a shard's, or a companion's),
+/// by its name, for a `WRONGTYPE` that found `found` there and whose command named neither:
+/// [`Error::WrongType::expected`](Error::WrongType).
+pub(crate) fn expected_type(kind: &str, key: &str, found: &str) -> &'static str {
+    const MODULE: &str = crate::MODULE_KEY_TYPES[0];
+    // A companion's name: what follows `:redbloom:LEN:KEY:` (`params`, `once:…`, `gen:…`).
+    let companion = key.split_once(crate::keys::RESERVED).map(|(_, rest)| {
+        let (len, rest) = rest.split_once(':').unwrap_or(("", rest));
+        let len: usize = len.parse().unwrap_or(0);
+        rest.get(len..)
+            .and_then(|name| name.strip_prefix(':'))
+            .unwrap_or(rest)
+    });
+    match companion {
+        // The filter's own key, or a shard's.
+        None if kind == "module" => MODULE,
+        None => "string",
+        // The records of exact answers.
+        Some(name) if name.starts_with("once:") => "hash",
+        Some("params") => "string",
+        // A module window's generations.
+        Some(_) if kind == "module" => MODULE,
+        // The only other hash: a growing filter's counts, beside its levels' strings.
+        Some(_) if found == "string" => "hash",
+        Some(_) => "string",
+    }
+}
 
 /// The key and type that one of our scripts named in its refusal, `WRONGTYPE the key KEY holds
 /// a TYPE, not a string` (the filter's own name, where the command's first key is another).
@@ -628,6 +748,7 @@ impl Error {
     }
 }
 
+/// Whether the server answered `code`, directly or for any command of a pipeline or transaction.
 fn has_server_code(err: &RedisError, code: &str) -> bool {
     server_errors(err).iter().any(|(c, _)| c == code)
 }
@@ -755,6 +876,54 @@ mod tests {
             ))
         );
         assert_eq!(raised_in_script("unknown command `EVAL_RO`"), None);
+    }
+
+    #[test]
+    fn a_wrong_type_says_what_the_key_holds_and_what_the_filter_keeps_there() {
+        let companion = |name: &str| crate::keys::sidecar("k", name);
+        let cases = [
+            // The filter's own key, a shard's: the kind's bits, or a module's filter.
+            ("plain", "k".to_owned(), "hash", "string"),
+            ("module", "k".to_owned(), "string", "MBbloom--"),
+            (
+                "module",
+                crate::keys::shard_key("k", 1, 4),
+                "hash",
+                "MBbloom--",
+            ),
+            // Companions: records and growing counts are hashes, parameters strings, a module
+            // window's generations module filters.
+            ("counting", companion("once:7.1"), "string", "hash"),
+            ("growing", companion("grow:abc"), "string", "hash"),
+            ("growing", companion("grow:abc:0"), "hash", "string"),
+            ("module", companion("params"), "hash", "string"),
+            ("module", companion("gen:abc:12"), "string", "MBbloom--"),
+        ];
+        for (kind, key, found, expected) in cases {
+            assert_eq!(
+                expected_type(kind, &key, found),
+                expected,
+                "{kind} {key} {found}"
+            );
+        }
+        assert_eq!(
+            wrong_type("m", "string", "MBbloom--"),
+            "key \"m\" holds a string, where the filter keeps a Bloom filter of the server's \
+             module (BF.*)"
+        );
+        assert_eq!(
+            wrong_type("m", "MBbloom--", "string"),
+            "key \"m\" holds a RedisBloom filter (BF.*, type MBbloom--), where the filter keeps \
+             a string"
+        );
+        assert_eq!(
+            wrong_type("m", "list", "string or hash"),
+            "key \"m\" holds a list, where the filter keeps a string or a hash"
+        );
+        assert_eq!(
+            wrong_type("m", UNNAMED_TYPE, UNNAMED_TYPE),
+            "key \"m\" holds another type than the filter keeps there"
+        );
     }
 
     /// The error a server replies, as redis-rs makes it of the reply's bytes.

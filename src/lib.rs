@@ -2,8 +2,10 @@
 // links are relative to the repository, is doc-tested but not rendered (tests/readme.rs).
 #![doc = include_str!("../docs/crate.md")]
 #![cfg_attr(doctest, doc = include_str!("../README.md"))]
-// docs/cluster.md's Rust examples are doc tests too, though not part of the rendered docs.
+// docs/cluster.md's and docs/guide.md's Rust examples are doc tests too, though not part of the
+// rendered docs.
 #![cfg_attr(doctest, doc = include_str!("../docs/cluster.md"))]
+#![cfg_attr(doctest, doc = include_str!("../docs/guide.md"))]
 #![forbid(unsafe_code)]
 #![warn(missing_docs, unreachable_pub, missing_debug_implementations)]
 
@@ -40,7 +42,7 @@ pub use self::{
         CountingInfo, FilterInfo, GenerationInfo, GrowingInfo, GrowingLevel, KeyTtl, WindowInfo,
     },
     // RedisBloom, CountingBloom, WindowBloom, GrowingBloom, ModuleBloom (and ModuleInfo,
-    // MODULE_KEY_TYPES): the registry in src/kinds/mod.rs.
+    // ModuleParams, MODULE_KEY_TYPES): the registry in src/kinds/mod.rs.
     kinds::filters::*,
     kinds::plain::OfflineBloom,
     layout::{native_locations, Layout},
@@ -59,7 +61,7 @@ pub use self::{
 /// The kinds of filter: the `K` of [`Bloom<C, K>`] and [`Builder<K>`] (`Plain`, `Counting`,
 /// `Window`, `Growing`, `Module`: the registry in src/kinds/mod.rs).
 pub mod kind {
-    pub use crate::core::kind::{Kind, SizedInBits};
+    pub use crate::core::kind::{Kind, KindName, SizedInBits};
     pub use crate::kinds::types::*;
 }
 

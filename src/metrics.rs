@@ -1,7 +1,7 @@
-//! The crate's metrics (README "Metrics"), all of them here. With the `metrics` feature they go
-//! to the [`metrics`](https://docs.rs/metrics) facade, whose recorder (a Prometheus exporter,
-//! say) is the application's choice; without a recorder they cost a lookup each. Without the
-//! feature every function here is empty: nothing is paid.
+//! The crate's metrics (docs/operations.md "Metrics"), all of them here. With the `metrics`
+//! feature they go to the [`metrics`](https://docs.rs/metrics) facade, whose recorder (a
+//! Prometheus exporter, say) is the application's choice; without a recorder they cost a lookup
+//! each. Without the feature every function here is empty: nothing is paid.
 //!
 //! | name | type | labels |
 //! |---|---|---|
@@ -120,7 +120,6 @@ impl Error {
             Error::LegacyNames { .. } => "legacy_names",
             Error::ForeignString { .. } => "foreign_string",
             Error::Evictable { .. } => "evictable",
-            Error::Full { .. } => "full",
             Error::MissingCommands { .. } => "missing_commands",
             Error::FilterFull { .. } => "filter_full",
             Error::WrongType { .. } => "wrong_type",

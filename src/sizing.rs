@@ -165,16 +165,24 @@ pub(crate) fn for_builder(
                 true => rate(fpr),
                 false => fpr,
             };
+            check_items_and_rate(items, fpr)?;
             let bits = match fixed {
-                Some(k) => bits_for_fixed_k(items, fpr, k)?,
-                None => optimal_bits(items, fpr)?,
+                Some(k) => bits_for_fixed_k(items, fpr, k),
+                None => optimal_bits(items, fpr),
             };
-            if bits.div_ceil(u64::from(shards)) > MAX_BITS {
-                return Err(Error::InvalidConfig(format!(
-                    "{items} items at a false-positive rate of {fpr} need {bits} bits, more \
-                     than {shards} key(s) of 2^32 bits hold; use more shards"
-                )));
-            }
+            // Past 2^64 bits too: the same limit, said the same way.
+            let fits = bits
+                .ok()
+                .filter(|b| b.div_ceil(u64::from(shards)) <= MAX_BITS);
+            let Some(bits) = fits else {
+                return Err(too_many_items(
+                    items,
+                    fpr,
+                    fixed,
+                    shards,
+                    (MAX_BITS, "bits"),
+                ));
+            };
             let k = hashes.or(fixed);
             (bits, k.unwrap_or_else(|| optimal_hashes(bits, items)))
         }
@@ -201,6 +209,44 @@ pub(crate) fn for_builder(
         )));
     }
     Ok((bits, hashes))
+}
+
+/// The most shards a filter has ([`Builder::shards`](crate::Builder::shards)).
+const MAX_SHARDS: u32 = 1024;
+
+/// The error for `items` items at rate `fpr` (`fixed` hashes, or the best number) that need
+/// more `unit`s (bits, or a counting filter's counters) than `shards` keys of `per_key` (2^32
+/// bits, 2^30 counters) hold: it says the most items that fit at that rate, in these shards
+/// and in the most shards.
+pub(crate) fn too_many_items(
+    items: u64,
+    fpr: f64,
+    fixed: Option<u32>,
+    shards: u32,
+    (per_key, unit): (u64, &str),
+) -> Error {
+    let per_item = match fixed {
+        Some(k) => -f64::from(k) / (-(fpr.ln() / f64::from(k)).exp_m1()).ln(),
+        None => -fpr.ln() / (std::f64::consts::LN_2 * std::f64::consts::LN_2),
+    };
+    let most = |shards: u32| (f64::from(shards) * per_key as f64 / per_item).floor() as u64;
+    let more = match shards < MAX_SHARDS {
+        true => format!(
+            "; more shards hold more ({} in {MAX_SHARDS} shards)",
+            most(MAX_SHARDS)
+        ),
+        false => String::new(),
+    };
+    let key = match per_key.trailing_zeros() {
+        32 => "2^32 bits".to_owned(),
+        n => format!("2^{n} {unit}"),
+    };
+    Error::InvalidConfig(format!(
+        "{items} items at a false-positive rate of {fpr} need {:.3e} {unit}, more than {shards} \
+         key(s) of {key} hold: at most {} items fit at that rate in {shards} shard(s){more}",
+        items as f64 * per_item,
+        most(shards),
+    ))
 }
 
 /// `Ok` for at least one item and a rate in (0, 1).

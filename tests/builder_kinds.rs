@@ -1,6 +1,6 @@
-//! The builder is typed by kind (README "In your own code"): an option of another kind does
-//! not compile (the `compile_fail` examples on `Builder`), and every kind's own options are
-//! checked by `validate()` with no connection, as `build` checks them: a typed
+//! The builder is typed by kind (docs/guide.md "One type for every kind"): an option of another
+//! kind does not compile (the `compile_fail` examples on `Builder`), and every kind's own
+//! options are checked by `validate()` with no connection, as `build` checks them: a typed
 //! `Error::InvalidConfig`, never a panic.
 
 mod common;
@@ -145,7 +145,7 @@ async fn a_stored_filter_reopens_as_its_kind_only() {
         .unwrap();
     assert!(made.add("a").await.unwrap());
     let stored = StoredParams::read(&mut conn, &key).await.unwrap().unwrap();
-    assert_eq!(stored.kind(), "window");
+    assert_eq!(stored.kind().unwrap(), redbloom::kind::KindName::Window);
     assert_eq!(stored.field("generations"), Some("6"));
     let reopened = stored
         .builder::<redbloom::kind::Window>()

@@ -1,6 +1,6 @@
-//! `BUSY` is a passing state (README "Guarantees"): while another client's script runs past the
-//! server's `busy-reply-threshold`, a filter of every kind, retried within its budget, waits it
-//! out and succeeds; without a retry budget the call fails with an error naming `BUSY`.
+//! `BUSY` is a passing state (docs/guarantees.md "Retries"): while another client's script runs
+//! past the server's `busy-reply-threshold`, a filter of every kind, retried within its budget,
+//! waits it out and succeeds; without a retry budget the call fails with an error naming `BUSY`.
 
 mod common;
 

@@ -1,9 +1,9 @@
-//! A server that may evict a filter's keys is refused (README "A server that may evict the
-//! filter is refused"): with `maxmemory` set, an `allkeys-*` policy refuses every kind's writes,
-//! `expire` and `import`; a `volatile-*` one refuses window filters (their generations carry a
-//! TTL), `expire`, and filters that already have a TTL. Reads go on; nothing is written.
-//! `accept_eviction(true)` writes anyway, with one WARN event. On a cluster every master that
-//! holds a part of the filter is asked.
+//! A server that may evict a filter's keys is refused (docs/guarantees.md "A server that may
+//! evict the filter is refused"): with `maxmemory` set, an `allkeys-*` policy refuses every
+//! kind's writes, `expire` and `import`; a `volatile-*` one refuses window filters (their
+//! generations carry a TTL), `expire`, and filters that already have a TTL. Reads go on;
+//! nothing is written. `accept_eviction(true)` writes anyway, with one WARN event. On a cluster
+//! every master that holds a part of the filter is asked.
 
 mod common;
 

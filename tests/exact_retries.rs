@@ -672,6 +672,23 @@ async fn records_stay_beside_the_filter_and_go_with_clear() {
     assert_eq!(rings, Vec::<String>::new());
 }
 
+/// Holds the server's writes back for 5 s (`CLIENT PAUSE … WRITE`) and starts `counting`'s
+/// remove of "first", whose first attempt then waits on the paused server.
+async fn remove_while_paused(
+    admin: &mut redis::aio::MultiplexedConnection,
+    counting: &CountingBloom<ConnectionManager>,
+) -> tokio::task::JoinHandle<redbloom::Result<bool>> {
+    redis::cmd("CLIENT")
+        .arg("PAUSE")
+        .arg(5000)
+        .arg("WRITE")
+        .query_async::<()>(admin)
+        .await
+        .unwrap();
+    let counting = counting.clone();
+    tokio::spawn(async move { counting.remove("first").await })
+}
+
 /// A write whose first attempt never ran (its connection killed while the server held writes
 /// back) is retried after its ring was lost: its record could be gone, so it fails with
 /// `OutcomeUnknown` naming the step and writes nothing, rather than apply twice.
@@ -689,17 +706,7 @@ async fn a_retry_after_its_record_could_be_gone_applies_nothing() {
         .build(common::impatient(&url, Duration::from_millis(150)).await)
         .unwrap();
     counting.add("first").await.unwrap();
-    redis::cmd("CLIENT")
-        .arg("PAUSE")
-        .arg(5000)
-        .arg("WRITE")
-        .query_async::<()>(&mut admin)
-        .await
-        .unwrap();
-    let remove = tokio::spawn({
-        let counting = counting.clone();
-        async move { counting.remove("first").await }
-    });
+    let remove = remove_while_paused(&mut admin, &counting).await;
     // The remove's first attempt waits on the paused server; its connection is killed with the
     // command unread.
     tokio::time::sleep(Duration::from_millis(100)).await;
@@ -734,6 +741,139 @@ async fn a_retry_after_its_record_could_be_gone_applies_nothing() {
         counting.exists("first").await.unwrap(),
         "the remove was not applied"
     );
+}
+
+/// The server's time in milliseconds.
+async fn server_ms(conn: &mut redis::aio::MultiplexedConnection) -> u64 {
+    let (secs, micros): (u64, u64) = redis::cmd("TIME").query_async(conn).await.unwrap();
+    secs * 1_000 + micros / 1_000
+}
+
+/// A counting remove whose first attempt never runs (its connection killed while the server
+/// held writes back), after a quiet spell of its filter: another client's write, held back
+/// with it, starts the ring's slot of that epoch after the remove was sent. What the remove
+/// answers once writes resume, and whether "first" is still found. With `evicting`, the
+/// server may evict keys with a TTL (`volatile-lru`, never reached): the ring's slots have one.
+async fn retry_after_a_quiet_spell(evicting: bool) -> (redbloom::Result<bool>, bool) {
+    let server = RedisServer::start().unwrap();
+    let url = server.url();
+    let mut admin = common::connect(&url).await;
+    if evicting {
+        let mut config = redis::pipe();
+        config
+            .cmd("CONFIG")
+            .arg("SET")
+            .arg("maxmemory")
+            .arg("1gb")
+            .ignore();
+        config
+            .cmd("CONFIG")
+            .arg("SET")
+            .arg("maxmemory-policy")
+            .arg("volatile-lru")
+            .ignore();
+        config.query_async::<()>(&mut admin).await.unwrap();
+    }
+    let counting = |conn| {
+        CountingBloom::builder("quiet")
+            .bits(1 << 12)
+            // A ring of 1 s epochs.
+            .retry(
+                Retry::for_duration(Duration::from_secs(5))
+                    .with_delays(Duration::from_millis(300), Duration::from_millis(300)),
+            )
+            .build(conn)
+            .unwrap()
+    };
+    let remover = counting(common::impatient(&url, Duration::from_millis(150)).await);
+    let other = counting(
+        ConnectionManager::new(redis::Client::open(url.as_str()).unwrap())
+            .await
+            .unwrap(),
+    );
+    remover.add("first").await.unwrap();
+    other.add("warm").await.unwrap();
+    // Three quiet epochs, then the start of one: the remove and the other write are sent in
+    // the same epoch, which no recorded write began before them.
+    let made = server_ms(&mut admin).await / 1_000;
+    let epoch = loop {
+        let now = server_ms(&mut admin).await;
+        // Past the epoch's first 300 ms: the client's lower bound of the server's time when
+        // it sent the remove (a few milliseconds low) falls in the same epoch.
+        if now / 1_000 >= made + 3 && (300..400).contains(&(now % 1_000)) {
+            break now / 1_000;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    };
+    let remove = remove_while_paused(&mut admin, &remover).await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let killed: i64 = redis::cmd("CLIENT")
+        .arg("KILL")
+        .arg("ADDR")
+        .arg(remover_addr(&mut admin).await)
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    assert_eq!(killed, 1, "the remove's connection");
+    let add = tokio::spawn({
+        let other = other.clone();
+        async move { other.add("second").await }
+    });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let before = server_ms(&mut admin).await;
+    redis::cmd("CLIENT")
+        .arg("UNPAUSE")
+        .query_async::<()>(&mut admin)
+        .await
+        .unwrap();
+    assert!(add.await.unwrap().unwrap(), "the other write");
+    assert_eq!(before / 1_000, epoch, "the harness kept to one epoch");
+    let outcome = remove.await.unwrap();
+    (outcome, other.exists("first").await.unwrap())
+}
+
+/// The address of the one client blocked by `CLIENT PAUSE` (the remove's first attempt).
+async fn remover_addr(admin: &mut redis::aio::MultiplexedConnection) -> String {
+    let list: String = redis::cmd("CLIENT")
+        .arg("LIST")
+        .query_async(admin)
+        .await
+        .unwrap();
+    let blocked: Vec<&str> = list
+        .lines()
+        .filter(|line| {
+            line.split(' ')
+                .any(|f| f.strip_prefix("flags=").is_some_and(|f| f.contains('b')))
+        })
+        .filter_map(|line| line.split(' ').find_map(|f| f.strip_prefix("addr=")))
+        .collect();
+    assert_eq!(blocked.len(), 1, "{list}");
+    blocked[0].to_owned()
+}
+
+/// A retry whose first attempt never ran, in a ring whose slot of that epoch another write
+/// started after the sending: that slot's start proved no recorded write of the epoch came
+/// before it, and the server evicts no key with a TTL, so the retry applies (once) instead of
+/// waiting for the lost attempt until its budget is spent (seen in CI as `OutcomeUnknown`:
+/// "the ring slot of its first attempt started after it was sent").
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retry_after_a_quiet_spell_applies_once() {
+    let (outcome, first) = retry_after_a_quiet_spell(false).await;
+    assert!(matches!(outcome, Ok(true)), "{outcome:?}");
+    assert!(!first, "removed once");
+}
+
+/// The same on a server that may evict keys with a TTL: the slot could have held the record
+/// and been evicted and made again, so the outcome is unknown and nothing is applied.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retry_after_a_quiet_spell_on_an_evicting_server_is_unknown() {
+    let (outcome, first) = retry_after_a_quiet_spell(true).await;
+    assert!(
+        matches!(outcome, Err(redbloom::Error::OutcomeUnknown { ref step, .. })
+            if step.contains("started after it was sent")),
+        "{outcome:?}"
+    );
+    assert!(first, "the remove was not applied");
 }
 
 /// Every key of the records of exact answers beside `key` (its ring), with each one's fields

@@ -940,23 +940,27 @@ async fn mismatch_wrong_type_clear_expire_info_and_full() {
     let counts_before = read_counts(&mut conn, &counts).await;
     assert_eq!(counts_before, [10, 20]);
     match full.add(&fresh).await {
-        Err(err @ Error::Full { .. }) => {
-            let Error::Full {
+        Err(err @ Error::FilterFull { .. }) => {
+            let Error::FilterFull {
                 ref key,
-                levels,
-                capacity,
+                added,
+                ref reason,
             } = err
             else {
                 unreachable!()
             };
-            assert_eq!((key.as_str(), levels, capacity), (full_key.as_str(), 2, 30));
-            assert!(err.to_string().contains("2 levels"), "{err}");
+            assert_eq!((key.as_str(), added), (full_key.as_str(), 0));
+            assert!(
+                reason.contains("2 levels") && reason.contains("30 items"),
+                "{err}"
+            );
         }
         other => panic!("a new item past the last level: {other:?}"),
     }
+    // The item before the refused one went in (it was there already).
     assert!(matches!(
         full.add_many(&[added[0].as_str(), fresh.as_str()]).await,
-        Err(Error::Full { .. })
+        Err(Error::FilterFull { added: 1, .. })
     ));
     assert_eq!(
         snapshot(&mut conn, &full_pattern).await,
@@ -976,10 +980,10 @@ async fn mismatch_wrong_type_clear_expire_info_and_full() {
     // Full in one batch of 100 distinct items (the dense add): the items before the one past
     // the last level were added, that one and the rest not.
     let batch: Vec<String> = (0..100).map(|i| format!("fb:{i}")).collect();
-    match full.add_many(&batch).await {
-        Err(Error::Full { levels: 2, .. }) => {}
+    let went_in = match full.add_many(&batch).await {
+        Err(Error::FilterFull { added, reason, .. }) if reason.contains("2 levels") => added,
         other => panic!("100 new items into 30 places: {other:?}"),
-    }
+    };
     let info = full.info().await.unwrap();
     assert_eq!((info.levels, info.items), (2, 30), "{info:?}");
     assert_eq!(read_counts(&mut conn, &counts).await, [10, 20]);
@@ -989,10 +993,14 @@ async fn mismatch_wrong_type_clear_expire_info_and_full() {
         found[..first_absent].iter().all(|&f| f) && first_absent >= 30,
         "the items before the first refused one are found: {found:?}"
     );
+    assert_eq!(
+        went_in as usize, first_absent,
+        "the error counts the items that went in"
+    );
     let after_full = snapshot(&mut conn, &full_pattern).await;
     assert!(matches!(
         full.add_many(&batch[first_absent..]).await,
-        Err(Error::Full { .. })
+        Err(Error::FilterFull { added: 0, .. })
     ));
     assert_eq!(
         full.add_many(&batch[..first_absent]).await.unwrap(),

@@ -168,7 +168,7 @@ async fn a_filter_whose_key_tells_whose_it_is_moves_by_itself() {
         .await
         .unwrap()
         .unwrap();
-    assert_eq!(stored.kind(), "plain");
+    assert_eq!(stored.kind().unwrap(), redbloom::kind::KindName::Plain);
     let mine = native(&conn, &braced);
     assert!(mine.exists_many(&all).await.unwrap().iter().all(|&f| f));
     assert!(
@@ -217,7 +217,7 @@ async fn a_tagged_key_moves_with_nothing_to_ask() {
             .unwrap();
     }
     let stored = StoredParams::read(&mut conn, &key).await.unwrap().unwrap();
-    assert_eq!(stored.kind(), "window");
+    assert_eq!(stored.kind().unwrap(), redbloom::kind::KindName::Window);
     let bloom = window(&conn, &key);
     assert!(bloom.exists_many(&all).await.unwrap().iter().all(|&f| f));
     assert_eq!(keys_from(&mut conn, &prefix).await.len(), found.len());

@@ -1,6 +1,6 @@
-//! The `metrics` feature (README "Metrics"): a recorder installed by the application sees, for
-//! every kind and every public call, `redbloom_calls_total` by kind, op and outcome and
-//! `redbloom_call_duration_seconds`; retries and the near cache have their own counters.
+//! The `metrics` feature (docs/operations.md "Metrics"): a recorder installed by the application
+//! sees, for every kind and every public call, `redbloom_calls_total` by kind, op and outcome
+//! and `redbloom_call_duration_seconds`; retries and the near cache have their own counters.
 //! Built and run with `--features metrics` (the README's test command has `--all-features`).
 #![cfg(feature = "metrics")]
 

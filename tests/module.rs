@@ -115,7 +115,7 @@ async fn adds_say_new_once_and_raw_commands_see_them() {
     assert_eq!(found, [1, 1, 1]);
     // Its parameters are stored beside it: it opens with its key alone.
     let stored = StoredParams::read(&mut conn, &key).await.unwrap().unwrap();
-    assert_eq!(stored.kind(), "module");
+    assert_eq!(stored.kind().unwrap(), redbloom::kind::KindName::Module);
     let reopened = stored
         .builder::<redbloom::kind::Module>()
         .unwrap()

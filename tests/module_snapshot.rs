@@ -148,7 +148,7 @@ async fn round_trip_between_two_servers() {
         .await
         .unwrap()
         .unwrap();
-    assert_eq!(stored.kind(), "module");
+    assert_eq!(stored.kind().unwrap(), redbloom::kind::KindName::Module);
 }
 
 /// A filter of 8 shards (four of them never given an item, made empty by its first add) round

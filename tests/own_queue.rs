@@ -51,7 +51,7 @@ async fn concurrent_large_batches_are_not_timed_out_by_their_own_queue() {
     // All at once: BATCHES x COMMANDS commands of that size. Each may wait for the few in
     // flight before it; had they all gone to the connection at once, the last would wait for
     // all of them (128 commands' time) within its response timeout.
-    let timeout = (one * 24).max(Duration::from_millis(150));
+    let timeout = (one * 48).max(Duration::from_millis(300));
     let bloom = builder(timeout).await;
     let start = Instant::now();
     let tasks: Vec<_> = (0..BATCHES)

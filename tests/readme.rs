@@ -8,6 +8,7 @@
 
 mod common;
 
+use common::markdown::fences;
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
@@ -65,44 +66,6 @@ fn read(path: &Path) -> String {
     std::fs::read_to_string(path).unwrap_or_else(|err| panic!("{}: {err}", path.display()))
 }
 
-/// A fenced code block of a Markdown file.
-#[derive(Debug)]
-struct Fence {
-    /// The info string after the opening backticks (`rust,no_run`, `sh`, or empty).
-    info: String,
-    /// The line number (1-based) of the opening fence.
-    line: usize,
-    /// The lines between the fences, each with its `\n`.
-    body: String,
-}
-
-/// Every fenced code block of `text`, in order.
-fn fences(text: &str) -> Vec<Fence> {
-    let mut out = Vec::new();
-    let mut open: Option<Fence> = None;
-    for (n, line) in text.lines().enumerate() {
-        let trimmed = line.trim_start();
-        match open.take() {
-            None if trimmed.starts_with("```") => {
-                open = Some(Fence {
-                    info: trimmed.trim_start_matches('`').trim().to_owned(),
-                    line: n + 1,
-                    body: String::new(),
-                });
-            }
-            None => {}
-            Some(fence) if trimmed.starts_with("```") => out.push(fence),
-            Some(mut fence) => {
-                fence.body.push_str(line);
-                fence.body.push('\n');
-                open = Some(fence);
-            }
-        }
-    }
-    assert!(open.is_none(), "a code fence is never closed: {open:?}");
-    out
-}
-
 /// `text` without its fenced code blocks (links in code are not links).
 fn prose(text: &str) -> String {
     let mut out = String::new();
@@ -149,7 +112,8 @@ fn the_readme_program_is_the_copy_in_this_test() {
     let end = lines.iter().position(|l| *l == END).expect("end marker");
     let copy: String = lines[begin..end].iter().map(|l| format!("{l}\n")).collect();
     assert_eq!(
-        copy, block.body,
+        copy,
+        block.body(),
         "the copy in tests/readme.rs differs from the README's block: make them equal"
     );
 }
@@ -233,7 +197,7 @@ fn every_rust_block_is_a_doc_test_a_new_crate_could_write() {
                 !block.info.contains("ignore"),
                 "{at}: never `ignore`: use `no_run` for blocks that need a server"
             );
-            check_crates(&at, &block.body);
+            check_crates(&at, &block.body());
         }
         if blocks.iter().any(|b| is_rust(&b.info)) {
             let include = format!("include_str!(\"../{name}\")");

@@ -34,7 +34,7 @@ async fn records(conn: &mut MultiplexedConnection) -> (u64, usize) {
             .unwrap();
         held += fields
             .iter()
-            .filter(|f| !matches!(f.as_str(), "e" | "t" | "n"))
+            .filter(|f| !matches!(f.as_str(), "e" | "t" | "n" | "q"))
             .count();
     }
     (bytes, held)

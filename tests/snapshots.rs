@@ -1213,7 +1213,12 @@ async fn an_export_while_others_add_holds_every_acknowledged_add() {
                 }
             }));
         }
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        // Until the adders have a few hundred acknowledged (a slow machine takes longer than
+        // a fast one; a fixed sleep once saw 27).
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while acked.lock().unwrap().len() < 300 && std::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
         let before: Vec<String> = acked.lock().unwrap().clone();
         let mut file = Vec::new();
         bloom.export(&mut file).await.unwrap();

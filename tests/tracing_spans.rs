@@ -1,5 +1,5 @@
-//! The `tracing` spans and events of the public calls (README "Observability"), seen by a
-//! capturing subscriber installed for the test's thread (`tracing::subscriber::set_default`,
+//! The `tracing` spans and events of the public calls (docs/operations.md "Observability"), seen
+//! by a capturing subscriber installed for the test's thread (`tracing::subscriber::set_default`,
 //! a current-thread runtime): one span per call with its operation, kind, key, item count and
 //! tries; an `error` event in it when the call fails; a WARN event per retry; an INFO event per
 //! fallback.

@@ -827,3 +827,56 @@ async fn mid_sized_batches_go_whole() {
     assert!(added.iter().filter(|&&n| n).count() >= 990, "new");
     assert!(found.iter().all(|&f| f), "an added item not found");
 }
+
+/// A generation is made whole, at its full size, by the step that creates it (issue 54): grown
+/// from an empty string by the items' bits, Redis kept up to twice its length allocated
+/// (`MEMORY USAGE` 1,572,952 bytes for a 786,432-byte generation after three single adds).
+#[tokio::test]
+async fn a_generation_takes_its_size_once() {
+    let redis = common::redis().await;
+    let key = common::unique_key("window-made-whole");
+    let mut conn = redis.connection().await;
+    for shards in [1, 3] {
+        let recent = WindowBloom::builder(format!("{key}-{shards}"), Duration::from_secs(3600))
+            .expected_items(500_000)
+            .false_positive_rate(0.01)
+            .shards(shards)
+            .build(conn.clone())
+            .unwrap();
+        for item in ["a", "b", "c"] {
+            assert!(recent.add(item).await.unwrap());
+        }
+        let part_bytes = recent.bits().div_ceil(8 * u64::from(shards));
+        let pattern = format!("*{key}-{shards}*:gen:*");
+        let generations: Vec<String> = keys_like(&mut conn, &pattern)
+            .await
+            .into_iter()
+            .filter(|k| !common::is_record(k))
+            .collect();
+        assert!(!generations.is_empty(), "{pattern}");
+        for generation in generations {
+            let len: u64 = redis::cmd("STRLEN")
+                .arg(&generation)
+                .query_async(&mut conn)
+                .await
+                .unwrap();
+            let used: u64 = redis::cmd("MEMORY")
+                .arg("USAGE")
+                .arg(&generation)
+                .arg("SAMPLES")
+                .arg(0)
+                .query_async(&mut conn)
+                .await
+                .unwrap();
+            assert!(
+                len.abs_diff(part_bytes) <= 8,
+                "{generation}: {len} of {part_bytes}"
+            );
+            // (The allocator's size classes are at most a quarter apart.)
+            assert!(
+                used < len + len / 4 + 256,
+                "{generation}: {used} bytes for {len}"
+            );
+        }
+    }
+}

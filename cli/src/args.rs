@@ -106,8 +106,9 @@ pub(crate) struct Cli {
     pub(crate) cluster: Option<String>,
 
     /// With --cluster: serve exists and check from a random replica of each slot (its master
-    /// when it has none). Writes still go to the masters; a read may miss an add made a moment
-    /// ago (replication lag; --wait-replicas on the writer closes that gap).
+    /// when it has none). With a redis+sentinel:// URL: exists, check, info and export go to a
+    /// replica the sentinels list. Writes still go to the masters; a read may miss an add made
+    /// a moment ago (replication lag; --wait-replicas on the writer closes that gap).
     #[arg(long, global = true, help_heading = CONNECTION)]
     pub(crate) read_from_replicas: bool,
 
@@ -240,13 +241,60 @@ pub(crate) struct Cli {
 /// Parses the process's arguments, noting where the URL came from.
 pub(crate) fn parse() -> Result<Cli, clap::Error> {
     use clap::parser::ValueSource;
-    use clap::{CommandFactory, FromArgMatches};
-    let matches = Cli::command().try_get_matches()?;
+    use clap::FromArgMatches;
+    let matches = command().try_get_matches()?;
     let mut cli = Cli::from_arg_matches(&matches)?;
     cli.url_from_env = matches.value_source("url") == Some(ValueSource::EnvVariable);
     cli.layout_given = matches.value_source("layout") == Some(ValueSource::CommandLine);
     cli.shards_given = matches.value_source("shards") == Some(ValueSource::CommandLine);
     Ok(cli)
+}
+
+/// The global options a subcommand's help lists beside its own (and the size flags its usage
+/// line names). Every global option is taken after the subcommand too (SPEC.md §3); the others
+/// are listed by `redbloom --help` only.
+fn listed_globals(subcommand: &str) -> &'static [&'static str] {
+    match subcommand {
+        // Without Redis: no connection option.
+        "build" => &["key", "bits", "capacity", "fpr", "layout", "shards", "json"],
+        "remove" | "unload" => &["key", "counting", "url", "cluster", "json"],
+        "bench" => &["key", "url", "cluster", "near_cache", "json"],
+        "import" => &["key", "url", "cluster", "merge_chunk", "json"],
+        _ => &["key", "url", "cluster", "json"],
+    }
+}
+
+/// Where a subcommand's help sends the reader for the rest.
+const EVERY_OPTION: &str =
+    "Every option (connection, TLS, retries, replicas, the filter's kind and \
+size, the safety switches) is listed by redbloom --help, and is taken before or after the \
+command.";
+
+/// The command line: [`Cli`]'s, with each subcommand's help listing its own options and the
+/// few global ones it uses ([`listed_globals`]). A global option is copied into every
+/// subcommand when the command is built, unless the subcommand has one of its id already:
+/// each subcommand gets its hidden copies first, which parse as the global ones do.
+pub(crate) fn command() -> clap::Command {
+    use clap::CommandFactory;
+    let cmd = Cli::command();
+    let globals: Vec<clap::Arg> = cmd
+        .get_arguments()
+        .filter(|arg| arg.is_global_set())
+        .cloned()
+        .collect();
+    cmd.mut_subcommands(|sub| {
+        let listed = listed_globals(sub.get_name());
+        let note = match sub.get_after_help() {
+            Some(help) => format!("{help}\n\n{EVERY_OPTION}"),
+            None => EVERY_OPTION.to_owned(),
+        };
+        let hidden: Vec<clap::Arg> = globals
+            .iter()
+            .filter(|arg| !listed.contains(&arg.get_id().as_str()))
+            .map(|arg| arg.clone().hide(true))
+            .collect();
+        sub.args(hidden).after_help(note)
+    })
 }
 
 /// The filter's size: `--bits N`, or `--capacity N --fpr P`.
@@ -293,11 +341,16 @@ pub(crate) struct Size {
 #[derive(Debug, Subcommand)]
 pub(crate) enum Command {
     /// Add items; "new" counts those that were certainly not there before.
-    #[command(override_usage = usage!("add ITEM..."))]
+    #[command(override_usage = usage!("add [--if-absent] ITEM..."))]
     Add {
         /// Items, taken as raw bytes.
         #[arg(required = true)]
         items: Vec<OsString>,
+        /// Counting filters: add each item only if it tests absent, in one atomic step
+        /// (RedisBloom's CF.ADDNX), so that an item added twice is removed by one remove;
+        /// "new" counts the items added.
+        #[arg(long)]
+        if_absent: bool,
     },
     /// Check items; exit status 0 if all are present, 1 if any is absent.
     #[command(override_usage = usage!("exists ITEM..."))]
@@ -308,28 +361,33 @@ pub(crate) enum Command {
     },
     /// Add every line of FILE (- for stdin), in batches.
     #[command(
-        override_usage = usage!("load [--batch N] [--pipeline N] FILE"),
+        override_usage = usage!("load [--batch N] [--pipeline N] [--emit new] FILE"),
         after_help = "Examples:
   redbloom --key seen --capacity 10000000 --fpr 0.001 load items.txt
   zcat items.gz | redbloom --key seen --capacity 10000000 --fpr 0.001 --json load -
+  # A crawler's frontier: the URLs never seen before, in input order, the summary on stderr
+  redbloom --key seen load --emit new - < urls.txt > fresh.txt
 
 Items are lines of at most 64 KiB; at most 128 MiB of items are in flight (a batch at most
 64 MiB), and a partial batch goes after 250 ms. SIGINT/SIGTERM print the summary of what was
 acknowledged and exit 130/143."
     )]
-    Load(FileArgs),
+    Load(LoadArgs),
     /// Check every line of FILE (- for stdin), in batches; exit status 0 whatever the counts.
     #[command(
-        override_usage = usage!("check [--batch N] [--pipeline N] FILE"),
+        override_usage = usage!("check [--batch N] [--pipeline N] [--emit absent|present] FILE"),
         after_help = "Examples:
   redbloom --key seen --capacity 10000000 --fpr 0.001 check today.txt
   cat today.txt | redbloom --key seen --capacity 10000000 --fpr 0.001 --json check -
+  # The lines the filter has not seen (check adds nothing; load --emit new adds them too)
+  redbloom --key seen check --emit absent - < urls.txt > unseen.txt
+  redbloom --key seen load --emit new - < urls.txt > fresh.txt
 
 Items are lines of at most 64 KiB; at most 128 MiB of items are in flight (a batch at most
 64 MiB), and a partial batch goes after 250 ms. SIGINT/SIGTERM print the summary of what was
 acknowledged and exit 130/143."
     )]
-    Check(FileArgs),
+    Check(CheckArgs),
     /// With --counting: remove items once each (only items that were added: removing a false
     /// positive can remove other items); "removed" counts those that were present.
     #[command(override_usage = usage!("--counting remove ITEM..."))]
@@ -397,10 +455,11 @@ file. Format: docs/snapshot-format.md."
     #[command(
         override_usage = usage!("import [--merge] [--idle DURATION] FILE"),
         after_help = "Example:
-  redbloom --url redis://other:6379 --key seen --capacity 10000000 --fpr 0.001 import seen.rbloom
+  redbloom --url redis://other:6379 --key seen import seen.rbloom
 
-The file must hold a filter with the parameters given. It is staged beside the filter and
-swapped in once verified: a bad file or an interrupted import leaves the filter as it was."
+The kind and every parameter come from the file; flags given must agree with it. It is staged
+beside the filter and swapped in once verified: a bad file or an interrupted import leaves the
+filter as it was."
     )]
     Import {
         /// The snapshot file to read; "-" reads standard input.
@@ -446,6 +505,16 @@ the copy's statistics: lookups answered from it (hits), by Redis (misses), copie
     Bench(BenchArgs),
 }
 
+impl Command {
+    /// Whether the command only reads the filter (a replica may serve it).
+    pub(crate) fn only_reads(&self) -> bool {
+        matches!(
+            self,
+            Command::Exists { .. } | Command::Check(_) | Command::Info | Command::Export { .. }
+        )
+    }
+}
+
 #[derive(Debug, Args)]
 pub(crate) struct FileArgs {
     /// One item per line; "-" reads standard input.
@@ -471,6 +540,48 @@ pub(crate) struct FileArgs {
         allow_negative_numbers = true
     )]
     pub(crate) pipeline: u64,
+}
+
+/// `load`: the lines, and which to write out.
+#[derive(Debug, Args)]
+pub(crate) struct LoadArgs {
+    #[command(flatten)]
+    pub(crate) lines: FileArgs,
+
+    /// Write each line whose item was new to standard output, in input order, as it is
+    /// answered (a line repeated in the input at its first new occurrence only; a line whose
+    /// answer could not be known after a retry too, counted as "unknown"); the summary then
+    /// goes to standard error.
+    #[arg(long, value_name = "WHICH")]
+    pub(crate) emit: Option<LoadEmit>,
+}
+
+/// `check`: the lines, and which to write out.
+#[derive(Debug, Args)]
+pub(crate) struct CheckArgs {
+    #[command(flatten)]
+    pub(crate) lines: FileArgs,
+
+    /// Write each absent (or present) line to standard output, in input order, as it is
+    /// answered; the summary then goes to standard error.
+    #[arg(long, value_name = "WHICH")]
+    pub(crate) emit: Option<CheckEmit>,
+}
+
+/// The lines `load --emit` writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum LoadEmit {
+    /// Those whose item was new.
+    New,
+}
+
+/// The lines `check --emit` writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum CheckEmit {
+    /// Those certainly not in the filter.
+    Absent,
+    /// Those in the filter (or false positives).
+    Present,
 }
 
 #[derive(Debug, Args)]
@@ -536,19 +647,35 @@ pub(crate) fn ranged<T: TryFrom<u64> + Clone + Send + Sync + 'static>(
 }
 
 /// A whole number as people write it (SPEC.md §3): digits, or a power-of-ten notation that
-/// names a whole number exactly (`1e6`, `2.5E3`); `None` otherwise.
+/// names a whole number exactly (`1e6`, `2.5E3`, `1e16`), read as decimal digits (no
+/// rounding) up to `u64::MAX`; `None` otherwise.
 fn whole_number(text: &str) -> Option<u64> {
     let text = text.trim();
     if let Ok(n) = text.parse::<u64>() {
         return Some(n);
     }
-    if !text.contains(['e', 'E']) || text.starts_with(['-', '+']) {
+    let (mantissa, exponent) = text.split_once(['e', 'E'])?;
+    let exponent: u32 = exponent
+        .strip_prefix('+')
+        .unwrap_or(exponent)
+        .parse()
+        .ok()?;
+    let (whole, fraction) = mantissa.split_once('.').unwrap_or((mantissa, ""));
+    let digits = || whole.bytes().chain(fraction.bytes());
+    if whole.is_empty() || !digits().all(|b| b.is_ascii_digit()) {
         return None;
     }
-    let value: f64 = text.parse().ok()?;
-    // Exact up to 2^53: past that a double no longer names every whole number.
-    let exact = value.is_finite() && value.fract() == 0.0 && value <= (1u64 << 53) as f64;
-    exact.then_some(value as u64)
+    // The fraction's digits past the exponent must be zeros: 2.5e0 is not whole.
+    let shift = exponent.checked_sub(fraction.len() as u32);
+    let kept = fraction.len() - (fraction.len() as u32).saturating_sub(exponent) as usize;
+    if !fraction.as_bytes()[kept..].iter().all(|&b| b == b'0') {
+        return None;
+    }
+    let mut n: u64 = 0;
+    for b in whole.bytes().chain(fraction[..kept].bytes()) {
+        n = n.checked_mul(10)?.checked_add(u64::from(b - b'0'))?;
+    }
+    n.checked_mul(10u64.checked_pow(shift.unwrap_or(0))?)
 }
 
 /// `--merge-chunk`: bytes, with an optional `K`/`KiB` or `M`/`MiB` suffix (binary units), a
@@ -752,7 +879,16 @@ mod tests {
         assert_eq!(whole_number("1e6"), Some(1_000_000));
         assert_eq!(whole_number("2.5E3"), Some(2_500));
         assert_eq!(whole_number(" 3e0 "), Some(3));
-        for bad in ["1.5", "1e-3", "-1e6", "1e20", "e6", "1e6x", "nan", "inf"] {
+        // Exactly, past a double's 2^53: 1e16, and u64::MAX's digits.
+        assert_eq!(whole_number("1e16"), Some(10_000_000_000_000_000));
+        assert_eq!(whole_number("1.8e19"), Some(18_000_000_000_000_000_000));
+        assert_eq!(whole_number("12.50e1"), Some(125));
+        assert_eq!(whole_number("1e+3"), Some(1_000));
+        assert_eq!(whole_number("18446744073709551615"), Some(u64::MAX));
+        for bad in [
+            "1.5", "1e-3", "-1e6", "1e20", "2e19", "e6", ".5e1", "1.e", "1e6x", "nan", "inf",
+            "1.25e1", "1e",
+        ] {
             assert_eq!(whole_number(bad), None, "{bad}");
         }
         let capacity = whole::<u64>("1 or more items");

@@ -3,16 +3,19 @@
 mod snapshot;
 mod stream;
 
-use crate::args::{Cli, Command, FileArgs};
+use stream::Emit;
+
+use crate::args::{CheckEmit, Cli, Command, FileArgs, LoadEmit};
 use crate::bench;
 use crate::config;
 use crate::connect::SentinelAuth;
 use crate::connect::{connect, connect_cluster, connect_sentinel, tracking_client, Connection};
-use crate::kinds::{self, CliKind, WithKind};
+use crate::kinds::{self, CliKind, Kept, WithKind};
 use crate::output::{self, print};
 use anyhow::{bail, Result};
 use futures_util::future::LocalBoxFuture;
-use redbloom::sentinel::SentinelUrl;
+use redbloom::kind::Module;
+use redbloom::sentinel::{Node, SentinelUrl};
 use redbloom::{Bloom, Builder, NearCache, StoredParams};
 use std::ffi::OsString;
 use std::process::ExitCode;
@@ -32,20 +35,61 @@ pub(crate) async fn run(cli: Cli) -> Result<ExitCode> {
         print(&output::Migrated { moved }, cli.json);
         return Ok(ExitCode::SUCCESS);
     }
-    if kinds::sized(&cli) {
-        return kinds::by_flags(&cli, FromFlags { cli: &cli, key })?.await;
+    if let Command::Import { file, merge, .. } = &cli.command {
+        // The file's header gives the kind and every parameter (SPEC.md §3).
+        return snapshot::import_file(&cli, key, file, *merge).await;
     }
-    if matches!(cli.command, Command::Build { .. }) {
+    let build = matches!(cli.command, Command::Build { .. });
+    let mut conn = None;
+    if Module::chosen(&cli) && !build {
+        // A module filter another client made stores no parameters: what the server reports
+        // opens it, and the flags given must agree with that (SPEC.md §7).
+        let opened = open(&cli).await?;
+        if StoredParams::read(&mut opened.clone(), &key)
+            .await?
+            .is_none()
+        {
+            let found = kinds::made_elsewhere(&cli, &key, &mut opened.clone()).await?;
+            if let Some(builder) = found {
+                let builder = config::options(&cli, builder)?;
+                builder.validate()?;
+                return execute(&cli, builder, opened).await;
+            }
+        }
+        conn = Some(opened);
+    }
+    if kinds::sized(&cli) {
+        let work = FromFlags {
+            cli: &cli,
+            key,
+            conn,
+        };
+        return kinds::by_flags(&cli, work)?.await;
+    }
+    if build {
         bail!(
             "build makes a filter without Redis: give its size, --bits N or --capacity N --fpr P"
         );
     }
-    let conn = open(&cli).await?;
+    let conn = match conn {
+        Some(conn) => conn,
+        None => open(&cli).await?,
+    };
     let stored = StoredParams::read(&mut conn.clone(), &key).await?;
     let Some(stored) = stored else {
+        if matches!(cli.command, Command::Clear) && holds_nothing(&mut conn.clone(), &key).await? {
+            // Nothing to clear: a success that writes nothing (no size is needed to delete
+            // nothing).
+            print(&output::Cleared { deleted: false }, cli.json);
+            return Ok(ExitCode::SUCCESS);
+        }
         bail!(unstored(&mut conn.clone(), &key).await);
     };
-    let kind = stored.kind().to_owned();
+    // The kind as stored: one a later version made is not opened.
+    let kind = stored.kind().map_or_else(
+        |_| stored.field("kind").unwrap_or_default().to_owned(),
+        |kind| kind.to_string(),
+    );
     let work = FromStored {
         cli: &cli,
         stored: &stored,
@@ -56,6 +100,13 @@ pub(crate) async fn run(cli: Cli) -> Result<ExitCode> {
     };
     let status = work?.await;
     status
+}
+
+/// Whether `key` holds nothing (a read of its `TYPE`): with no parameters stored beside it,
+/// no filter is there.
+async fn holds_nothing(conn: &mut Connection, key: &str) -> Result<bool> {
+    let found: String = redis::cmd("TYPE").arg(key).query_async(conn).await?;
+    Ok(found == "none")
 }
 
 /// Why a filter with no stored parameters cannot be opened by its key alone, by what the key
@@ -69,8 +120,8 @@ async fn unstored(conn: &mut Connection, key: &str) -> String {
     match found.as_str() {
         found if redbloom::MODULE_KEY_TYPES.contains(&found) => format!(
             "{key:?} holds a module filter (BF.*) that another client made, which stores no \
-             parameters: open it with --module and its size, --capacity N --fpr P (BF.INFO \
-             names its capacity)"
+             parameters: open it with --module (BF.INFO and the module's dump header give its \
+             size; --capacity N --fpr P given must agree)"
         ),
         "none" => format!(
             "no filter at {key:?} (the key holds nothing, and no parameters are stored beside \
@@ -86,10 +137,11 @@ async fn unstored(conn: &mut Connection, key: &str) -> String {
     }
 }
 
-/// A filter of the kind and size the flags give.
+/// A filter of the kind and size the flags give (on `conn`, when connected already).
 struct FromFlags<'a> {
     cli: &'a Cli,
     key: String,
+    conn: Option<Connection>,
 }
 
 impl<'a> WithKind for FromFlags<'a> {
@@ -104,7 +156,10 @@ impl<'a> WithKind for FromFlags<'a> {
             if let Command::Build { items, out } = &cli.command {
                 return build(cli, builder, items, out).await;
             }
-            let conn = open(cli).await?;
+            let conn = match self.conn {
+                Some(conn) => conn,
+                None => open(cli).await?,
+            };
             let done = execute(cli, tracked(cli, builder)?, conn.clone()).await;
             match done {
                 Err(err) if kinds::is_mismatch(&err) => {
@@ -133,10 +188,9 @@ impl<'a> WithKind for FromStored<'a> {
 
     fn with<K: CliKind>(self) -> Self::Output {
         let (cli, stored) = (self.cli, self.stored);
-        if kinds::flag_given(cli).is_some() && !K::chosen(cli) {
-            return Err(kinds::other_kind(cli, stored));
-        }
-        K::agrees(cli, stored)?;
+        let kept = Kept::stored(stored);
+        kinds::kind_agrees::<K>(cli, kept)?;
+        K::agrees(cli, kept)?;
         let builder = config::options(cli, stored.builder::<K>()?)?;
         builder.validate()?;
         let builder = tracked(cli, builder)?;
@@ -175,7 +229,13 @@ async fn open(cli: &Cli) -> Result<Connection> {
                         user: cli.sentinel_user.as_deref(),
                         password: cli.sentinel_password.as_deref(),
                     };
-                    connect_sentinel(url, tls_ca, auth, timeout).await?
+                    // Reads from a replica the sentinels list when asked; writes (and a
+                    // command that may write) from the master.
+                    let node = match cli.read_from_replicas && cli.command.only_reads() {
+                        true => Node::Replica,
+                        false => Node::Master,
+                    };
+                    connect_sentinel(url, tls_ca, auth, node, timeout).await?
                 }
                 false => connect(url, tls_ca, timeout).await?,
             })
@@ -218,8 +278,12 @@ async fn execute<K: CliKind>(cli: &Cli, builder: Builder<K>, conn: Connection) -
 async fn command<K: CliKind>(cli: &Cli, bloom: &Bloom<Connection, K>) -> Result<ExitCode> {
     let json = cli.json;
     match &cli.command {
-        Command::Add { items } => {
-            let flags = bloom.add_many(&raw_items(items)).await?;
+        Command::Add { items, if_absent } => {
+            let items = raw_items(items);
+            let flags = match if_absent {
+                true => K::add_many_if_absent(bloom, &items).await?,
+                false => bloom.add_many(&items).await?,
+            };
             let new = count(&flags);
             print(
                 &output::Added {
@@ -246,8 +310,9 @@ async fn command<K: CliKind>(cli: &Cli, bloom: &Bloom<Connection, K>) -> Result<
             if let Some(note) = K::load_note(bloom) {
                 eprintln!("{note}");
             }
-            let run = stream_file(bloom, args, Op::Add).await?;
-            print(
+            let emit = args.emit.map(|LoadEmit::New| Emit::Hits);
+            let run = stream_file(bloom, &args.lines, Op::Add, emit).await?;
+            report(
                 &output::Loaded {
                     items: run.items,
                     new: run.hits,
@@ -256,12 +321,17 @@ async fn command<K: CliKind>(cli: &Cli, bloom: &Bloom<Connection, K>) -> Result<
                     interrupted: run.interrupted.map(|stop| stop.signal),
                 },
                 json,
+                emit,
             );
             return Ok(interrupted(&run, "acknowledged as added"));
         }
         Command::Check(args) => {
-            let run = stream_file(bloom, args, Op::Exists).await?;
-            print(
+            let emit = args.emit.map(|emit| match emit {
+                CheckEmit::Absent => Emit::Misses,
+                CheckEmit::Present => Emit::Hits,
+            });
+            let run = stream_file(bloom, &args.lines, Op::Exists, emit).await?;
+            report(
                 &output::CheckedFile {
                     items: run.items,
                     present: run.hits,
@@ -270,10 +340,14 @@ async fn command<K: CliKind>(cli: &Cli, bloom: &Bloom<Connection, K>) -> Result<
                     interrupted: run.interrupted.map(|stop| stop.signal),
                 },
                 json,
+                emit,
             );
             return Ok(interrupted(&run, "checked"));
         }
         Command::Remove { items } => {
+            if !K::removes() {
+                return Err(cannot_remove::<K>(cli));
+            }
             let flags = K::remove_many(bloom, &raw_items(items)).await?;
             print(
                 &output::Removed {
@@ -285,9 +359,9 @@ async fn command<K: CliKind>(cli: &Cli, bloom: &Bloom<Connection, K>) -> Result<
         }
         Command::Unload(args) => {
             if !K::removes() {
-                bail!("unload removes items: only a counting filter can (give --counting)");
+                return Err(cannot_remove::<K>(cli));
             }
-            let run = stream_file(bloom, args, Op::Remove).await?;
+            let run = stream_file(bloom, args, Op::Remove, None).await?;
             print(
                 &output::Unloaded {
                     items: run.items,
@@ -299,7 +373,7 @@ async fn command<K: CliKind>(cli: &Cli, bloom: &Bloom<Connection, K>) -> Result<
             );
             return Ok(interrupted(&run, "removed"));
         }
-        Command::Info => print(&K::report(bloom.info().await?), json),
+        Command::Info => print(&K::report(bloom, bloom.info().await?), json),
         Command::Migrate => bail!("migrate opens no filter (it runs before one is opened)"),
         Command::Clear => print(
             &output::Cleared {
@@ -324,8 +398,8 @@ async fn command<K: CliKind>(cli: &Cli, bloom: &Bloom<Connection, K>) -> Result<
                 false => print(&moved, json),
             }
         }
-        Command::Import { file, merge, .. } => {
-            print(&snapshot::import(bloom, file, *merge).await?, json)
+        Command::Import { .. } => {
+            bail!("import opens the filter its file holds (it runs before one is opened)")
         }
         // Handled before connecting.
         Command::Build { .. } => {}
@@ -335,6 +409,28 @@ async fn command<K: CliKind>(cli: &Cli, bloom: &Bloom<Connection, K>) -> Result<
         ),
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Why `remove` or `unload` cannot run on a filter of kind `K`: only a counting filter removes
+/// items. Opened as Redis stores it, the filter is of another kind (no flag can change that);
+/// made or opened by the flags, `--counting` may be missing.
+fn cannot_remove<K: CliKind>(cli: &Cli) -> anyhow::Error {
+    let kind = <K as redbloom::kind::Kind>::NAME;
+    match (kinds::sized(cli), kinds::flag_given(cli)) {
+        (false, _) => anyhow::anyhow!(
+            "{:?} is a {kind} filter, which cannot remove items: only a counting filter (one \
+             made with --counting) can",
+            cli.key.as_deref().unwrap_or_default()
+        ),
+        (true, Some(flag)) => anyhow::anyhow!(
+            "a {kind} filter ({flag}) cannot remove items: only a counting filter (one made \
+             with --counting) can"
+        ),
+        (true, None) => anyhow::anyhow!(
+            "a plain filter cannot remove items, only a counting filter can: give --counting \
+             (or leave the size flags out to open the filter as Redis stores it)"
+        ),
+    }
 }
 
 fn raw_items(items: &[OsString]) -> Vec<Vec<u8>> {
@@ -362,18 +458,28 @@ enum Op {
     Remove,
 }
 
-/// Sends every line of the file in batches (see the `stream` module for the bounds).
+/// Prints a run's summary: on standard error when its standard output carries lines (`--emit`).
+fn report(report: &impl output::Report, json: bool, emit: Option<Emit>) {
+    match emit {
+        Some(_) => output::eprint(report, json),
+        None => print(report, json),
+    }
+}
+
+/// Sends every line of the file in batches (see the `stream` module for the bounds); with
+/// `emit`, writes the lines so answered to standard output.
 async fn stream_file<K: CliKind>(
     bloom: &Bloom<Connection, K>,
     args: &FileArgs,
     op: Op,
+    emit: Option<Emit>,
 ) -> Result<stream::Streamed> {
     let batch = match (args.batch, op) {
         (Some(batch), _) => batch as usize,
         (None, Op::Add | Op::Remove) => bloom.bulk_add_batch_size(),
         (None, Op::Exists) => bloom.bulk_check_batch_size(),
     };
-    stream::stream_file(bloom, &args.file, batch, args.pipeline as usize, op).await
+    stream::stream_file(bloom, &args.file, batch, args.pipeline as usize, op, emit).await
 }
 
 /// Exit status 0, or after SIGINT/SIGTERM a line on stderr and 130/143, so that a script

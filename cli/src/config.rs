@@ -18,10 +18,11 @@ pub(crate) fn key(cli: &Cli) -> Result<String> {
 
 /// The checks of the flags that need no kind and no I/O: the connection's and the near cache's.
 pub(crate) fn check(cli: &Cli) -> Result<()> {
-    if cli.read_from_replicas && cli.cluster.is_none() {
+    let sentinel = cli.url.as_deref().is_some_and(SentinelUrl::is_sentinel);
+    if cli.read_from_replicas && cli.cluster.is_none() && !sentinel {
         bail!(
-            "--read-from-replicas needs --cluster SEEDS; to read a standalone replica, give its \
-             URL with --url"
+            "--read-from-replicas needs --cluster SEEDS or a redis+sentinel:// URL; to read a \
+             standalone replica, give its URL with --url"
         );
     }
     if let (Some(url), None) = (&cli.url, &cli.cluster) {
@@ -40,7 +41,6 @@ pub(crate) fn check(cli: &Cli) -> Result<()> {
                 .map_err(|err| anyhow!("invalid {flag}: {err}"))?;
         }
     }
-    let sentinel = cli.url.as_deref().is_some_and(SentinelUrl::is_sentinel);
     if (cli.sentinel_user.is_some() || cli.sentinel_password.is_some())
         && (!sentinel || cli.cluster.is_some())
     {

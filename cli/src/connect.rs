@@ -185,6 +185,7 @@ pub(crate) async fn connect(
             )
         })
         .await?;
+        not_a_cluster_node(&mut conn.clone(), &target).await?;
         return Ok(Server::OwnTls(conn));
     }
     // The manager tries a few times itself, each try as long as the timeout: one connection
@@ -206,7 +207,40 @@ pub(crate) async fn connect(
         .get_connection_manager_with_config(config)
         .await
         .map_err(|err| connect_error(&err, &target))?;
+    not_a_cluster_node(&mut conn.clone(), &target).await?;
     Ok(Server::Managed(conn))
+}
+
+/// Refuses a `--url` that names one node of a Redis Cluster whose slots are served by more
+/// than one master: a filter's keys live on the node of their hash slot, which one server's
+/// connection does not follow (every command for another node's slot would answer `MOVED`,
+/// retried for `--retry-for`). A server that is no cluster node, a cluster of one master, and
+/// an ACL that refuses `INFO` or `CLUSTER SLOTS` pass.
+async fn not_a_cluster_node<C: ConnectionLike>(conn: &mut C, target: &Target) -> Result<()> {
+    let info: RedisResult<String> = redis::cmd("INFO").arg("cluster").query_async(conn).await;
+    if !info.is_ok_and(|info| info.lines().any(|l| l.trim() == "cluster_enabled:1")) {
+        return Ok(());
+    }
+    let ranges: RedisResult<Vec<Vec<Value>>> =
+        redis::cmd("CLUSTER").arg("SLOTS").query_async(conn).await;
+    // Each range: start, end, then its master as [host, port, id, ...].
+    let mut masters: Vec<&Value> = Vec::new();
+    let ranges = ranges.unwrap_or_default();
+    for master in ranges.iter().filter_map(|range| range.get(2)) {
+        if !masters.contains(&master) {
+            masters.push(master);
+        }
+    }
+    if masters.len() > 1 {
+        bail!(
+            "the server at {} is a node of a Redis Cluster ({} masters share its slots), and a \
+             filter's keys live on the node of their slot: give its URL (or any node's) with \
+             --cluster instead of --url",
+            target.addr,
+            masters.len(),
+        );
+    }
+    Ok(())
 }
 
 /// The sentinels' own credentials (`--sentinel-user`, `--sentinel-password`).
@@ -216,16 +250,17 @@ pub(crate) struct SentinelAuth<'a> {
     pub(crate) password: Option<&'a str>,
 }
 
-/// Connects to the master that the sentinels of `url` (`redis+sentinel://…`) name, with a
-/// connection that asks them again after a lost connection, a timeout or `READONLY`
-/// (`redbloom::sentinel`). `tls_ca` is trusted for the sentinels and the nodes alike
-/// (`rediss+sentinel://`): the sentinels announce the nodes by IP address, so the nodes'
-/// certificates must name those addresses. Sentinels that cannot be reached yet, or that name
+/// Connects to the `node` (the master, or a replica) that the sentinels of `url`
+/// (`redis+sentinel://…`) name, with a connection that asks them again after a lost
+/// connection, a timeout or `READONLY` (`redbloom::sentinel`). `tls_ca` is trusted for the
+/// sentinels and the nodes alike (`rediss+sentinel://`): the sentinels announce the nodes by
+/// IP address, so the nodes' certificates must name those addresses. Sentinels that cannot be reached yet, or that name
 /// no master yet, are tried again for `timeouts.retry_for`.
 pub(crate) async fn connect_sentinel(
     url: &str,
     tls_ca: Option<&Path>,
     auth: SentinelAuth<'_>,
+    node: Node,
     timeouts: Timeouts,
 ) -> Result<Server> {
     let parsed: SentinelUrl = url.parse().map_err(|err| anyhow!("invalid --url: {err}"))?;
@@ -236,7 +271,7 @@ pub(crate) async fn connect_sentinel(
         install_crypto_provider();
     }
     let mut builder = parsed
-        .client(Node::Master)
+        .client(node)
         .map_err(|err| anyhow!("invalid --url: {err}"))?;
     if let Some(user) = auth.user {
         builder = builder.set_client_to_sentinel_username(user);
@@ -274,7 +309,7 @@ pub(crate) async fn connect_sentinel(
     let client = builder
         .build()
         .map_err(|err| anyhow!("invalid --url: {err}"))?;
-    let conn = SentinelConnection::new(client, Node::Master, config);
+    let conn = SentinelConnection::new(client, node, config);
     retry_first(timeouts, &target, || conn.ensure_connected()).await?;
     Ok(Server::Sentinel(conn))
 }

@@ -7,6 +7,7 @@ mod bench;
 mod commands;
 mod config;
 mod connect;
+mod errors;
 mod kinds;
 mod lines;
 mod output;
@@ -69,11 +70,15 @@ fn usage_error(err: clap::Error) -> ExitCode {
 }
 
 /// The error and its causes on one line, each said once: redis-rs and the OS often give the
-/// same words at two levels ("timed out: timed out").
+/// same words at two levels ("timed out: timed out"). The library's errors that name its calls
+/// are said with the flags instead (`errors::in_flags`).
 pub(crate) fn describe(err: &anyhow::Error) -> String {
     let mut parts: Vec<String> = Vec::new();
     for cause in err.chain() {
-        let text = cause.to_string();
+        let own = cause
+            .downcast_ref::<redbloom::Error>()
+            .and_then(errors::in_flags);
+        let text = own.unwrap_or_else(|| cause.to_string());
         let names = text.contains("this user may not");
         if !parts.last().is_some_and(|last| last.ends_with(&text)) {
             parts.push(text);

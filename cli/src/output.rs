@@ -164,6 +164,16 @@ pub(crate) struct Info {
     pub(crate) estimated_items: Option<u64>,
     pub(crate) estimated_fpr: f64,
     pub(crate) ttl_seconds: Option<i64>,
+    /// Whether the filter exists in Redis: `false` until its first add (or after it was
+    /// cleared, or expired), when `bits` and `k` are the size it will have.
+    pub(crate) exists: bool,
+    /// A filter that does not exist yet: the most bytes its keys will take (all shards; a
+    /// window filter: every live generation; a growing filter: its first level).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) planned_bytes: Option<u64>,
+    /// How those bytes split, in words (over shards, generations, levels).
+    #[serde(skip)]
+    pub(crate) planned: Option<String>,
     /// A window filter's window (absent for other kinds).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) window_seconds: Option<f64>,
@@ -186,12 +196,29 @@ pub(crate) struct Info {
     pub(crate) items: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) max_levels: Option<u32>,
+    /// A growing filter's levels made (its first, when none is), each one's size: its `k` is
+    /// the newest level's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) level_sizes: Option<Vec<LevelSize>>,
     /// A module filter's sub-filters and expansion (`BF.INFO`), beside its `capacity` and
     /// `items`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) filters: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) expansion: Option<u32>,
+}
+
+/// One level of a growing filter, all shards together.
+#[derive(Serialize)]
+pub(crate) struct LevelSize {
+    pub(crate) level: u32,
+    /// The new items it takes.
+    pub(crate) capacity: u64,
+    pub(crate) bits: u64,
+    /// The bits an item sets in it.
+    pub(crate) k: u32,
+    /// Its false-positive rate once it holds its capacity.
+    pub(crate) fpr: f64,
 }
 
 impl From<redbloom::GrowingInfo> for Info {
@@ -227,7 +254,7 @@ pub(crate) struct Generation {
 
 impl From<redbloom::WindowInfo> for Info {
     fn from(info: redbloom::WindowInfo) -> Self {
-        let parts = info
+        let parts: Vec<Generation> = info
             .parts
             .iter()
             .map(|part| Generation {
@@ -242,6 +269,9 @@ impl From<redbloom::WindowInfo> for Info {
         Info {
             window_seconds: Some(info.window.as_secs_f64()),
             generations: Some(info.generations),
+            // Its parameters may outlive its generations (or persist), and the reverse: the
+            // filter exists while either does.
+            exists: info.filter.ttl != redbloom::KeyTtl::Missing || !parts.is_empty(),
             parts: Some(parts),
             ..Info::from(info.filter)
         }
@@ -260,8 +290,12 @@ impl From<redbloom::FilterInfo> for Info {
             capacity: None,
             items: None,
             max_levels: None,
+            level_sizes: None,
             filters: None,
             expansion: None,
+            exists: info.ttl != redbloom::KeyTtl::Missing,
+            planned_bytes: None,
+            planned: None,
             ttl_seconds: info.ttl.as_secs(),
             key: info.key,
             bits: Some(info.bits),
@@ -277,6 +311,73 @@ impl From<redbloom::FilterInfo> for Info {
     }
 }
 
+impl Info {
+    /// For a filter that does not exist yet: the most `bytes` its keys will take, and how they
+    /// split (`planned`, in words).
+    pub(crate) fn planned(self, bytes: Option<u64>, planned: String) -> Self {
+        match self.exists {
+            true => self,
+            false => Info {
+                planned_bytes: bytes,
+                planned: Some(planned),
+                ..self
+            },
+        }
+    }
+}
+
+/// A false-positive rate as people read it: `0`, `0.01`, `0.002446`, `2.42e-19`.
+pub(crate) fn rate(rate: f64) -> String {
+    if rate == 0.0 || !rate.is_finite() {
+        return format!("{rate}");
+    }
+    if rate >= 1e-4 {
+        // Four significant digits, without trailing zeros.
+        let decimals = (3 - rate.log10().floor() as i32).max(0) as usize;
+        let text = format!("{rate:.decimals$}");
+        return match text.contains('.') {
+            true => text.trim_end_matches('0').trim_end_matches('.').to_owned(),
+            false => text,
+        };
+    }
+    format!("{rate:.2e}")
+}
+
+/// `1.3 MB`, `412 bytes`: a size as people read it (decimal units).
+pub(crate) fn bytes(bytes: u64) -> String {
+    match bytes {
+        0..1_000 => format!("{bytes} bytes"),
+        1_000..1_000_000 => format!("{:.1} kB", bytes as f64 / 1e3),
+        1_000_000..1_000_000_000 => format!("{:.1} MB", bytes as f64 / 1e6),
+        _ => format!("{:.1} GB", bytes as f64 / 1e9),
+    }
+}
+
+impl Info {
+    /// A window filter's TTL: its generations', which expire as they leave the window, and its
+    /// parameters'.
+    fn window_ttl(&self, window: f64, parts: &[Generation]) -> String {
+        let params = match self.ttl_seconds {
+            None => "no parameters stored".to_owned(),
+            Some(-1) => "its parameters have no TTL".to_owned(),
+            Some(secs) => format!("its parameters expire in {secs} s"),
+        };
+        let ttls: Vec<i64> = parts.iter().filter_map(|p| p.ttl_seconds).collect();
+        let live = match (ttls.iter().max(), ttls.iter().min()) {
+            (Some(newest), Some(oldest)) if ttls.len() > 1 => format!(
+                "generations expire as they leave the window: the oldest live one in {oldest} s, \
+                 the newest in {newest} s (an item is found for at least {window} s after its add)"
+            ),
+            (Some(newest), _) => format!(
+                "generations expire as they leave the window: the live one in {newest} s (an \
+                 item is found for at least {window} s after its add)"
+            ),
+            _ => "no live generation".to_owned(),
+        };
+        format!("{live}; {params}")
+    }
+}
+
 impl Report for Info {
     fn text(&self) -> String {
         let ttl = match self.ttl_seconds {
@@ -284,9 +385,16 @@ impl Report for Info {
             Some(-1) => "no TTL".to_owned(),
             Some(secs) => format!("TTL {secs} s"),
         };
+        if let (false, Some(planned)) = (self.exists, &self.planned) {
+            return format!(
+                "key {:?} does not exist yet (its first add makes it): {planned}",
+                self.key
+            );
+        }
         let items = self
             .estimated_items
             .map_or_else(|| "unbounded (every bit set)".to_owned(), |n| n.to_string());
+        let fpr = rate(self.estimated_fpr);
         let (Some(bits), Some(k), Some(bits_set)) = (self.bits, self.k, self.bits_set) else {
             // A module filter: what BF.INFO reports.
             let expansion = self
@@ -300,42 +408,96 @@ impl Report for Info {
             };
             return format!(
                 "key {:?}: module filter{window}, {} items of capacity {} in {} sub-filters \
-                 ({expansion}), {} bytes, made for a false-positive rate of {:.3e}, {ttl}",
+                 ({expansion}), {} bytes, made for a false-positive rate of {fpr}, {ttl}",
                 self.key,
                 self.items.unwrap_or(0),
                 self.capacity.unwrap_or(0),
                 self.filters.unwrap_or(0),
                 self.bytes,
-                self.estimated_fpr
             );
         };
-        let window = match (self.window_seconds, self.generations, &self.parts) {
-            (Some(window), Some(generations), Some(parts)) => format!(
-                "; window {window} s over {generations} generations, {} live",
-                parts.len()
-            ),
-            _ => String::new(),
-        };
-        let window = match (self.levels, self.capacity, self.items) {
-            (Some(levels), Some(capacity), Some(items)) => format!(
-                "; {levels} of {} levels, {items} of {capacity} items taken",
-                self.max_levels.unwrap_or(levels)
-            ),
-            _ => window,
-        };
-        let size = match (window.is_empty(), self.counters_in_use) {
-            (_, Some(in_use)) => format!(
+        if let (Some(levels), Some(capacity), Some(taken)) =
+            (self.levels, self.capacity, self.items)
+        {
+            // A growing filter: each level's k.
+            let ks: Vec<String> = self
+                .level_sizes
+                .iter()
+                .flatten()
+                .map(|level| level.k.to_string())
+                .collect();
+            let ks = match ks.first() {
+                None => format!("k = {k}"),
+                Some(first) if ks.len() == 1 => format!("k = {first}"),
+                Some(first) if ks.iter().all(|k| k == first) => {
+                    format!("k = {first} in each level")
+                }
+                Some(_) => format!("k = {} by level", ks.join(", ")),
+            };
+            return format!(
+                "key {:?}: {bits} bits in {levels} of {} levels ({ks}), {bits_set} bits set in {} \
+                 bytes, {taken} of {capacity} items taken, current false-positive rate {fpr}, \
+                 {ttl}",
+                self.key,
+                self.max_levels.unwrap_or(levels),
+                self.bytes
+            );
+        }
+        if let (Some(window), Some(generations), Some(parts)) =
+            (self.window_seconds, self.generations, &self.parts)
+        {
+            return format!(
+                "key {:?}: {bits} bits per generation, k = {k}, {bits_set} bits set in {} bytes, \
+                 ~{items} items, current false-positive rate {fpr}; window {window} s over \
+                 {generations} generations, {} live; {}",
+                self.key,
+                self.bytes,
+                parts.len(),
+                self.window_ttl(window, parts)
+            );
+        }
+        let size = match self.counters_in_use {
+            Some(in_use) => format!(
                 "{bits} counters ({in_use} in use, {} saturated)",
                 self.counters_saturated.unwrap_or(0)
             ),
-            (_, None) if self.levels.is_some() => format!("{bits} bits"),
-            (true, None) => format!("{bits} bits"),
-            (false, None) => format!("{bits} bits per generation"),
+            None => format!("{bits} bits"),
         };
         format!(
-            "key {:?}: {size}, k = {}, {} bits set in {} bytes, ~{} items, current false-positive rate {:.3e}, {}{window}",
-            self.key, k, bits_set, self.bytes, items, self.estimated_fpr, ttl
+            "key {:?}: {size}, k = {k}, {bits_set} bits set in {} bytes, ~{items} items, current \
+             false-positive rate {fpr}, {ttl}",
+            self.key, self.bytes
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{bytes, rate};
+
+    #[test]
+    fn rates_print_as_people_read_them() {
+        for (value, text) in [
+            (0.0, "0"),
+            (0.01, "0.01"),
+            (0.5, "0.5"),
+            (0.002446, "0.002446"),
+            (0.0024461234, "0.002446"),
+            (0.1234567, "0.1235"),
+            (1.0, "1"),
+            (0.0001, "0.0001"),
+            (2.421436533444215e-19, "2.42e-19"),
+            (6.7e-5, "6.70e-5"),
+        ] {
+            assert_eq!(rate(value), text, "{value}");
+        }
+    }
+
+    #[test]
+    fn sizes_print_in_decimal_units() {
+        assert_eq!(bytes(412), "412 bytes");
+        assert_eq!(bytes(1_376), "1.4 kB");
+        assert_eq!(bytes(23_982_387), "24.0 MB");
     }
 }
 

@@ -121,7 +121,7 @@ async fn ring_records(admin: &mut redis::aio::MultiplexedConnection, key: &str) 
             .unwrap();
         records += fields
             .iter()
-            .filter(|f| !matches!(f.as_str(), "e" | "t" | "n"))
+            .filter(|f| !matches!(f.as_str(), "e" | "t" | "n" | "q"))
             .count();
     }
     records

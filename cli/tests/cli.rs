@@ -128,7 +128,8 @@ async fn info_clear_and_expire() {
     assert_eq!(
         out,
         json!({"key": key, "bits": 64, "k": 14, "bits_set": 0, "bytes": 0,
-               "estimated_items": 0, "estimated_fpr": 0.0, "ttl_seconds": null})
+               "estimated_items": 0, "estimated_fpr": 0.0, "ttl_seconds": null,
+               "exists": false, "planned_bytes": 8})
     );
     let (code, out, _) = run(redbloom(
         url,
@@ -281,7 +282,7 @@ async fn errors_are_one_line_with_status_2() {
         ),
         (
             redbloom(url, &hash_key, &["--bits", "64", "add", "x"]),
-            "not a string",
+            "holds a hash, where the filter keeps a string",
         ),
         (
             redbloom("http://nope", &key, &["--bits", "64", "info"]),

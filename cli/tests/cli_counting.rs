@@ -1,5 +1,6 @@
 //! Counting filters through the CLI (SPEC.md §4 "counting"): `remove` and `unload` and their
-//! JSON, `info`'s counters, refusals, and processes adding and removing at once.
+//! JSON, `info`'s counters, `add --if-absent`, refusals, and processes adding and removing at
+//! once.
 
 #[path = "../../tests/common/mod.rs"]
 mod common;
@@ -130,6 +131,59 @@ async fn remove_unload_and_info() {
 /// Four processes at once, each loading its own lines and the shared ones, then unloading its
 /// own: every shared line is still found (each was added four times and never removed), and
 /// every own line is gone but for false positives.
+/// `add --if-absent` (docs/guide.md's blacklist advice): each item is added only if it tests
+/// absent, so an item blocked twice is unblocked by one `remove`; "new" counts the items added.
+/// Other kinds refuse it with one line naming the flag and the kind, and write nothing.
+#[tokio::test]
+async fn add_if_absent_counts_an_item_once() {
+    let redis = common::redis().await;
+    let url = redis.url();
+    let key = common::unique_key("cli-counting-if-absent");
+    let (code, json, err) = run(redbloom(
+        url,
+        &key,
+        &args(&["--json", "add", "--if-absent", "a", "b", "a"]),
+    ));
+    assert_eq!(
+        (code, json["items"].as_u64(), json["new"].as_u64()),
+        (0, Some(3), Some(2)),
+        "a and b added, a again not: {err}"
+    );
+    // Opened by its key alone too; the text says the counts as add's does.
+    let out = redbloom(url, &key, &["add", "--if-absent", "a", "c"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(text.trim(), "2 items, 1 new", "{out:?}");
+    // a was counted once: one remove lifts it (a plain add twice would need two).
+    let (code, json, _) = run(redbloom(url, &key, &["--json", "remove", "a"]));
+    assert_eq!((code, json["removed"].as_u64()), (0, Some(1)));
+    let (code, json, _) = run(redbloom(url, &key, &["--json", "exists", "a", "b", "c"]));
+    assert_eq!(
+        (code, json["present"].as_u64(), json["absent"].as_u64()),
+        (1, Some(2), Some(1)),
+        "{json}"
+    );
+
+    let mut conn = redis.connection().await;
+    for flags in [
+        &["--bits", "1024"][..],
+        &["--growth", "2", "--capacity", "1000", "--fpr", "0.01"],
+        &["--window", "1h", "--capacity", "1000", "--fpr", "0.01"],
+    ] {
+        let other = common::unique_key("cli-if-absent-other");
+        let argv = [flags, &["add", "--if-absent", "x"]].concat();
+        let line = assert_fails(
+            redbloom(url, &other, &argv),
+            &["--if-absent", "--counting"],
+            None,
+        );
+        assert!(!line.contains("invalid value"), "{line}");
+        let left = common::keys_like(&mut conn, &format!("*{other}*")).await;
+        assert!(left.is_empty(), "{flags:?}: nothing written: {left:?}");
+    }
+}
+
 #[tokio::test]
 async fn processes_adding_and_removing_at_once_lose_nothing() {
     let redis = common::redis().await;

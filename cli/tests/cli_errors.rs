@@ -251,6 +251,16 @@ fn section<'a>(text: &'a str, heading: &str) -> Vec<&'a str> {
         .collect()
 }
 
+/// The text from the line that starts with `heading` to the next "... options:" heading.
+fn section_text(text: &str, heading: &str) -> String {
+    text.lines()
+        .skip_while(|line| !line.starts_with(heading))
+        .skip(1)
+        .take_while(|line| !line.ends_with("options:"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 fn help(args: &[&str]) -> String {
     let out = Command::cargo_bin("redbloom")
         .unwrap()
@@ -277,21 +287,24 @@ fn the_help_groups_options_shows_ranges_and_examples() {
         }
         let connection = section(text, "Connection options:").join("\n");
         assert!(connection.contains("--url"), "{connection}");
-        assert!(connection.contains("--retry-for"), "{connection}");
-        // SPEC.md §3: the three safety switches are named in --help.
-        for switch in ["--accept-eviction", "--shared-with-go", "--inexact-retries"] {
-            assert!(text.contains(switch), "{switch} in {text}");
-        }
         let filter = section(text, "Filter options:").join("\n");
         assert!(filter.contains("--key"), "{filter}");
-        assert!(filter.contains("1..=1024"), "shards' range: {filter}");
-        assert!(filter.contains("1..=4294967296"), "bits' range: {filter}");
-        assert!(
-            connection.contains("more than 0 and at most 86400"),
-            "--timeout's range: {connection}"
-        );
         assert!(text.contains("Examples:"), "{text}");
     }
+    // SPEC.md §3: the three safety switches are named in --help, with every other option and
+    // its range.
+    for switch in ["--accept-eviction", "--shared-with-go", "--inexact-retries"] {
+        assert!(top.contains(switch), "{switch} in {top}");
+    }
+    let connection = section(&top, "Connection options:").join("\n");
+    assert!(connection.contains("--retry-for"), "{connection}");
+    assert!(
+        connection.contains("more than 0 and at most 86400"),
+        "--timeout's range: {connection}"
+    );
+    let filter = section(&top, "Filter options:").join("\n");
+    assert!(filter.contains("1..=1024"), "shards' range: {filter}");
+    assert!(filter.contains("1..=4294967296"), "bits' range: {filter}");
     // Examples: a file, standard input, info --json, a cluster with shards.
     for example in [
         "load items.txt",
@@ -303,10 +316,17 @@ fn the_help_groups_options_shows_ranges_and_examples() {
         assert!(top.contains(example), "{example} in {top}");
     }
 
-    // load's own options alone under "Options:", with their ranges.
-    let own = section(&load, "Options:");
-    assert!(own.len() <= 6, "{own:#?}");
-    let own = own.join("\n");
+    // load's own options alone under "Options:" (up to the next heading: --emit's possible
+    // values make the help the long one, an empty line between options), with their ranges.
+    let own: Vec<&str> = load
+        .lines()
+        .skip_while(|line| !line.starts_with("Options:"))
+        .skip(1)
+        .take_while(|line| !line.ends_with("options:"))
+        .filter(|line| line.starts_with("  -"))
+        .collect();
+    assert!(own.len() <= 5, "{own:#?}");
+    let own = section_text(&load, "Options:");
     assert!(
         own.contains("--batch") && own.contains("1..=1000000"),
         "{own}"
@@ -316,6 +336,143 @@ fn the_help_groups_options_shows_ranges_and_examples() {
         "{own}"
     );
     assert!(own.contains("[default: 8]"), "{own}");
+    assert!(own.contains("--emit"), "{own}");
     assert!(!own.contains("--url") && !own.contains("--key"), "{own}");
     assert!(load.contains("load items.txt"), "{load}");
+}
+
+/// Issue 53, point 7: a subcommand's help lists its own options and the few global ones it
+/// uses (every option stays in `redbloom --help`, and is taken after the subcommand too).
+#[test]
+fn a_subcommand_help_lists_its_own_options_and_the_few_it_uses() {
+    let top = help(&["--help"]);
+    let load = help(&["load", "--help"]);
+    // Of 131 lines before; what is left is load's own options (--emit's values described),
+    // --key, --url, --cluster, --json and the examples.
+    assert!(
+        load.lines().count() < 60,
+        "{}: {load}",
+        load.lines().count()
+    );
+    for own in [
+        "--emit",
+        "--batch",
+        "--pipeline",
+        "--key",
+        "--url",
+        "--json",
+    ] {
+        assert!(load.contains(own), "{own} in {load}");
+    }
+    let hidden = [
+        "--tls-ca",
+        "--timeout",
+        "--retry-for",
+        "--sentinel-user",
+        "--wait-replicas",
+        "--accept-eviction",
+        "--inexact-retries",
+        "--merge-chunk",
+        "--near-cache",
+        "--window",
+    ];
+    for flag in hidden {
+        assert!(!load.contains(flag), "{flag} in {load}");
+        assert!(top.contains(flag), "{flag} in redbloom --help");
+    }
+    assert!(
+        load.contains("redbloom --help"),
+        "where the rest is: {load}"
+    );
+    // Commands without options of their own are shorter still.
+    for command in ["add", "exists", "info", "clear", "expire"] {
+        let text = help(&[command, "--help"]);
+        assert!(text.lines().count() < 30, "{command}: {text}");
+        assert!(!text.contains("--tls-ca"), "{command}: {text}");
+    }
+    // build never connects: no connection option at all, its size flags instead (its example
+    // imports the file it makes elsewhere: the options are what is looked at).
+    let build = help(&["build", "--help"]);
+    let build = build.split("Example").next().unwrap();
+    for flag in [
+        "--url",
+        "--cluster",
+        "--tls-ca",
+        "--sentinel",
+        "--timeout",
+        "--retry-for",
+        "--wait-replicas",
+        "--read-from-replicas",
+        "--accept-eviction",
+        "Connection options",
+    ] {
+        assert!(!build.contains(flag), "{flag} in {build}");
+    }
+    for flag in ["--out", "--capacity", "--layout", "--shards"] {
+        assert!(build.contains(flag), "{flag} in {build}");
+    }
+    // remove lists --counting, bench --near-cache: the global options they need.
+    assert!(help(&["remove", "--help"]).contains("--counting"));
+    assert!(help(&["bench", "--help"]).contains("--near-cache"));
+}
+
+/// Global options, listed or not in a subcommand's help, are taken after it (SPEC.md §3).
+#[test]
+fn global_options_are_taken_after_the_subcommand() {
+    let redis = RedisServer::start().expect("redis-server on PATH");
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("items.txt");
+    std::fs::write(&file, "a\nb\n").unwrap();
+    let file = file.to_str().unwrap();
+    let run = |args: &[&str]| {
+        let out = Command::cargo_bin("redbloom")
+            .unwrap()
+            .env_remove("REDIS_URL")
+            .args(args)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {stderr}");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let url = redis.url();
+    let loaded = run(&[
+        "load", "--url", &url, "--key", "after", "--bits", "1024", "--json", file,
+    ]);
+    assert!(loaded.contains("\"items\":2"), "{loaded}");
+    // Options hidden from the subcommand's help, after it.
+    let checked = run(&[
+        "check",
+        file,
+        "--url",
+        &url,
+        "--key",
+        "after",
+        "--timeout",
+        "3",
+        "--retry-for",
+        "1",
+        "--accept-eviction",
+        "--inexact-retries",
+        "--json",
+    ]);
+    assert!(checked.contains("\"present\":2"), "{checked}");
+    let added = run(&[
+        "add",
+        "x",
+        "--url",
+        &url,
+        "--key",
+        "sharded",
+        "--layout",
+        "native",
+        "--shards",
+        "2",
+        "--capacity",
+        "100",
+        "--fpr",
+        "0.01",
+        "--json",
+    ]);
+    assert!(added.contains("\"new\":1"), "{added}");
 }

@@ -304,7 +304,7 @@ async fn export_and_import_between_two_servers() {
     let cases: Vec<(&str, Vec<&str>, &[&str])> = vec![
         (&key, args(&["import", "--merge", file]), &["merge"]),
         (&key, three, &["window_ms=2000"]),
-        (&key, args(&["import", flat_file]), &["window_ms"]),
+        (&key, args(&["import", flat_file]), &["without --window"]),
         (
             &flat_key,
             [with(&["import"]), vec![file]].concat(),

@@ -1,6 +1,6 @@
 //! A server that may evict the filter's keys: a write exits 2 with one line naming the policy,
-//! the server-side fix and `--accept-eviction`; with that switch it writes (README "A server
-//! that may evict the filter is refused").
+//! the server-side fix and `--accept-eviction`; with that switch it writes (docs/guarantees.md
+//! "A server that may evict the filter is refused").
 
 // The integration-test harness of the library package, shared: a real Redis for every test.
 #[path = "../../tests/common/mod.rs"]

@@ -9,21 +9,7 @@ mod common;
 use common::cli::{redbloom, run};
 use common::server::RedisServer;
 use std::io::Write;
-use std::process::Stdio;
 use std::time::Duration;
-
-/// `redbloom --url URL --key KEY ARGS...` as a child process with pipes.
-fn child(url: &str, key: &str, args: &[&str]) -> std::process::Child {
-    std::process::Command::new(assert_cmd::cargo::cargo_bin("redbloom"))
-        .env_remove("REDIS_URL")
-        .args(["--url", url, "--key", key])
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap()
-}
 
 fn lines(prefix: &str, n: usize) -> String {
     (0..n).map(|i| format!("{prefix}:{i}\n")).collect()
@@ -32,7 +18,7 @@ fn lines(prefix: &str, n: usize) -> String {
 /// Runs `args` with `input` on stdin: a first line, then (while the server is stopped for
 /// 3 s) the rest, so that the batch holding it goes out to a stopped server; the JSON reply.
 fn stalled(server: &RedisServer, key: &str, args: &[&str], input: &str) -> serde_json::Value {
-    let mut child = child(&server.url(), key, args);
+    let mut child = common::cli::spawn(&server.url(), key, args);
     let mut stdin = child.stdin.take().unwrap();
     stdin.write_all(b"first\n").unwrap();
     std::thread::sleep(Duration::from_millis(500));
@@ -129,7 +115,7 @@ fn load_new(inexact: bool) -> (u64, u64, u64) {
         &[&flags()[..], &["load", "-"]].concat(),
         &items,
     );
-    let mut child = child(
+    let mut child = common::cli::spawn(
         &server.url(),
         "clean",
         &[&flags()[..], &["load", "-"]].concat(),

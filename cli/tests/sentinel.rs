@@ -147,6 +147,69 @@ fn commands_reach_the_master_the_sentinels_name() {
         (2.into(), 1.into()),
         "{out}"
     );
+
+    // --read-from-replicas: the reads go to a replica the sentinels list, not to the master.
+    let before = reads(&group);
+    let mut check = redbloom(
+        &url,
+        "cli-sentinel",
+        &["--read-from-replicas", "--json", "check", "-"],
+    );
+    check.write_stdin("a\nb\nc\n");
+    let (code, out, err) = run(check);
+    assert_eq!((code, &out["present"]), (0, &serde_json::json!(2)), "{err}");
+    let after = reads(&group);
+    let master = group.master().expect("a master");
+    let served: Vec<u64> = (0..group.nodes.len())
+        .map(|node| after[node] - before[node])
+        .collect();
+    assert_eq!(served[master], 0, "the master served reads: {served:?}");
+    assert!(
+        served.iter().sum::<u64>() > 0,
+        "no replica served: {served:?}"
+    );
+    // A write with the flag still goes to the master.
+    let args = [&size[..], &["--read-from-replicas", "--json", "add", "d"]].concat();
+    let (code, out, err) = run(redbloom(&url, "cli-sentinel", &args));
+    assert_eq!((code, &out["new"]), (0, &serde_json::json!(1)), "{err}");
+}
+
+/// Per node, the calls of the commands a filter's reads send (what the replication link,
+/// the sentinels and the harness send left out).
+fn reads(group: &SentinelGroup) -> Vec<u64> {
+    const OTHERS: [&str; 14] = [
+        "ping",
+        "replconf",
+        "info",
+        "role",
+        "client",
+        "hello",
+        "subscribe",
+        "publish",
+        "config",
+        "command",
+        "select",
+        "psync",
+        "sync",
+        "auth",
+    ];
+    group
+        .nodes
+        .iter()
+        .map(|node| {
+            let stats = common::sentinel::command(node.port(), &["INFO", "commandstats"])
+                .expect("INFO commandstats");
+            stats
+                .lines()
+                .filter_map(|line| {
+                    let (name, rest) = line.strip_prefix("cmdstat_")?.split_once(':')?;
+                    let calls = rest.strip_prefix("calls=")?.split(',').next()?;
+                    (!OTHERS.contains(&name.split('|').next()?))
+                        .then(|| calls.parse::<u64>().ok())?
+                })
+                .sum()
+        })
+        .collect()
 }
 
 #[test]

@@ -552,3 +552,57 @@ fn an_endless_tls_ca_file_is_refused_in_bounded_memory() {
     ]);
     assert_fails(cmd, &["invalid --tls-ca", "/dev/zero", "longer than"]);
 }
+
+/// `rediss+sentinel://` with `--tls-ca` (SPEC.md §3 "Sentinel and lines out"): sentinels and
+/// nodes over TLS with certificates for 127.0.0.1 (the address the sentinels announce), the
+/// commands follow `SENTINEL FAILOVER`, and a CA that signed neither is refused in one line.
+#[test]
+fn a_sentinel_group_over_tls_follows_a_failover() {
+    use common::sentinel::{SentinelGroup, TlsFiles};
+    let certs = Certs::make();
+    let files = TlsFiles {
+        cert: certs.arg("server.pem"),
+        key: certs.arg("server.key"),
+        ca: certs.arg("ca.pem"),
+    };
+    let group = SentinelGroup::start_tls(&files).expect("a Sentinel group over TLS");
+    let url = group.url();
+    assert!(url.starts_with("rediss+sentinel://"), "{url}");
+    let ca = certs.arg("ca.pem");
+    let args = |more: &[&str]| -> Vec<String> {
+        let size = ["--tls-ca", &ca, "--capacity", "10000", "--fpr", "0.01"];
+        let wait = ["--wait-replicas", "2", "--json"];
+        [&size[..], &wait[..], more]
+            .concat()
+            .iter()
+            .map(|a| a.to_string())
+            .collect()
+    };
+    let add = |item: &str| {
+        let args = args(&["add", item]);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        run(redbloom(&url, "tls:sentinel", &args))
+    };
+    let (code, out, err) = add("a");
+    assert_eq!((code, &out["new"]), (0, &json!(1)), "{err}");
+    group.failover().expect("a failover");
+    let (code, out, err) = add("b");
+    assert_eq!((code, &out["new"]), (0, &json!(1)), "{err}");
+    let check = args(&["exists", "a", "b", "c"]);
+    let check: Vec<&str> = check.iter().map(String::as_str).collect();
+    let (code, out, err) = run(redbloom(&url, "tls:sentinel", &check));
+    assert_eq!(
+        (code, &out["present"], &out["absent"]),
+        (1, &json!(2), &json!(1)),
+        "{err}"
+    );
+    let other = certs.arg("other-ca.pem");
+    assert_fails(
+        redbloom(
+            &url,
+            "tls:sentinel",
+            &["--tls-ca", &other, "--retry-for", "0", "exists", "a"],
+        ),
+        &["certificate"],
+    );
+}

@@ -248,18 +248,19 @@ impl<K: Kind> Builder<K> {
     }
 
     /// Group commit of single-item writes ([`add`](Bloom::add), a counting filter's `remove`
-    /// and `add_if_absent`; a window filter's [`exists`](Bloom::exists) too). Defaults to
-    /// `true`: while 8 steps of single items are in flight to a slot group, the calls arriving
-    /// for it wait and go together as the next step (one command or script call over all of
-    /// them), as one batch would; a lone call goes at once, with no timer. Each caller gets its own answer, as
-    /// sequential calls would give it, and its own deadline: a caller whose deadline passes
-    /// while it waits is withdrawn ([`Error::Deadline`], nothing sent), one whose item was
-    /// sent in a step that has not answered gets [`Error::OutcomeUnknown`] while the step
-    /// goes on (the item may or may not be applied: a counting `remove` sent again may then
-    /// remove twice). A step that fails gives every caller in it the error; it runs under its
-    /// leader's deadline, the earliest of its callers' (they share one timeout), so a caller
-    /// that came later may get [`Error::Deadline`] that much before its own. `false` sends
-    /// each call as its own step.
+    /// and `add_if_absent`; a window or growing filter's [`exists`](Bloom::exists) too).
+    /// Defaults to `true`: while 4 steps of single items are in flight to a slot group (2 for
+    /// a window or growing filter, whose every step is a script with a large cost of its own),
+    /// the calls arriving for it wait and go together as the next step (one command or script
+    /// call over all of them), as one batch would; a lone call goes at once, with no timer.
+    /// Each caller gets its own answer, as sequential calls would give it, and its own
+    /// deadline: a caller whose deadline passes while it waits is withdrawn
+    /// ([`Error::Deadline`], nothing sent), one whose item was sent in a step that has not
+    /// answered gets [`Error::OutcomeUnknown`] while the step goes on (the item may or may not
+    /// be applied: a counting `remove` sent again may then remove twice). A step that fails
+    /// gives every caller in it the error; it runs under its leader's deadline, the earliest of
+    /// its callers' (they share one timeout), so a caller that came later may get
+    /// [`Error::Deadline`] that much before its own. `false` sends each call as its own step.
     ///
     /// ```
     /// let config = redbloom::RedisBloom::builder("seen")
@@ -328,6 +329,26 @@ impl<K: Kind> Builder<K> {
             crate::near::check_budget(&self.key, near, bytes)?;
         }
         Ok(())
+    }
+
+    /// The parameters the filter stores beside it, and a snapshot of it holds in its header
+    /// ([`SnapshotHeader::params`](crate::SnapshotHeader::params)): what
+    /// [`StoredParams::fingerprint`](crate::StoredParams::fingerprint) reads back. Two
+    /// builders with the same fingerprint open the same filter. Sends nothing to Redis.
+    ///
+    /// ```
+    /// let sized = redbloom::RedisBloom::builder("k").bits(1024);
+    /// assert_eq!(
+    ///     sized.fingerprint()?,
+    ///     "layout=gozero bits=1024 hashes=14 hash=murmur3_x64_128"
+    /// );
+    /// # Ok::<(), redbloom::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// As for [`validate`](Builder::validate).
+    pub fn fingerprint(&self) -> Result<String> {
+        Ok(self.made()?.guard.fingerprint().to_owned())
     }
 
     /// Checks the configuration and makes the filter on `conn`. Sends nothing to Redis.

@@ -1,5 +1,6 @@
-//! A public call as the outside sees it: its span (`tracing`, README "Observability") and its
-//! metrics (README "Metrics"), made here for every call of every kind.
+//! A public call as the outside sees it: its span (`tracing`, docs/operations.md
+//! "Observability") and its metrics (docs/operations.md "Metrics"), made here for every call of
+//! every kind.
 
 use super::kind::Kind;
 use super::{Conn, Core};
@@ -25,6 +26,7 @@ pub(crate) enum Call {
     Export,
     Import,
     CheckParams,
+    ReadOffline,
 }
 
 /// The span of a call named `$name`, with its item count when it has items.
@@ -70,6 +72,7 @@ impl Call {
             Call::Export => "export",
             Call::Import => "import",
             Call::CheckParams => "check_params",
+            Call::ReadOffline => "read_offline",
         }
     }
 
@@ -90,6 +93,7 @@ impl Call {
             Call::Export => span!("export", kind, key, items),
             Call::Import => span!("import", kind, key, items),
             Call::CheckParams => span!("check_params", kind, key, items),
+            Call::ReadOffline => span!("read_offline", kind, key, items),
         }
     }
 }
@@ -104,7 +108,7 @@ pub(crate) async fn run<C: Conn, K: Kind, T>(
     items: Option<usize>,
     work: impl Future<Output = Result<T>>,
 ) -> Result<T> {
-    let span = call.span(K::NAME, &core.key, items);
+    let span = call.span(K::NAME.as_str(), &core.key, items);
     let started = metrics::Started::now();
     let work = async {
         if core.names.initialized() {
@@ -127,6 +131,6 @@ pub(crate) async fn run<C: Conn, K: Kind, T>(
     if let Err(err) = &result {
         span.in_scope(|| tracing::debug!(target: "redbloom", error = %err));
     }
-    metrics::call(K::NAME, call.name(), &result, started);
+    metrics::call(K::NAME.as_str(), call.name(), &result, started);
     result
 }

@@ -29,24 +29,102 @@ use std::sync::atomic::AtomicBool;
 /// each kind has. Sealed: the kinds are this crate's.
 pub trait Kind: Seam + Cached + Sections {
     /// The kind's name: the `kind` of spans, metrics, snapshot files and
-    /// [`StoredParams::kind`](crate::StoredParams::kind) (`plain`, `window`, `counting`,
-    /// `growing`, `module`).
-    const NAME: &'static str;
+    /// [`StoredParams::kind`](crate::StoredParams::kind).
+    const NAME: KindName;
+}
+
+/// The name of a kind of filter, as a filter stores it beside itself
+/// ([`StoredParams::kind`](crate::StoredParams::kind)), a snapshot file's header holds it
+/// ([`SnapshotHeader::kind`](crate::SnapshotHeader::kind)) and spans and metrics label it:
+/// `Display` and `FromStr` give and take those words (`plain`, `window`, `counting`,
+/// `growing`, `module`), [`Kind::NAME`] is each kind's.
+///
+/// ```
+/// use redbloom::kind::{Kind, KindName, Window};
+/// assert_eq!(Window::NAME, KindName::Window);
+/// assert_eq!(KindName::Window.to_string(), "window");
+/// assert_eq!("window".parse::<KindName>()?, KindName::Window);
+/// assert!("bitset".parse::<KindName>().is_err());
+/// # Ok::<(), redbloom::Error>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum KindName {
+    /// A plain Bloom filter ([`RedisBloom`](crate::RedisBloom)), in go-zero's layout or the
+    /// native one.
+    Plain,
+    /// A sliding-window filter ([`WindowBloom`](crate::WindowBloom)).
+    Window,
+    /// A counting filter ([`CountingBloom`](crate::CountingBloom)).
+    Counting,
+    /// A growing filter ([`GrowingBloom`](crate::GrowingBloom)).
+    Growing,
+    /// The server's own Bloom filter ([`ModuleBloom`](crate::ModuleBloom)).
+    Module,
+}
+
+impl KindName {
+    /// Every kind this version knows.
+    pub const ALL: [KindName; 5] = [
+        KindName::Plain,
+        KindName::Window,
+        KindName::Counting,
+        KindName::Growing,
+        KindName::Module,
+    ];
+
+    /// The name as stored: `plain`, `window`, `counting`, `growing` or `module`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            KindName::Plain => "plain",
+            KindName::Window => "window",
+            KindName::Counting => "counting",
+            KindName::Growing => "growing",
+            KindName::Module => "module",
+        }
+    }
+}
+
+impl std::fmt::Display for KindName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for KindName {
+    type Err = crate::Error;
+
+    /// The kind named `name` as stored.
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`](crate::Error::InvalidConfig) for a name this version does not
+    /// know (a later version's kind).
+    fn from_str(name: &str) -> Result<KindName> {
+        KindName::ALL
+            .into_iter()
+            .find(|kind| kind.as_str() == name)
+            .ok_or_else(|| {
+                crate::Error::InvalidConfig(format!(
+                    "unknown kind of filter {name:?}: this version knows plain, window, \
+                     counting, growing and module"
+                ))
+            })
+    }
 }
 
 /// The kinds sized in bits as well as by items and a rate: plain, counting and window
 /// filters (a growing filter's levels are sized by items).
 pub trait SizedInBits: Kind + InBits {}
 
-/// Makes a kind's state type a [`Kind`] named `$name` (and, `in bits`, one sized in bits whose
-/// state holds its `geometry`): the kind's identity, in its own folder.
+/// Makes a kind's state type a [`Kind`] named `KindName::$name` (and, `in bits`, one sized in
+/// bits whose state holds its `geometry`): the kind's identity, in its own folder.
 macro_rules! kind {
-    ($kind:ty = $name:literal) => {
+    ($kind:ty = $name:ident) => {
         impl $crate::core::kind::Kind for $kind {
-            const NAME: &'static str = $name;
+            const NAME: $crate::core::kind::KindName = $crate::core::kind::KindName::$name;
         }
     };
-    ($kind:ty = $name:literal, in bits) => {
+    ($kind:ty = $name:ident, in bits) => {
         $crate::core::kind::kind!($kind = $name);
         impl $crate::core::kind::SizedInBits for $kind {}
         impl $crate::core::kind::InBits for $kind {

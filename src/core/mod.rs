@@ -48,6 +48,13 @@ use std::time::Duration;
 /// [`ConnectionManager`](redis::aio::ConnectionManager) or a cluster connection. Methods take
 /// `&self`; cloning a filter is one reference count, so clone it freely to use it from many
 /// tasks at once. Concurrent calls on one multiplexed connection are pipelined by redis-rs.
+///
+/// A call's future may be dropped at any point (cancelled: a timeout, a `select!`): the filter
+/// stays consistent. Each of the call's steps is atomic on the server, so a dropped call may
+/// have applied some of them, as a call that fails may: each of its items is in the filter or
+/// not (a counting filter's counted once or not at all), and what it leaves beside the filter
+/// (records, scratch keys, a lease) expires by itself. The crate's docs, "Cancellation", say
+/// more.
 pub struct Bloom<C, K: Kind>(pub(crate) Arc<Core<C, K>>);
 
 /// What a bulk load's add answered ([`Bloom::load_many`]).
@@ -60,6 +67,32 @@ pub struct Loaded {
     /// was retried without a record of its lost attempt, which may have added them. 0 when no
     /// step was retried, and always for a kind that records (counting).
     pub unknown: u64,
+}
+
+impl Loaded {
+    /// Whether the answer for the item at `index` could not be known: it answered "seen"
+    /// (`false`) in a call a step of which was retried without a record of its lost attempt,
+    /// which may have added it. Such an item may have been new: a caller that must not drop a
+    /// new item (a crawler fetching each new URL) takes it as new, so that it is handled at
+    /// least once. `false` for a known answer and for an index past the answers;
+    /// [`unknown`](Loaded::unknown) counts the items for which it is `true`.
+    ///
+    /// ```no_run
+    /// # async fn run(bloom: redbloom::RedisBloom<redis::aio::ConnectionManager>) -> redbloom::Result<()> {
+    /// let urls = ["https://a.example/", "https://b.example/"];
+    /// let loaded = bloom.load_many(&urls).await?;
+    /// for (i, url) in urls.iter().enumerate() {
+    ///     if loaded.answers[i] || loaded.is_unknown(i) {
+    ///         println!("{url}"); // new, or perhaps new: fetched rather than dropped
+    ///     }
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn is_unknown(&self, index: usize) -> bool {
+        // Retries are known per call: once one of its steps was retried, every "seen" answer
+        // of the call is unknown (`Bloom::load_many`).
+        self.unknown > 0 && self.answers.get(index) == Some(&false)
+    }
 }
 
 impl<C, K: Kind> Clone for Bloom<C, K> {
@@ -118,7 +151,7 @@ impl<C, K: Kind> Core<C, K> {
                 let keys = made.kind.part_keys(&parts);
                 Some(Near::new(
                     &key,
-                    K::NAME,
+                    K::NAME.as_str(),
                     config,
                     bytes,
                     crate::near::prefixes(keys),
@@ -127,7 +160,7 @@ impl<C, K: Kind> Core<C, K> {
             None => None,
         };
         Ok(Core {
-            exec: Exec::new(conn, options, K::NAME),
+            exec: Exec::new(conn, options, K::NAME.as_str()),
             groups: made.kind.part_keys(&parts),
             lanes: lanes::<K>(parts.count()),
             names: tokio::sync::OnceCell::new(),
@@ -149,7 +182,11 @@ impl<C, K: Kind> Core<C, K> {
         K::Part: Clone,
     {
         Core {
-            exec: Exec::new(self.exec.conn().clone(), self.exec.options(), K::NAME),
+            exec: Exec::new(
+                self.exec.conn().clone(),
+                self.exec.options(),
+                K::NAME.as_str(),
+            ),
             key: self.key.clone(),
             guard: self.guard.unchecked(),
             parts: self.parts.clone(),
@@ -529,12 +566,6 @@ impl<C, K: SizedInBits> Bloom<C, K> {
 }
 
 impl<C, K: Kind> Bloom<C, K> {
-    /// Items per batch that `redbloom load` uses.
-    #[deprecated(note = "renamed bulk_add_batch_size")]
-    pub fn bulk_batch_size(&self) -> usize {
-        self.bulk_add_batch_size()
-    }
-
     /// The filter's key in Redis (for a sharded filter, the name its shards' keys derive from).
     pub fn key(&self) -> &str {
         &self.0.key
@@ -587,7 +618,8 @@ impl<C: ConnectionLike + Clone + Send + Sync, K: Kind> Bloom<C, K> {
     /// [`Error::WrongType`](crate::Error::WrongType) when a key of the filter holds a
     /// non-string; [`Error::ParamsMismatch`](crate::Error::ParamsMismatch) when the stored
     /// parameters differ from this filter's (nothing is written);
-    /// [`Error::Full`](crate::Error::Full) for a growing filter past its levels;
+    /// [`Error::FilterFull`](crate::Error::FilterFull) for a growing filter past its levels (or
+    /// a full non-scaling module filter);
     /// [`Error::Timeout`](crate::Error::Timeout), [`Error::Deadline`](crate::Error::Deadline)
     /// and [`Error::Connection`](crate::Error::Connection) for network faults;
     /// [`Error::Redis`](crate::Error::Redis) for other server errors.
@@ -648,7 +680,8 @@ impl<C: ConnectionLike + Clone + Send + Sync, K: Kind> Bloom<C, K> {
     /// [`Loaded::unknown`] counts the items answered "seen" whose answers could not be known
     /// (a step that carried them was retried, and its lost attempt may have added them): 0
     /// when no step was retried. So a load's new items, counted cleanly, lie between
-    /// `new` and `new + unknown`. Counting filters keep their records (exact, `unknown` 0).
+    /// `new` and `new + unknown`, and [`Loaded::is_unknown`] says which items' answers those
+    /// are. Counting filters keep their records (exact, `unknown` 0).
     ///
     /// ```no_run
     /// # async fn run(bloom: redbloom::RedisBloom<redis::aio::ConnectionManager>) -> redbloom::Result<()> {

@@ -3,9 +3,10 @@
 //! with its key alone.
 
 use super::builder::Builder;
-use super::kind::{Fields, Kind};
+use super::kind::{Fields, Kind, KindName};
 use crate::error::{Error, Result};
 use crate::keys;
+use crate::snapshot::SnapshotHeader;
 use redis::aio::ConnectionLike;
 
 /// The parameters a filter stores beside it, as [`StoredParams::read`] finds them: its kind and
@@ -13,10 +14,10 @@ use redis::aio::ConnectionLike;
 ///
 /// ```no_run
 /// # async fn demo(mut conn: redbloom::redis::aio::MultiplexedConnection) -> redbloom::Result<()> {
-/// use redbloom::{kind::Window, StoredParams};
+/// use redbloom::{kind::KindName, kind::Window, StoredParams};
 /// if let Some(stored) = StoredParams::read(&mut conn, "events:recent").await? {
-///     println!("a {} filter: {}", stored.kind(), stored.fingerprint());
-///     if stored.kind() == "window" {
+///     println!("a {} filter: {}", stored.kind()?, stored.fingerprint());
+///     if stored.kind()? == KindName::Window {
 ///         let recent = stored.builder::<Window>()?.build(conn)?;
 ///         println!("{:?}", recent.window());
 ///     }
@@ -43,11 +44,11 @@ impl StoredParams {
     /// faults as for [`Bloom::add`](crate::Bloom::add).
     pub async fn read<C: ConnectionLike>(conn: &mut C, key: &str) -> Result<Option<Self>> {
         let params = keys::sidecar(key, "redbloom:params");
-        let stored: Option<String> = redis::cmd("GET")
-            .arg(&params)
-            .query_async(conn)
-            .await
-            .map_err(|e| Error::from_redis(e, &params))?;
+        let stored: Option<String> = match redis::cmd("GET").arg(&params).query_async(conn).await {
+            Ok(stored) => stored,
+            // Any kind keeps a string there.
+            Err(err) => return Err(Error::from_redis(err, &params).typed(conn, "").await),
+        };
         let stored = match stored {
             Some(stored) => Some(stored),
             // A filter made by an earlier build, under the older names: the handle built from
@@ -60,9 +61,50 @@ impl StoredParams {
         }))
     }
 
-    /// The filter's kind: `plain`, `window`, `counting`, `growing` or `module`.
-    pub fn kind(&self) -> &str {
-        self.field("kind").unwrap_or("plain")
+    /// The parameters a snapshot file holds (its header, [`SnapshotReader::open`]), as if
+    /// stored beside a filter at `key`: what [`builder`](Self::builder) opens the filter the
+    /// file makes with, so that an import takes every parameter from the file.
+    ///
+    /// ```
+    /// use redbloom::{kind::Plain, SnapshotHeader, StoredParams};
+    /// let params = "layout=gozero bits=1024 hashes=14 hash=murmur3_x64_128";
+    /// let header = SnapshotHeader::new("plain", params, 1);
+    /// let file = StoredParams::from_snapshot("copy", &header);
+    /// assert_eq!(file.kind()?, redbloom::kind::KindName::Plain);
+    /// assert_eq!(file.field("bits"), Some("1024"));
+    /// assert!(file.builder::<Plain>()?.validate().is_ok());
+    /// # Ok::<(), redbloom::Error>(())
+    /// ```
+    ///
+    /// [`SnapshotReader::open`]: crate::SnapshotReader::open
+    pub fn from_snapshot(key: impl Into<String>, header: &SnapshotHeader) -> Self {
+        let mut fingerprint = header.params.clone();
+        // A plain filter's parameters do not name their kind: the header does.
+        if Fields(&fingerprint).field("kind").is_none() && header.kind != "plain" {
+            fingerprint = format!("kind={} {fingerprint}", header.kind);
+        }
+        StoredParams {
+            key: key.into(),
+            fingerprint,
+        }
+    }
+
+    /// The filter's kind, as stored in its `kind` field (a plain filter stores none).
+    ///
+    /// # Errors
+    /// [`Error::ParamsMismatch`] for a kind this version does not know (a later version's);
+    /// [`field("kind")`](Self::field) has its name.
+    pub fn kind(&self) -> Result<KindName> {
+        self.field("kind")
+            .unwrap_or(KindName::Plain.as_str())
+            .parse()
+            .map_err(|_| Error::ParamsMismatch {
+                key: self.key.clone(),
+                stored: self.fingerprint.clone(),
+                requested: "a kind of filter this version knows (plain, window, counting, \
+                            growing or module)"
+                    .to_owned(),
+            })
     }
 
     /// The parameters as stored (`field=value` pairs).
@@ -89,7 +131,7 @@ impl StoredParams {
             stored: self.fingerprint.clone(),
             requested,
         };
-        if self.kind() != K::NAME {
+        if self.kind()? != K::NAME {
             return Err(mismatch(format!("a {} filter", K::NAME)));
         }
         let fields = Fields(&self.fingerprint);

@@ -83,7 +83,11 @@ impl<C: Conn, K: Kind> Core<C, K> {
         }
         // Hashes (a growing filter's counts) last: read after the bits they count.
         sections.sort_by_key(|stored| stored.hash);
-        let header = SnapshotHeader::new(K::NAME, self.guard.fingerprint(), self.parts.count());
+        let header = SnapshotHeader::new(
+            K::NAME.as_str(),
+            self.guard.fingerprint(),
+            self.parts.count(),
+        );
         let too_long =
             |stored: &snapshot::Stored, len: u64| K::too_long(&self.key, &self.guard, stored, len);
         let (mut out, moved) = match K::DUMPED {
@@ -109,7 +113,7 @@ impl<C: Conn, K: Kind> Core<C, K> {
         snapshot::check_header(
             &header,
             &self.key,
-            K::NAME,
+            K::NAME.as_str(),
             self.guard.fingerprint(),
             self.parts.count(),
         )?;

@@ -95,6 +95,15 @@ impl Eviction {
         self.passed[usize::from(ttl)].load(Ordering::Acquire)
     }
 
+    /// Whether every server holding the filter was found to evict no key with a TTL (the
+    /// records' ring slots have one): asked, answered, and no `volatile-*` or `allkeys-*` policy
+    /// with `maxmemory` set. `false` before the first write's check.
+    pub(crate) fn keeps_ttl_keys(&self) -> bool {
+        self.found
+            .lock()
+            .is_ok_and(|found| found.as_ref().is_some_and(|f| f.evicting.is_none()))
+    }
+
     /// `Ok` when no server holding `groups` may evict the filter's keys, keys that carry a
     /// TTL when `ttl` (a window filter's generations; an `expire` about to give them one), or
     /// when the builder accepted that it may (a WARN event, once). The servers are asked once

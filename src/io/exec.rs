@@ -7,7 +7,7 @@ use super::eviction::Eviction;
 use super::once::{self, Step};
 use super::tx::{Replies, Tx};
 use crate::engine::Engine;
-use crate::error::{Error, Result, UNNAMED_TYPE};
+use crate::error::{Error, Result};
 use crate::options::Options;
 use crate::retry::{self, Clock};
 use crate::scripts::{Arg, LuaScript};
@@ -226,7 +226,9 @@ impl<C> Exec<C> {
         if !self.records() {
             return None;
         }
-        once::width(self.options.retry).map(|width| Step::new(width, self.records_shared.clone()))
+        let kept = self.eviction.keeps_ttl_keys();
+        once::width(self.options.retry)
+            .map(|width| Step::new(width, self.records_shared.clone(), kept))
     }
 
     /// Whether a recorded write should first ask the server's time ([`learn_time`]): never
@@ -368,31 +370,18 @@ where
     C: ConnectionLike + Clone + Send + Sync,
 {
     /// Runs `attempt` under the filter's retry policy and the call's deadline; a
-    /// [`Error::WrongType`] gets the type the key holds.
+    /// [`Error::WrongType`] gets the type the key holds and the one the filter keeps there.
     pub(crate) async fn retried<T, F, Fut>(&self, clock: &Clock, attempt: F) -> Result<T>
     where
         F: FnMut() -> Fut,
         Fut: Future<Output = Result<T>>,
     {
         match retry::run(self.options.retry, clock, attempt).await {
-            Err(Error::WrongType { key, found, source }) if found == UNNAMED_TYPE => {
-                Err(Error::WrongType {
-                    found: self.type_of(&key).await,
-                    key,
-                    source,
-                })
+            Err(err @ Error::WrongType { .. }) => {
+                Err(err.typed(&mut self.conn.clone(), self.kind).await)
             }
             done => done,
         }
-    }
-
-    /// What `key` holds, as `TYPE` names it, for an error message.
-    async fn type_of(&self, key: &str) -> String {
-        let kind: redis::RedisResult<String> = redis::cmd("TYPE")
-            .arg(key)
-            .query_async(&mut self.conn.clone())
-            .await;
-        kind.unwrap_or_else(|_| UNNAMED_TYPE.to_owned())
     }
 
     /// Runs one step on the slot group of `key` (the key errors are reported for).

@@ -7,10 +7,14 @@
 //! where one alone takes 0.4 s). It only saves work: the compare-and-set keeps writes correct
 //! without it, so a lease that cannot be had in [`WAIT_MS`] (held by a live queue of writers,
 //! or refused by the ACL) is done without; one left by a writer that died goes in [`LEASE_MS`].
+//! One left by a write whose call was dropped (cancelled) is deleted by the next dense write of
+//! the same handle before it asks for the lease: else every dense write of the handle would
+//! wait for it, and one dropped in turn leave it again.
 
 use crate::error::Result;
 use crate::io::exec::{Conn, Exec};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 /// How long a lease lasts at most: long enough for a dense write's read and compare-and-set
@@ -36,6 +40,8 @@ pub(crate) struct Turns {
     /// writes ([`beside`](Self::beside)).
     local: tokio::sync::RwLock<()>,
     waited: AtomicBool,
+    /// When a dense write of this handle was dropped holding the lease (it was not given back).
+    left: Mutex<Option<Instant>>,
 }
 
 impl Turns {
@@ -56,22 +62,47 @@ impl Turns {
     }
 }
 
-/// The lease at `key`, held or not.
+/// The lease at `key`, held or not. Dropped held (its write's call dropped before
+/// [`release`](Lease::release), or while its `SET` was unanswered), it is noted in its
+/// [`Turns`], for the handle's next dense write to delete.
 pub(crate) struct Lease<'a, C> {
     exec: &'a Exec<C>,
     key: &'a str,
+    turns: &'a Turns,
     held: bool,
+}
+
+impl<C> Drop for Lease<'_, C> {
+    fn drop(&mut self) {
+        if self.held {
+            *self
+                .turns
+                .left
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner) = Some(Instant::now());
+        }
+    }
 }
 
 impl<'a, C: Conn> Lease<'a, C> {
     /// Waits for the lease at `key` (at most [`WAIT_MS`]), polling every few milliseconds; a
     /// first poll's pause too when `turns`' last lease was waited for.
-    pub(crate) async fn take(exec: &'a Exec<C>, key: &'a str, turns: &Turns) -> Self {
+    pub(crate) async fn take(exec: &'a Exec<C>, key: &'a str, turns: &'a Turns) -> Self {
         let mut lease = Lease {
             exec,
             key,
+            turns,
             held: false,
         };
+        // This handle's lease, left by a dense write whose call was dropped: given back now
+        // (once expired it may be another writer's, which is left alone). Noted until the DEL
+        // is answered: this call may be dropped too.
+        let left = *turns.left.lock().unwrap_or_else(PoisonError::into_inner);
+        if left.is_some_and(|at| at.elapsed() < Duration::from_millis(LEASE_MS)) {
+            let del = redis::cmd("DEL").arg(key).to_owned();
+            let _: Result<i64> = exec.query(key, &del).await;
+        }
+        *turns.left.lock().unwrap_or_else(PoisonError::into_inner) = None;
         let set = redis::cmd("SET")
             .arg(key)
             .arg(1)
@@ -85,18 +116,22 @@ impl<'a, C: Conn> Lease<'a, C> {
         let start = Instant::now();
         let mut waited = false;
         while start.elapsed() < Duration::from_millis(WAIT_MS) {
+            // Held once the SET is sent, for all a drop knows: its reply may be lost with the
+            // call.
+            lease.held = true;
             match exec.query::<Option<String>>(key, &set).await {
-                Ok(Some(_)) => {
-                    lease.held = true;
-                    break;
-                }
+                Ok(Some(_)) => break,
                 Ok(None) => {
+                    lease.held = false;
                     waited = true;
                     // 1 to 4 ms, so that waiting writers do not poll in step.
                     let jitter = u64::from(start.elapsed().subsec_nanos()) % POLL_MS;
                     tokio::time::sleep(Duration::from_millis(1 + jitter)).await;
                 }
-                Err(_) => break,
+                Err(_) => {
+                    lease.held = false;
+                    break;
+                }
             }
         }
         turns.waited.store(waited, Ordering::Relaxed);
@@ -104,10 +139,12 @@ impl<'a, C: Conn> Lease<'a, C> {
     }
 
     /// Gives the lease back (when held).
-    pub(crate) async fn release(self) {
+    pub(crate) async fn release(mut self) {
         if self.held {
             let del = redis::cmd("DEL").arg(self.key).to_owned();
             let _: Result<i64> = self.exec.query(self.key, &del).await;
+            // Given back (or, when the DEL failed, expiring by itself): not left by a drop.
+            self.held = false;
         }
     }
 }

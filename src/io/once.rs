@@ -204,6 +204,10 @@ pub(crate) struct Step {
     id: u64,
     width: u64,
     shared: Arc<Shared>,
+    /// The server was found to evict no key with a TTL (the ring's slots have one): a slot
+    /// started in its own epoch that proved no recorded write of its epoch came before it is
+    /// proof for a retry (lua/once_tail.lua), as it could not have been evicted and made again.
+    kept: bool,
     /// Per command: `None` before its first sending, else the server's time (a lower bound)
     /// then, and the part it went to.
     sent: Mutex<Vec<Option<(u64, String)>>>,
@@ -216,12 +220,14 @@ pub(crate) struct Step {
 }
 
 impl Step {
-    /// A new step in a ring of `width` milliseconds.
-    pub(crate) fn new(width: u64, shared: Arc<Shared>) -> Self {
+    /// A new step in a ring of `width` milliseconds; `kept` when the servers were found to
+    /// evict no key with a TTL.
+    pub(crate) fn new(width: u64, shared: Arc<Shared>, kept: bool) -> Self {
         Step {
             id: unique(),
             width,
             shared,
+            kept,
             sent: Mutex::new(Vec::new()),
             pending: Mutex::new(Vec::new()),
         }
@@ -266,7 +272,8 @@ impl Step {
                 }
             }
         };
-        let mut clock = format!("{} {SLOTS} {floor}", self.width);
+        let kept = u8::from(self.kept);
+        let mut clock = format!("{} {SLOTS} {floor} {kept}", self.width);
         for ack in self.shared.acks.take(&self.acks_key(key)) {
             clock.push(' ');
             clock.push_str(&ack);
@@ -580,13 +587,18 @@ mod tests {
     #[test]
     fn steps_have_unique_ids_and_know_their_retries() {
         let shared = Arc::new(Shared::default());
-        let (a, b) = (Step::new(1_000, shared.clone()), Step::new(1_000, shared));
+        let (a, b) = (
+            Step::new(1_000, shared.clone(), false),
+            Step::new(1_000, shared, false),
+        );
         assert_ne!(a.args("k", 0)[0], b.args("k", 0)[0]);
         assert_eq!(a.args("k", 3)[2], "0", "command 3's first sending");
         assert_eq!(a.args("k", 3)[2], "1", "command 3 again: a retry");
         assert!(a.args("k", 3)[0].ends_with(".3"));
         assert_eq!(a.args("k", 2)[2], "0", "command 2's first sending");
-        assert_eq!(a.args("k", 2)[1], "1000 10 0", "no clock known: floor 0");
+        assert_eq!(a.args("k", 2)[1], "1000 10 0 0", "no clock known: floor 0");
+        let kept = Step::new(1_000, Arc::new(Shared::default()), true);
+        assert_eq!(kept.args("k", 0)[1], "1000 10 0 1", "no eviction: kept");
         assert!(a.rings("{f}x")[3].starts_with("{f}:redbloom:4:{f}x:once:1000.3"));
         assert_eq!(a.rings("f").len(), SLOTS as usize);
         assert_eq!(all_rings("f").len(), 14 * 10 + 7 * 8);
@@ -596,10 +608,10 @@ mod tests {
     #[test]
     fn answered_steps_travel_with_the_next_write_to_their_part() {
         let shared = Arc::new(Shared::default());
-        let a = Step::new(1_000, shared.clone());
+        let a = Step::new(1_000, shared.clone(), false);
         let id = a.id(0);
         shared.acks.push(a.acks_key("p"), [id.clone()]);
-        let b = Step::new(1_000, shared.clone());
+        let b = Step::new(1_000, shared.clone(), false);
         assert!(!b.args("q", 0)[1].contains(&id), "another part's write");
         let clock = &b.args("p", 1)[1];
         assert!(clock.ends_with(&format!(" {id}")), "{clock}");

@@ -26,5 +26,5 @@ kinds! {
     counting: Counting, CountingBloom;
     window: Window, WindowBloom;
     growing: Growing, GrowingBloom;
-    module: Module, ModuleBloom, ModuleInfo, MODULE_KEY_TYPES;
+    module: Module, ModuleBloom, ModuleInfo, ModuleParams, MODULE_KEY_TYPES;
 }

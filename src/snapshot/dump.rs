@@ -88,6 +88,48 @@ impl Links {
     }
 }
 
+/// RedisBloom's option bit of a filter that does not scale (`BLOOM_OPT_NO_SCALING`).
+const NO_SCALING: u32 = 8;
+
+/// What a dump header says of a filter's first link (sub-filter): what `BF.RESERVE` made it
+/// with.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct FirstLink {
+    /// Its capacity: `BF.RESERVE`'s.
+    pub(crate) entries: u64,
+    /// Its error rate: `BF.RESERVE`'s, halved for a scaling filter (the module tightens each
+    /// link's rate by half, the first one's included, so that all links stay under it).
+    pub(crate) error: f64,
+    /// The filter does not scale (`NONSCALING`).
+    pub(crate) nonscaling: bool,
+}
+
+impl FirstLink {
+    /// The first link of a dump header (`BF.SCANDUMP KEY 0`'s chunk); `None` when it is not
+    /// one.
+    pub(crate) fn parse(header: &[u8]) -> Option<FirstLink> {
+        Links::parse(header)?;
+        let options = u32::from_le_bytes(header.get(12..16)?.try_into().ok()?);
+        let link = header.get(HEADER_LEN..HEADER_LEN + LINK_LEN)?;
+        // bytes, bits, size (u64 each), error, bits per entry (f64), hashes (u32), entries.
+        let error = f64::from_le_bytes(link.get(24..32)?.try_into().ok()?);
+        let entries = u64::from_le_bytes(link.get(44..52)?.try_into().ok()?);
+        Some(FirstLink {
+            entries,
+            error,
+            nonscaling: options & NO_SCALING != 0,
+        })
+    }
+
+    /// The rate the filter was made with (`BF.RESERVE`'s).
+    pub(crate) fn rate(&self) -> f64 {
+        match self.nonscaling {
+            true => self.error,
+            false => self.error * 2.0,
+        }
+    }
+}
+
 /// A chunk section's meta: the key's own (`None`: the kind gives none) and the iterator.
 pub(crate) fn chunk_meta(meta: &str) -> (Option<&str>, &str) {
     match meta.rsplit_once(':') {
@@ -388,6 +430,24 @@ mod tests {
             h.extend_from_slice(&link);
         }
         h
+    }
+
+    #[test]
+    fn the_first_link_gives_the_capacity_and_rate_reserved() {
+        // BF.RESERVE k 0.011 50000 (RedisBloom 2.8): options NOROUND | FORCE64.
+        let mut h = header(&[(67_688, 0)]);
+        h[12..16].copy_from_slice(&5u32.to_le_bytes());
+        h[HEADER_LEN + 24..HEADER_LEN + 32].copy_from_slice(&0.0055f64.to_le_bytes());
+        h[HEADER_LEN + 44..HEADER_LEN + 52].copy_from_slice(&50_000u64.to_le_bytes());
+        let first = FirstLink::parse(&h).unwrap();
+        assert_eq!((first.entries, first.nonscaling), (50_000, false));
+        assert_eq!(first.rate(), 0.011);
+        // NONSCALING: the rate is not tightened.
+        h[12..16].copy_from_slice(&13u32.to_le_bytes());
+        h[HEADER_LEN + 24..HEADER_LEN + 32].copy_from_slice(&0.01f64.to_le_bytes());
+        let first = FirstLink::parse(&h).unwrap();
+        assert_eq!((first.nonscaling, first.rate()), (true, 0.01));
+        assert!(FirstLink::parse(&h[..h.len() - 1]).is_none());
     }
 
     #[test]

@@ -33,8 +33,8 @@ pub use self::{
 };
 
 pub(crate) use self::dump::{
-    chunk_meta, export_dumps, missing_dump_instead, stage_dumps, CHUNK, DUMP_COMMANDS, MAX_CHUNK,
-    MODULE_TYPE,
+    chunk_meta, export_dumps, missing_dump_instead, stage_dumps, FirstLink, CHUNK, DUMP_COMMANDS,
+    MAX_CHUNK, MODULE_TYPE,
 };
 pub(crate) use self::export::export;
 pub(crate) use self::generations::{server_now, Generations, WindowPart};

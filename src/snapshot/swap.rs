@@ -229,9 +229,12 @@ where
                 let cmd = redis::cmd("TYPE").arg(key).to_owned();
                 let found: String = exec.query(key, &cmd).await?;
                 if found != "none" && !wants.contains(&found.as_str()) {
+                    let mut expected = wants.to_vec();
+                    expected.dedup();
                     return Err(Error::WrongType {
                         key: key.to_owned(),
                         found: found.clone(),
+                        expected: expected.join(" or "),
                         source: redis::RedisError::from(std::io::Error::other(format!(
                             "{key} holds a {found}: the import writes nothing"
                         ))),

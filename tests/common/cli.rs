@@ -94,3 +94,18 @@ pub fn with_clock_off(cmd: &mut Command, offset: &str) {
         .env("FAKETIME", offset)
         .env("FAKETIME_DONT_FAKE_MONOTONIC", "1");
 }
+
+/// `redbloom --url URL --key KEY ARGS...` as a running child with its three pipes, with
+/// `REDIS_URL` cleared.
+pub fn spawn(url: &str, key: &str, args: &[&str]) -> std::process::Child {
+    use std::process::Stdio;
+    std::process::Command::new(assert_cmd::cargo::cargo_bin("redbloom"))
+        .env_remove("REDIS_URL")
+        .args(["--url", url, "--key", key])
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}

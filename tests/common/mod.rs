@@ -9,6 +9,7 @@ pub mod busy;
 pub mod cli;
 pub mod cluster;
 pub mod gozero;
+pub mod markdown;
 pub mod module;
 pub mod proxy;
 pub mod sentinel;

@@ -18,12 +18,39 @@ pub struct SentinelGroup {
     /// The data nodes; which one is the master changes with failovers ([`master`](Self::master)).
     pub nodes: Vec<RedisServer>,
     sentinels: Vec<Sentinel>,
+    /// With TLS ([`start_tls`](Self::start_tls)): each node's TLS port, which the sentinels
+    /// monitor and announce (the plain ports serve this harness only).
+    tls_ports: Option<Vec<u16>>,
 }
 
 struct Sentinel {
     child: Child,
     port: u16,
+    /// With TLS: the port clients reach it on.
+    tls_port: Option<u16>,
     _dir: tempfile::TempDir,
+}
+
+/// PEM files for a group over TLS: the nodes' and sentinels' certificate and key, and the CA
+/// they trust (clients need no certificate of their own).
+pub struct TlsFiles {
+    pub cert: String,
+    pub key: String,
+    pub ca: String,
+}
+
+impl TlsFiles {
+    /// The node's and sentinel's TLS settings (as `name value` pairs), `tls-replication` on:
+    /// replicas and sentinels reach the nodes over TLS, and announce their TLS ports.
+    fn settings(&self) -> Vec<(&'static str, String)> {
+        vec![
+            ("tls-cert-file", self.cert.clone()),
+            ("tls-key-file", self.key.clone()),
+            ("tls-ca-cert-file", self.ca.clone()),
+            ("tls-auth-clients", "no".to_owned()),
+            ("tls-replication", "yes".to_owned()),
+        ]
+    }
 }
 
 impl Drop for Sentinel {
@@ -52,31 +79,78 @@ impl SentinelGroup {
 
     /// The same, with `extra` arguments for every data node (`--loadmodule PATH`).
     pub fn start_with(extra: &[&str]) -> std::io::Result<Self> {
-        let node = [&NODE[..], extra].concat();
-        let master = RedisServer::start_with(&node)?;
-        let of = master.port().to_string();
-        let mut nodes = vec![master];
+        Self::start_group(extra, None)
+    }
+
+    /// The same over TLS with `files`: every node and sentinel also listens on a TLS port,
+    /// replication and the sentinels' links go over TLS, and the sentinels announce the
+    /// nodes' TLS ports ([`url`](Self::url) is `rediss+sentinel://`). Each also keeps a plain
+    /// port, for this harness's own commands.
+    pub fn start_tls(files: &TlsFiles) -> std::io::Result<Self> {
+        Self::start_group(&[], Some(files))
+    }
+
+    fn start_group(extra: &[&str], tls: Option<&TlsFiles>) -> std::io::Result<Self> {
+        let mut node: Vec<String> = [&NODE[..], extra]
+            .concat()
+            .iter()
+            .map(|a| a.to_string())
+            .collect();
+        if let Some(files) = tls {
+            for (name, value) in files.settings() {
+                node.extend([format!("--{name}"), value]);
+            }
+        }
+        let mut tls_ports = Vec::new();
+        let mut nodes = vec![start_node(node.clone(), tls.is_some(), &mut tls_ports)?];
+        // The port the sentinels monitor, and replicas replicate from.
+        let master = tls_ports.first().copied().unwrap_or(nodes[0].port());
         for _ in 0..2 {
-            let args = [&node[..], &["--replicaof", "127.0.0.1", &of]].concat();
-            nodes.push(RedisServer::start_with(&args)?);
+            let mut args = node.clone();
+            args.extend([
+                "--replicaof".to_owned(),
+                "127.0.0.1".to_owned(),
+                master.to_string(),
+            ]);
+            nodes.push(start_node(args, tls.is_some(), &mut tls_ports)?);
         }
         let mut sentinels = Vec::new();
         for _ in 0..3 {
-            sentinels.push(Sentinel::start(nodes[0].port())?);
+            sentinels.push(Sentinel::start(master, tls)?);
         }
-        let group = SentinelGroup { nodes, sentinels };
+        let group = SentinelGroup {
+            nodes,
+            sentinels,
+            tls_ports: tls.map(|_| tls_ports),
+        };
         group.wait_settled(Duration::from_secs(30))?;
         Ok(group)
     }
 
-    /// `redis+sentinel://127.0.0.1:S1,127.0.0.1:S2,127.0.0.1:S3/mymaster`.
+    /// `redis+sentinel://127.0.0.1:S1,127.0.0.1:S2,127.0.0.1:S3/mymaster` (with TLS:
+    /// `rediss+sentinel://` and the sentinels' TLS ports).
     pub fn url(&self) -> String {
         let hosts: Vec<String> = self
             .sentinels
             .iter()
-            .map(|s| format!("127.0.0.1:{}", s.port))
+            .map(|s| format!("127.0.0.1:{}", s.tls_port.unwrap_or(s.port)))
             .collect();
-        format!("redis+sentinel://{}/{MASTER}", hosts.join(","))
+        let scheme = match self.tls_ports {
+            Some(_) => "rediss+sentinel",
+            None => "redis+sentinel",
+        };
+        format!("{scheme}://{}/{MASTER}", hosts.join(","))
+    }
+
+    /// The plain port of the node the sentinels announce as `port`.
+    fn plain(&self, port: u16) -> u16 {
+        match &self.tls_ports {
+            Some(tls) => tls
+                .iter()
+                .position(|&p| p == port)
+                .map_or(port, |i| self.nodes[i].port()),
+            None => port,
+        }
     }
 
     /// The sentinels' ports.
@@ -91,7 +165,7 @@ impl SentinelGroup {
 
     /// The index in [`nodes`](Self::nodes) of the current master.
     pub fn master(&self) -> Option<usize> {
-        let port = self.master_port()?;
+        let port = self.plain(self.master_port()?);
         self.nodes.iter().position(|n| n.port() == port)
     }
 
@@ -154,7 +228,8 @@ impl SentinelGroup {
         if named.iter().any(|n| *n != Some(master)) {
             return Err(format!("the sentinels disagree: {named:?}"));
         }
-        let info = command(master, &["INFO", "replication"]).map_err(|e| e.to_string())?;
+        let info =
+            command(self.plain(master), &["INFO", "replication"]).map_err(|e| e.to_string())?;
         if !info.contains("role:master") {
             return Err(format!("{master} is not a master yet"));
         }
@@ -194,7 +269,7 @@ impl SentinelGroup {
             if let Some(new) = named[0] {
                 if Some(new) != old
                     && named.iter().all(|n| *n == Some(new))
-                    && command(new, &["ROLE"]).is_ok_and(|r| r.contains("master"))
+                    && command(self.plain(new), &["ROLE"]).is_ok_and(|r| r.contains("master"))
                 {
                     return Ok(());
                 }
@@ -208,7 +283,7 @@ impl SentinelGroup {
 }
 
 impl Sentinel {
-    fn start(master: u16) -> std::io::Result<Sentinel> {
+    fn start(master: u16, tls: Option<&TlsFiles>) -> std::io::Result<Sentinel> {
         let dir = tempfile::Builder::new()
             .prefix("redbloom-sentinel-")
             .tempdir()?;
@@ -216,17 +291,26 @@ impl Sentinel {
         loop {
             let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
             let conf: PathBuf = dir.path().join("sentinel.conf");
-            std::fs::write(
-                &conf,
-                format!(
-                    "port {port}\nbind 127.0.0.1\ndir {dir}\nlogfile {dir}/sentinel.log\n\
-                     sentinel monitor {MASTER} 127.0.0.1 {master} 2\n\
-                     sentinel down-after-milliseconds {MASTER} 1000\n\
-                     sentinel failover-timeout {MASTER} 10000\n\
-                     sentinel parallel-syncs {MASTER} 2\n",
-                    dir = dir.path().display()
-                ),
-            )?;
+            let mut text = format!(
+                "port {port}\nbind 127.0.0.1\ndir {dir}\nlogfile {dir}/sentinel.log\n\
+                 sentinel monitor {MASTER} 127.0.0.1 {master} 2\n\
+                 sentinel down-after-milliseconds {MASTER} 1000\n\
+                 sentinel failover-timeout {MASTER} 10000\n\
+                 sentinel parallel-syncs {MASTER} 2\n",
+                dir = dir.path().display()
+            );
+            let tls_port = match tls {
+                Some(files) => {
+                    let tls_port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+                    text.push_str(&format!("tls-port {tls_port}\n"));
+                    for (name, value) in files.settings() {
+                        text.push_str(&format!("{name} {value}\n"));
+                    }
+                    Some(tls_port)
+                }
+                None => None,
+            };
+            std::fs::write(&conf, text)?;
             let mut child = Command::new("redis-server")
                 .arg(&conf)
                 .arg("--sentinel")
@@ -250,6 +334,7 @@ impl Sentinel {
                 return Ok(Sentinel {
                     child,
                     port,
+                    tls_port,
                     _dir: dir,
                 });
             }
@@ -261,6 +346,21 @@ impl Sentinel {
             }
         }
     }
+}
+
+/// A data node with `args`; with `tls`, also on a free TLS port (pushed on `tls_ports`).
+fn start_node(
+    mut args: Vec<String>,
+    tls: bool,
+    tls_ports: &mut Vec<u16>,
+) -> std::io::Result<RedisServer> {
+    if tls {
+        let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+        args.extend(["--tls-port".to_owned(), port.to_string()]);
+        tls_ports.push(port);
+    }
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    RedisServer::start_with(&args)
 }
 
 /// The master's port as the sentinel on `port` names it.

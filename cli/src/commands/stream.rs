@@ -27,6 +27,15 @@
 //! - on SIGINT or SIGTERM: reading stops, batches not yet sent are dropped, the calls in flight
 //!   get up to [`GRACE`] (5 s; a second signal cuts it short) to be acknowledged, and the summary
 //!   counts what was acknowledged. The caller exits 130 (SIGINT) or 143 (SIGTERM).
+//!
+//! With `--emit` ([`Emit`]) the lines answered as asked go to standard output, in input order,
+//! as their batches are answered: each call copies the lines to write into one buffer when it
+//! is answered (its items are freed then, as without `--emit`), the calls yield in input order,
+//! and a writer thread writes each buffer at once. A buffer keeps its bytes taken from the
+//! in-flight budget until written, so a slow reader of the output slows the run down instead
+//! of filling memory. The lines of every batch answered are written before the command ends,
+//! however it ends; a closed standard output (`EPIPE`) stops the run at once with an error
+//! that says how many items were answered.
 
 use super::{count, Op};
 use crate::connect::Connection;
@@ -36,7 +45,7 @@ use crate::progress;
 use anyhow::{anyhow, bail, Context, Result};
 use futures_util::stream::{FuturesOrdered, StreamExt};
 use redbloom::Bloom;
-use std::io::BufRead;
+use std::io::{BufRead, Write};
 use std::path::Path;
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::time::Duration;
@@ -53,6 +62,15 @@ pub(crate) const CHUNK_BYTES: usize = 1 << 20;
 pub(crate) const FLUSH_AFTER: Duration = Duration::from_millis(250);
 /// How long the calls in flight may take to be acknowledged after SIGINT or SIGTERM.
 pub(crate) const GRACE: Duration = Duration::from_secs(5);
+/// A `check` answered from a copy of the filter in memory ([`MemoryCopy`]) reads the copy again
+/// once it is this old.
+pub(crate) const COPY_REFRESH: Duration = Duration::from_secs(10);
+/// The largest filter a `check` copies into memory (bytes).
+pub(crate) const COPY_MAX_BYTES: u64 = 4 << 30;
+/// The smallest filter a `check` copies into memory (bytes): up to this size the library reads
+/// the whole filter for a batch in one command (its dense check), as fast as from a copy and
+/// at the moment of the batch.
+pub(crate) const COPY_MIN_BYTES: u64 = 4 << 20;
 /// The reader's buffer (files and standard input).
 const READ_BUFFER: usize = 1 << 20;
 
@@ -60,6 +78,26 @@ const READ_BUFFER: usize = 1 << 20;
 // waits on a batch that waits for it.
 const _: () =
     assert!(BATCH_BYTES + CHUNK_BYTES + MAX_ITEM_BYTES + ITEM_OVERHEAD_BYTES <= IN_FLIGHT_BYTES);
+
+/// Which answered lines a run writes to standard output (`--emit`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Emit {
+    /// Those answered true: new (and, for a load, those whose answers could not be known:
+    /// written at least once), or present.
+    Hits,
+    /// Those answered false: absent.
+    Misses,
+}
+
+impl Emit {
+    /// Whether a line answered `answer` is written; `unknown`: its answer could not be known.
+    fn writes(self, answer: bool, unknown: bool) -> bool {
+        match self {
+            Emit::Hits => answer || unknown,
+            Emit::Misses => !answer,
+        }
+    }
+}
 
 /// A signal that stopped the run: its name and the exit status it calls for.
 #[derive(Clone, Copy, Debug)]
@@ -161,13 +199,15 @@ struct Batch {
     bytes: u64,
 }
 
-/// Sends every line of `file` in batches of up to `batch` items, `pipeline` batches in flight.
+/// Sends every line of `file` in batches of up to `batch` items, `pipeline` batches in flight;
+/// with `emit`, writes the lines so answered to standard output.
 pub(crate) async fn stream_file<K: CliKind>(
     bloom: &Bloom<Connection, K>,
     file: &Path,
     batch: usize,
     pipeline: usize,
     op: Op,
+    emit: Option<Emit>,
 ) -> Result<Streamed> {
     let (reader, size) = open(file)?;
     let name = file.display().to_string();
@@ -176,6 +216,8 @@ pub(crate) async fn stream_file<K: CliKind>(
     let progress = progress::bar(size);
     let budget = Arc::new(Budget::new(IN_FLIGHT_BYTES));
     let _close = CloseOnDrop(budget.clone());
+    // With --emit: joined (every line handed over written) however the run ends, see `Out`.
+    let mut out = emit.map(|_| Out::start(budget.clone()));
     let (tx, mut rx) = mpsc::unbounded_channel();
     // Reading runs on its own thread so that it overlaps with the round trips; it is not
     // joined when the run stops early, as it may be waiting on a pipe (the process exits).
@@ -205,6 +247,8 @@ pub(crate) async fn stream_file<K: CliKind>(
         Op::Exists => "checked",
         Op::Remove => "acknowledged as removed",
     };
+    let copy = MemoryCopy::default();
+    let mut copying = false;
     let mut calls = FuturesOrdered::new();
     let mut ready: std::collections::VecDeque<Batch> = Default::default();
     let mut pending = Batch::default();
@@ -226,7 +270,14 @@ pub(crate) async fn stream_file<K: CliKind>(
                     }
                     None => break,
                 };
-                calls.push_back(call(bloom, op, next, &budget));
+                let more = !eof || !ready.is_empty() || !pending.items.is_empty();
+                copying = copying
+                    || (matches!(op, Op::Exists)
+                        && more
+                        && next.items.len() >= batch
+                        && copy_pays(bloom, batch));
+                let copy = copying.then_some(&copy);
+                calls.push_back(call(bloom, (op, copy), next, &budget, emit));
             }
             if eof && ready.is_empty() && pending_since.is_none() && calls.is_empty() {
                 break;
@@ -250,7 +301,7 @@ pub(crate) async fn stream_file<K: CliKind>(
                 pending = Batch::default();
                 pending_since = None;
             }
-            Some((flags, bytes)) = calls.next(), if !calls.is_empty() => {
+            Some(Answered { flags, lines, bytes }) = calls.next(), if !calls.is_empty() => {
                 let flags = flags.map(|(flags, not_known)| {
                     unknown += not_known;
                     flags
@@ -269,6 +320,12 @@ pub(crate) async fn stream_file<K: CliKind>(
                 items += flags.len() as u64;
                 hits += count(&flags);
                 progress.update(bytes, items);
+                if let (Some(out), Some(lines)) = (&out, lines) {
+                    out.write(lines);
+                }
+            }
+            err = write_failed(&mut out), if out.is_some() => {
+                bail!("cannot write to standard output: {err} ({items} items {done} before it)");
             }
             read = rx.recv(), if reading => match read {
                 None => eof = true,
@@ -300,6 +357,10 @@ pub(crate) async fn stream_file<K: CliKind>(
         }
     }
     progress.finish();
+    // Every answered batch's lines written, or the error that stopped the writer.
+    if let Some(err) = out.take().and_then(Out::finish) {
+        bail!("cannot write to standard output: {err} ({items} items {done} before it)");
+    }
     if let Some((interrupt, _)) = interrupted {
         return Ok(Streamed {
             items,
@@ -324,27 +385,215 @@ pub(crate) async fn stream_file<K: CliKind>(
     })
 }
 
-/// One batch's call; gives its bytes back to the budget once answered.
+/// A batch's call, answered.
+struct Answered {
+    /// One answer per item, and how many answers could not be known (a load's).
+    flags: redbloom::Result<(Vec<bool>, u64)>,
+    /// With `--emit`: the lines to write, their cost still taken from the budget.
+    lines: Option<Lines>,
+    /// Bytes of input read up to the batch's last item, for progress.
+    bytes: u64,
+}
+
+/// Items to write, each with its `\n`: what they take from the budget until written.
+struct Lines(Vec<u8>);
+
+/// One batch's call; gives its bytes back to the budget once answered, but for those of the
+/// lines it keeps to write (`emit`).
 async fn call<K: CliKind>(
     bloom: &Bloom<Connection, K>,
-    op: Op,
+    (op, copy): (Op, Option<&MemoryCopy>),
     batch: Batch,
     budget: &Budget,
-) -> (redbloom::Result<(Vec<bool>, u64)>, u64) {
-    let known = |flags: redbloom::Result<Vec<bool>>| flags.map(|flags| (flags, 0));
-    let flags = match op {
+    emit: Option<Emit>,
+) -> Answered {
+    let Batch {
+        mut items,
+        cost: taken,
+        bytes,
+    } = batch;
+    let known = |flags: redbloom::Result<Vec<bool>>| flags.map(|flags| (flags, 0, Vec::new()));
+    let answered = match op {
         // A load's adds go bare where the kind allows (no records): honest counts, cheaper.
-        Op::Add => bloom
-            .load_many(&batch.items)
-            .await
-            .map(|loaded| (loaded.answers, loaded.unknown)),
-        Op::Exists => known(bloom.exists_many(&batch.items).await),
-        Op::Remove => known(K::remove_many(bloom, &batch.items).await),
+        Op::Add => bloom.load_many(&items).await.map(|loaded| {
+            let unknown = match (emit, loaded.unknown) {
+                (Some(_), 1..) => (0..loaded.answers.len())
+                    .map(|i| loaded.is_unknown(i))
+                    .collect(),
+                _ => Vec::new(),
+            };
+            (loaded.answers, loaded.unknown, unknown)
+        }),
+        Op::Exists => match copy {
+            Some(copy) => {
+                let found;
+                (found, items) = copy.check(bloom, items).await;
+                known(found)
+            }
+            None => known(bloom.exists_many(&items).await),
+        },
+        Op::Remove => known(K::remove_many(bloom, &items).await),
     };
-    let Batch { items, cost, bytes } = batch;
+    let lines = match (emit, &answered) {
+        (Some(emit), Ok((flags, _, unknown))) => {
+            let writes = |i: usize| emit.writes(flags[i], unknown.get(i) == Some(&true));
+            let kept = (0..flags.len().min(items.len())).filter(|&i| writes(i));
+            let mut text = Vec::with_capacity(kept.clone().map(|i| items[i].len() + 1).sum());
+            for i in kept {
+                text.extend_from_slice(&items[i]);
+                text.push(b'\n');
+            }
+            Some(Lines(text))
+        }
+        _ => None,
+    };
+    // The items are freed here, on the thread that runs the calls, as without --emit: freed
+    // by the writer thread, which did not allocate them, they cost malloc 1.5x the CLI's CPU.
     drop(items);
-    budget.give(cost);
-    (flags, bytes)
+    budget.give(taken - lines.as_ref().map_or(0, |lines| lines.0.len()));
+    Answered {
+        flags: answered.map(|(flags, unknown, _)| (flags, unknown)),
+        lines,
+        bytes,
+    }
+}
+
+/// Whether a `check` is answered from a copy of the filter in memory ([`MemoryCopy`]) from now on:
+/// the kind has one, the filter is over [`COPY_MIN_BYTES`] and at most [`COPY_MAX_BYTES`], and
+/// a full batch (`batch` items)
+/// has about two bits (or more) in each 128 KiB of it, so that checking it in Redis would read most of the
+/// filter for each batch (the library's check by ranges) where the copy reads it once.
+fn copy_pays<K: CliKind>(bloom: &Bloom<Connection, K>, batch: usize) -> bool {
+    let Some((bits, k)) = K::copy_shape(bloom) else {
+        return false;
+    };
+    let ranges = bits.div_ceil(1 << 20);
+    let bytes = bits.div_ceil(8);
+    (COPY_MIN_BYTES + 1..=COPY_MAX_BYTES).contains(&bytes)
+        && batch as u64 * u64::from(k) >= 2 * ranges
+}
+
+/// A `check` answered from a copy of the filter's bits in memory ([`CliKind::memory_copy`]),
+/// read when the first batch needs it and again once it is [`COPY_REFRESH`] old: every add
+/// acknowledged before the command began is found, and adds made while it runs are seen
+/// within that time. The batches take turns at the copy (each check uses every core).
+#[derive(Default)]
+struct MemoryCopy(tokio::sync::Mutex<Option<(redbloom::OfflineBloom, Instant)>>);
+
+impl MemoryCopy {
+    /// `items` checked against the copy (read first when there is none or it is due), and
+    /// the items back.
+    async fn check<K: CliKind>(
+        &self,
+        bloom: &Bloom<Connection, K>,
+        items: Vec<Vec<u8>>,
+    ) -> (redbloom::Result<Vec<bool>>, Vec<Vec<u8>>) {
+        let mut held = self.0.lock().await;
+        let (copy, read_at) = match held.take() {
+            Some((copy, at)) if at.elapsed() < COPY_REFRESH => (copy, at),
+            // The old copy is dropped before the new one is read: one copy in memory.
+            _ => {
+                let at = Instant::now();
+                match K::memory_copy(bloom).await {
+                    Some(Ok(copy)) => (copy, at),
+                    Some(Err(err)) => return (Err(err), items),
+                    None => return (bloom.exists_many(&items).await, items),
+                }
+            }
+        };
+        let checked = tokio::task::spawn_blocking(move || {
+            let mut copy = copy;
+            let found = copy.exists_batch(&items);
+            (copy, items, found)
+        })
+        .await;
+        let (copy, items, found) = match checked {
+            Ok(checked) => checked,
+            Err(err) => std::panic::resume_unwind(err.into_panic()),
+        };
+        *held = Some((copy, read_at));
+        (Ok(found), items)
+    }
+}
+
+/// Standard output of a run with `--emit`: a thread that writes the lines handed to it, in
+/// order, and gives their cost back to the budget once written.
+struct Out {
+    to_writer: Option<std::sync::mpsc::Sender<Lines>>,
+    writer: Option<std::thread::JoinHandle<()>>,
+    /// The error that stopped the writer (a closed pipe); `None` once it has ended without one.
+    failed: Option<tokio::sync::oneshot::Receiver<std::io::Error>>,
+}
+
+impl Out {
+    fn start(budget: Arc<Budget>) -> Self {
+        let (to_writer, lines) = std::sync::mpsc::channel::<Lines>();
+        let (failure, failed) = tokio::sync::oneshot::channel();
+        let writer = std::thread::spawn(move || {
+            if let Err(err) = write_lines(&lines, &budget) {
+                let _ = failure.send(err);
+            }
+        });
+        Out {
+            to_writer: Some(to_writer),
+            writer: Some(writer),
+            failed: Some(failed),
+        }
+    }
+
+    /// Hands `lines` to the writer (nothing happens once it has failed: the run stops).
+    fn write(&self, lines: Lines) {
+        if let Some(to_writer) = &self.to_writer {
+            let _ = to_writer.send(lines);
+        }
+    }
+
+    /// Waits until every line handed over is written; the error that stopped the writer, if
+    /// one did.
+    fn finish(mut self) -> Option<std::io::Error> {
+        self.join();
+        self.failed.take()?.try_recv().ok()
+    }
+
+    fn join(&mut self) {
+        self.to_writer = None;
+        if let Some(writer) = self.writer.take() {
+            let _ = writer.join();
+        }
+    }
+}
+
+impl Drop for Out {
+    /// The lines of every answered batch are written however the run ends (an error, a
+    /// signal): an item answered new whose line was dropped would never be answered new again.
+    fn drop(&mut self) {
+        self.join();
+    }
+}
+
+/// The writer thread: writes the lines it receives to standard output until the run drops its
+/// end of the channel, each batch's at once (so that they go out as they are answered), and
+/// gives their bytes back to `budget` once written.
+fn write_lines(lines: &std::sync::mpsc::Receiver<Lines>, budget: &Budget) -> std::io::Result<()> {
+    let mut stdout = std::io::stdout().lock();
+    while let Ok(Lines(text)) = lines.recv() {
+        let written = stdout.write_all(&text).and_then(|()| stdout.flush());
+        budget.give(text.len());
+        written?;
+    }
+    Ok(())
+}
+
+/// The error that stopped the writer; pending while it writes.
+async fn write_failed(out: &mut Option<Out>) -> std::io::Error {
+    if let Some(failed) = out.as_mut().and_then(|out| out.failed.as_mut()) {
+        match failed.await {
+            Ok(err) => return err,
+            // The writer ended without an error (it panicked): not polled again.
+            Err(_) => out.as_mut().map(|out| out.failed.take()),
+        };
+    }
+    std::future::pending().await
 }
 
 async fn sleep_until(deadline: Option<Instant>) {

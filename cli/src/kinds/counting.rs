@@ -1,14 +1,15 @@
 //! The counting filter on the command line: `--counting`, sized with `--capacity N --fpr P`
 //! or `--bits N` counters; the only kind that removes (`remove`, `unload`).
 
-use super::{native_only, shards_agree, CliKind};
+use super::plain::in_keys;
+use super::{native_only, shards_agree, CliKind, Kept};
 use crate::args::{Cli, FILTER};
-use crate::output;
+use crate::{config, output};
 use anyhow::{bail, Result};
 use clap::Args;
 use redbloom::kind::Counting;
 use redbloom::redis::aio::ConnectionLike;
-use redbloom::{Bloom, Builder, CountingBloom, StoredParams};
+use redbloom::{Bloom, Builder, CountingBloom};
 use std::future::Future;
 
 /// A counting filter's flags.
@@ -21,8 +22,21 @@ pub(crate) struct Flags {
     pub(crate) counting: bool,
 }
 
+/// `builder` sized by the flags: `--bits N` counters, or `--capacity N --fpr P`.
+fn sized(cli: &Cli, builder: Builder<Counting>) -> Result<Builder<Counting>> {
+    match (cli.size.bits, cli.size.capacity, cli.size.fpr) {
+        (Some(counters), None, None) => Ok(builder.bits(counters)),
+        (None, Some(items), Some(fpr)) => Ok(builder.expected_items(items).false_positive_rate(fpr)),
+        _ => bail!("give the filter's size: --bits N (counters), or --capacity N with --fpr P"),
+    }
+}
+
 impl CliKind for Counting {
     const FLAG: &'static str = "--counting";
+    const NO_MERGE: Option<&'static str> = Some(
+        "a counting filter's file cannot be merged into it (its counters are no bits to OR): \
+         import it whole, or load its items",
+    );
 
     fn chosen(cli: &Cli) -> bool {
         cli.kinds.counting.counting
@@ -30,23 +44,35 @@ impl CliKind for Counting {
 
     fn from_flags(cli: &Cli, key: String) -> Result<Builder<Counting>> {
         native_only(cli, Self::FLAG)?;
-        let builder = CountingBloom::builder(key);
-        match (cli.size.bits, cli.size.capacity, cli.size.fpr) {
-            (Some(counters), None, None) => Ok(builder.bits(counters)),
-            (None, Some(items), Some(fpr)) => {
-                Ok(builder.expected_items(items).false_positive_rate(fpr))
-            }
-            _ => bail!("give the filter's size: --bits N (counters), or --capacity N with --fpr P"),
-        }
+        sized(cli, CountingBloom::builder(key))
     }
 
-    fn agrees(cli: &Cli, stored: &StoredParams) -> Result<()> {
+    fn agrees(cli: &Cli, kept: Kept<'_>) -> Result<()> {
         native_only(cli, Self::FLAG)?;
-        shards_agree(cli, stored)
+        shards_agree(cli, kept)
     }
 
-    fn report(info: redbloom::CountingInfo) -> output::Info {
-        output::Info::from(info)
+    fn resized(cli: &Cli, kept: Kept<'_>) -> Result<Builder<Counting>> {
+        let builder = CountingBloom::builder(config::key(cli)?);
+        Ok(sized(cli, builder)?.shards(kept.shards()))
+    }
+
+    fn report<C>(bloom: &Bloom<C, Counting>, info: redbloom::CountingInfo) -> output::Info {
+        let (counters, k) = (bloom.counters(), bloom.hashes());
+        let (bytes, planned) = in_keys(counters, bloom.shards(), 2, "counters");
+        let planned = format!("{planned}, 4 bits a counter, k = {k}");
+        output::Info::from(info).planned(Some(bytes), planned)
+    }
+
+    fn add_many_if_absent<C, T>(
+        bloom: &Bloom<C, Counting>,
+        items: &[T],
+    ) -> impl Future<Output = redbloom::Result<Vec<bool>>> + Send
+    where
+        C: ConnectionLike + Clone + Send + Sync,
+        T: AsRef<[u8]> + Sync,
+    {
+        bloom.add_many_if_absent(items)
     }
 
     fn remove_many<C, T>(

@@ -1,13 +1,14 @@
 //! The growing filter on the command line: `--growth F`, sized with `--capacity N` (the first
 //! level's items) and `--fpr P` (the bound over every level).
 
-use super::{native_only, same, shards_agree, CliKind};
+use super::plain::in_keys;
+use super::{native_only, same, shards_agree, CliKind, Kept};
 use crate::args::{ranged, Cli, FILTER};
-use crate::output;
+use crate::{config, output};
 use anyhow::{bail, Result};
 use clap::Args;
 use redbloom::kind::Growing;
-use redbloom::{Bloom, Builder, GrowingBloom, GrowingLevel, StoredParams};
+use redbloom::{Bloom, Builder, GrowingBloom, GrowingLevel};
 
 /// A growing filter's flags.
 #[derive(Debug, Args)]
@@ -28,8 +29,22 @@ pub(crate) struct Flags {
     pub(crate) growth: Option<u32>,
 }
 
+/// `builder` sized by the flags: `--capacity N --fpr P`.
+fn sized(cli: &Cli, builder: Builder<Growing>) -> Result<Builder<Growing>> {
+    match (cli.size.bits, cli.size.capacity, cli.size.fpr) {
+        (None, Some(items), Some(fpr)) => Ok(builder.expected_items(items).false_positive_rate(fpr)),
+        _ => bail!(
+            "--growth is sized with --capacity N (the first level's items) and --fpr P, not --bits"
+        ),
+    }
+}
+
 impl CliKind for Growing {
     const FLAG: &'static str = "--growth";
+    const NO_MERGE: Option<&'static str> = Some(
+        "a growing filter's file cannot be merged into it (its levels and counts do not add \
+         up): import it whole, or load its items",
+    );
 
     fn chosen(cli: &Cli) -> bool {
         cli.kinds.growing.growth.is_some()
@@ -40,27 +55,69 @@ impl CliKind for Growing {
         let Some(growth) = cli.kinds.growing.growth else {
             bail!("a growing filter needs --growth F");
         };
-        match (cli.size.bits, cli.size.capacity, cli.size.fpr) {
-            (None, Some(items), Some(fpr)) => Ok(GrowingBloom::builder(key)
-                .growth(growth)
-                .expected_items(items)
-                .false_positive_rate(fpr)),
-            _ => bail!(
-                "--growth is sized with --capacity N (the first level's items) and --fpr P, not \
-                 --bits"
-            ),
-        }
+        sized(cli, GrowingBloom::builder(key).growth(growth))
     }
 
-    fn agrees(cli: &Cli, stored: &StoredParams) -> Result<()> {
+    fn agrees(cli: &Cli, kept: Kept<'_>) -> Result<()> {
         native_only(cli, Self::FLAG)?;
-        let kept = stored.field("growth").and_then(|g| g.parse().ok());
-        same(stored, "--growth", cli.kinds.growing.growth, kept)?;
-        shards_agree(cli, stored)
+        same(kept, "--growth", cli.kinds.growing.growth, kept.number("growth"))?;
+        shards_agree(cli, kept)
     }
 
-    fn report(info: redbloom::GrowingInfo) -> output::Info {
-        output::Info::from(info)
+    fn resized(cli: &Cli, kept: Kept<'_>) -> Result<Builder<Growing>> {
+        let builder = GrowingBloom::builder(config::key(cli)?)
+            .growth(kept.number("growth").unwrap_or(0))
+            .tightening(kept.number("tightening").unwrap_or(0.0));
+        Ok(sized(cli, builder)?.shards(kept.shards()))
+    }
+
+    fn report<C>(bloom: &Bloom<C, Growing>, info: redbloom::GrowingInfo) -> output::Info {
+        let shards = u64::from(bloom.shards());
+        let made = info.levels.max(1) as usize;
+        let sizes: Vec<output::LevelSize> = bloom
+            .levels()
+            .iter()
+            .take(made)
+            .enumerate()
+            .map(|(level, shape)| output::LevelSize {
+                level: level as u32,
+                capacity: shape.capacity * shards,
+                bits: shape.bits * shards,
+                k: shape.words_per_item * shape.bits_per_word,
+                fpr: shape.false_positive_rate,
+            })
+            .collect();
+        let planned = bloom.levels().first().map(|first| {
+            let k = first.words_per_item * first.bits_per_word;
+            let (bytes, each) = in_keys(first.bits * shards, bloom.shards(), 8, "bits");
+            let planned = format!(
+                "its first level takes {each}, k = {k}, for {} items; each level after it \
+                 takes {} times the items of the one before, at a tighter rate (up to {} \
+                 levels)",
+                first.capacity * shards,
+                bloom.growth(),
+                bloom.max_levels()
+            );
+            (bytes, planned)
+        });
+        let info = output::Info::from(info);
+        let info = match (info.exists, sizes.first()) {
+            // Not made yet: the size its first level will have.
+            (false, Some(first)) => output::Info {
+                bits: Some(first.bits),
+                k: Some(first.k),
+                ..info
+            },
+            _ => info,
+        };
+        let info = output::Info {
+            level_sizes: Some(sizes),
+            ..info
+        };
+        match planned {
+            Some((bytes, planned)) => info.planned(Some(bytes), planned),
+            None => info,
+        }
     }
 
     /// When the first level does not merge, no level does: every batch goes item by item.

@@ -15,18 +15,53 @@ pub(crate) trait CliKind: Kind + Sized + Send + Sync {
     /// The flag that asks for the kind (`""`: none, the plain filter).
     const FLAG: &'static str;
 
+    /// Why `import --merge` cannot go into a filter of the kind (`None`: it can), said before
+    /// the file is read.
+    const NO_MERGE: Option<&'static str> = None;
+
     /// Whether the flags ask for this kind.
     fn chosen(cli: &Cli) -> bool;
 
     /// Its builder from the flags, sizes included.
     fn from_flags(cli: &Cli, key: String) -> Result<Builder<Self>>;
 
-    /// `Ok` when the flags given (kind and shape, no sizes) agree with the filter as stored;
-    /// else the one line naming the flag that differs.
-    fn agrees(cli: &Cli, stored: &StoredParams) -> Result<()>;
+    /// `Ok` when the flags given (kind and shape, no sizes) agree with the filter as stored
+    /// (or as a snapshot file holds it); else the one line naming the flag that differs.
+    fn agrees(cli: &Cli, kept: Kept<'_>) -> Result<()>;
 
-    /// Its info as the command line prints it.
-    fn report(info: Self::Info) -> output::Info;
+    /// The builder of the size the flags give (`--bits`, or `--capacity` and `--fpr`) and of
+    /// the shape `kept` has (its layout, window, growth, shards: flags given for them agree,
+    /// [`agrees`](CliKind::agrees)): whose fingerprint is `kept`'s when the sizes agree.
+    fn resized(cli: &Cli, kept: Kept<'_>) -> Result<Builder<Self>>;
+
+    /// `builder` (of a filter opened as stored, or as a file holds it) with the kind's flags
+    /// that are no parameter of the filter (`--shared-with-go`).
+    fn with_switches(cli: &Cli, builder: Builder<Self>) -> Builder<Self> {
+        let _ = cli;
+        builder
+    }
+
+    /// Its info as the command line prints it; `bloom` gives what the info does not say (the
+    /// size a filter that does not exist yet will take, a growing filter's levels).
+    fn report<C>(bloom: &Bloom<C, Self>, info: Self::Info) -> output::Info;
+
+    /// Adds each item only if it tests absent (`add --if-absent`): only a counting filter can.
+    fn add_many_if_absent<C, T>(
+        bloom: &Bloom<C, Self>,
+        items: &[T],
+    ) -> impl Future<Output = redbloom::Result<Vec<bool>>> + Send
+    where
+        C: ConnectionLike + Clone + Send + Sync,
+        T: AsRef<[u8]> + Sync,
+    {
+        let _ = (bloom, items);
+        std::future::ready(Err(redbloom::Error::InvalidConfig(format!(
+            "add --if-absent is for counting filters (--counting), whose add counts every time: \
+             this is a {} filter, whose add already leaves a present item as it is; drop \
+             --if-absent",
+            <Self as Kind>::NAME
+        ))))
+    }
 
     /// Removes each item once: only a counting filter can.
     fn remove_many<C, T>(
@@ -39,9 +74,7 @@ pub(crate) trait CliKind: Kind + Sized + Send + Sync {
     {
         let _ = (bloom, items);
         std::future::ready(Err(redbloom::Error::InvalidConfig(
-            "only a counting filter can remove items: give --counting (or leave the size flags \
-             out to open the filter as Redis stores it)"
-                .into(),
+            "only a counting filter can remove items".into(),
         )))
     }
 
@@ -49,6 +82,25 @@ pub(crate) trait CliKind: Kind + Sized + Send + Sync {
     fn offline(builder: Builder<Self>) -> redbloom::Result<Option<redbloom::OfflineBloom>> {
         let _ = builder;
         Ok(None)
+    }
+
+    /// The filter's bits and k when the kind can read a copy of it into memory
+    /// ([`memory_copy`](CliKind::memory_copy)): only a plain filter can.
+    fn copy_shape<C>(bloom: &Bloom<C, Self>) -> Option<(u64, u32)> {
+        let _ = bloom;
+        None
+    }
+
+    /// The filter's bits read into memory, to answer a large `check` there (the `stream`
+    /// module says when); `None` when the kind has no such copy.
+    fn memory_copy<C>(
+        bloom: &Bloom<C, Self>,
+    ) -> impl Future<Output = Option<redbloom::Result<redbloom::OfflineBloom>>> + Send
+    where
+        C: ConnectionLike + Clone + Send + Sync,
+    {
+        let _ = bloom;
+        std::future::ready(None)
     }
 
     /// Whether the kind removes items (`unload`).
@@ -101,7 +153,7 @@ macro_rules! kinds {
         /// `work` with the kind named `name` (as stored with a filter); `None` for a kind this
         /// version does not know.
         pub(crate) fn by_name<W: WithKind>(name: &str, work: W) -> Option<W::Output> {
-            $(if name == <$kind as Kind>::NAME {
+            $(if name == <$kind as Kind>::NAME.as_str() {
                 return Some(work.with::<$kind>());
             })+
             None
@@ -117,6 +169,8 @@ macro_rules! kinds {
     };
 }
 
+pub(crate) use module::made_elsewhere;
+
 kinds! {
     module: Module,
     window: Window,
@@ -130,21 +184,100 @@ pub(crate) fn sized(cli: &Cli) -> bool {
     cli.size.bits.is_some() || cli.size.capacity.is_some() || cli.size.fpr.is_some()
 }
 
-/// The stored filter of another kind than the flags ask for: the flag to drop or give.
-pub(crate) fn other_kind(cli: &Cli, stored: &StoredParams) -> anyhow::Error {
+/// The parameters the flags must agree with: stored in Redis beside the filter, or held by a
+/// snapshot file that `import` reads (SPEC.md §3: it takes every parameter from the file). The
+/// lines naming a flag that differs say which.
+#[derive(Clone, Copy)]
+pub(crate) struct Kept<'a> {
+    pub(crate) params: &'a StoredParams,
+    /// From a snapshot file's header, not from Redis.
+    pub(crate) file: bool,
+}
+
+impl<'a> Kept<'a> {
+    /// Parameters stored in Redis.
+    pub(crate) fn stored(params: &'a StoredParams) -> Self {
+        Kept {
+            params,
+            file: false,
+        }
+    }
+
+    /// The filter's kind ("unknown": one this version does not know).
+    pub(crate) fn kind(&self) -> &'static str {
+        self.params.kind().map_or("unknown", |kind| kind.as_str())
+    }
+
+    /// The value of `field`.
+    pub(crate) fn field(&self, field: &str) -> Option<&'a str> {
+        self.params.field(field)
+    }
+
+    /// The value of `field`, a number.
+    pub(crate) fn number<T: std::str::FromStr>(&self, field: &str) -> Option<T> {
+        self.field(field)?.parse().ok()
+    }
+
+    /// The shard count (1 when not stored; 0 when not a number).
+    pub(crate) fn shards(&self) -> u32 {
+        self.field("shards").map_or(Ok(1), str::parse).unwrap_or(0)
+    }
+
+    /// A builder of the filter as kept, of kind `K`.
+    pub(crate) fn builder<K: CliKind>(&self) -> redbloom::Result<Builder<K>> {
+        self.params.builder::<K>()
+    }
+
+    /// What holds the filter, as the lines start: "the filter was created" or "the file holds
+    /// a filter made".
+    pub(crate) fn made(&self) -> &'static str {
+        match self.file {
+            false => "the filter was created",
+            true => "the file holds a filter made",
+        }
+    }
+
+    /// What leaving a flag out does: "open it as Redis stores it" or "take it from the file".
+    pub(crate) fn left_out(&self) -> &'static str {
+        match self.file {
+            false => "open it as Redis stores it",
+            true => "take it from the file",
+        }
+    }
+
+    /// The parameters, as the lines end: "stored: …" or "file: …".
+    pub(crate) fn shown(&self) -> String {
+        match self.file {
+            false => format!("stored: {}", self.params.fingerprint()),
+            true => format!("file: {}", self.params.fingerprint()),
+        }
+    }
+}
+
+/// `Ok` when the kind flag given (if any) is the kind of `kept`; else the line naming it.
+pub(crate) fn kind_agrees<K: CliKind>(cli: &Cli, kept: Kept<'_>) -> Result<()> {
+    match flag_given(cli) {
+        Some(flag) if flag != K::FLAG => Err(other_kind(cli, kept)),
+        _ => Ok(()),
+    }
+}
+
+/// The stored filter (or file) of another kind than the flags ask for: the flag to drop or
+/// give.
+pub(crate) fn other_kind(cli: &Cli, kept: Kept<'_>) -> anyhow::Error {
     let key = cli.key.as_deref().unwrap_or_default();
+    let holds = match kept.file {
+        false => format!("{key:?} holds a {} filter", kept.kind()),
+        true => format!("the file holds a {} filter", kept.kind()),
+    };
+    let (left_out, shown) = (kept.left_out(), kept.shown());
     match flag_given(cli) {
         Some(flag) => anyhow::anyhow!(
-            "{key:?} holds a {} filter, not one made with {flag}: drop {flag} to open it as \
-             stored (stored: {})",
-            stored.kind(),
-            stored.fingerprint()
+            "{holds}, not one made with {flag}: drop {flag} to {left_out} ({shown})"
         ),
         None => anyhow::anyhow!(
-            "{key:?} holds a {} filter, not a plain one: leave the size flags out to open it as \
-             stored, or give its kind's flags (stored: {})",
-            stored.kind(),
-            stored.fingerprint()
+            "{holds}, not a plain one: leave the size flags out to {left_out}, or give its \
+             kind's flags ({shown})"
         ),
     }
 }
@@ -168,15 +301,29 @@ pub(crate) fn mismatch<K: CliKind>(
     stored: &StoredParams,
     err: anyhow::Error,
 ) -> anyhow::Error {
-    if stored.kind() != <K as Kind>::NAME {
-        return other_kind(cli, stored);
+    let kept = Kept::stored(stored);
+    if stored.kind().ok() != Some(<K as Kind>::NAME) {
+        return other_kind(cli, kept);
     }
-    if let Err(named) = K::agrees(cli, stored) {
+    if let Err(named) = K::agrees(cli, kept) {
         return named;
     }
-    let key = cli.key.as_deref().unwrap_or_default();
-    // The size: a growing filter stores its --capacity and --fpr; the others their bits and
-    // hashes, which the flags given made otherwise.
+    let requested = err.chain().find_map(|cause| match cause.downcast_ref() {
+        Some(redbloom::Error::ParamsMismatch { requested, .. }) => Some(requested.clone()),
+        _ => None,
+    });
+    match requested {
+        Some(requested) => size_differs(cli, kept, &requested).unwrap_or(err),
+        None => err,
+    }
+}
+
+/// The line naming the size flags that differ from `kept`'s, where they make a filter of the
+/// parameters `requested`: a growing or module filter keeps its `--capacity` and `--fpr`; the
+/// others their bits and hashes, which the flags given make otherwise. `None` when no size
+/// given differs.
+pub(crate) fn size_differs(cli: &Cli, kept: Kept<'_>, requested: &str) -> Option<anyhow::Error> {
+    let (made, left_out, shown) = (kept.made(), kept.left_out(), kept.shown());
     for (field, flag, given) in [
         (
             "capacity",
@@ -185,19 +332,15 @@ pub(crate) fn mismatch<K: CliKind>(
         ),
         ("fpr", "--fpr", cli.size.fpr.map(|p| p.to_string())),
     ] {
-        if let (Some(kept), Some(given)) = (stored.field(field), given) {
+        if let (Some(kept), Some(given)) = (kept.field(field), given) {
             if kept.parse::<f64>().ok() != given.parse::<f64>().ok() {
-                return anyhow::anyhow!(
-                    "{key:?} was created with {flag} {kept}, not {flag} {given}: leave                      --capacity and --fpr out to open it as Redis stores it (stored: {})",
-                    stored.fingerprint()
-                );
+                return Some(anyhow::anyhow!(
+                    "{made} with {flag} {kept}, not {flag} {given}: leave --capacity and --fpr \
+                     out to {left_out} ({shown})"
+                ));
             }
         }
     }
-    let requested = err.chain().find_map(|cause| match cause.downcast_ref() {
-        Some(redbloom::Error::ParamsMismatch { requested, .. }) => Some(requested.clone()),
-        _ => None,
-    });
     let size = |fields: &str| {
         let pick = |name: &str| {
             fields
@@ -207,54 +350,49 @@ pub(crate) fn mismatch<K: CliKind>(
         };
         (pick("bits"), pick("hashes"))
     };
-    let kept = size(stored.fingerprint());
-    let (Some(requested), (Some(bits), Some(hashes))) = (requested, kept.clone()) else {
-        return err;
+    let (Some(bits), Some(hashes)) = size(kept.params.fingerprint()) else {
+        return None;
     };
-    if size(&requested) == kept {
-        return err;
+    let (given_bits, given_hashes) = size(requested);
+    if (given_bits.as_deref(), given_hashes.as_deref()) == (Some(&*bits), Some(&*hashes)) {
+        return None;
     }
     let flags = match (cli.size.bits, cli.size.capacity, cli.size.fpr) {
         (Some(bits), ..) => format!("--bits {bits}"),
         (None, Some(items), Some(fpr)) => format!("--capacity {items} --fpr {fpr}"),
-        _ => return err,
+        _ => return None,
     };
-    let (given_bits, given_hashes) = size(&requested);
-    anyhow::anyhow!(
-        "{key:?} was created with another size: {bits} bits and {hashes} hashes, where          {flags} make {} bits and {} hashes: leave the size flags out to open it as Redis          stores it (stored: {})",
+    Some(anyhow::anyhow!(
+        "{made} with another size: {bits} bits and {hashes} hashes, where {flags} make {} bits \
+         and {} hashes: leave the size flags out to {left_out} ({shown})",
         given_bits.unwrap_or_default(),
         given_hashes.unwrap_or_default(),
-        stored.fingerprint()
-    )
+    ))
 }
 
-/// `Ok` when a flag given agrees with the value stored; else the line naming it.
+/// `Ok` when a flag given agrees with the value kept (stored, or in the file); else the line
+/// naming it, with both values.
 pub(crate) fn same<T: PartialEq + std::fmt::Display>(
-    stored: &StoredParams,
+    from: Kept<'_>,
     flag: &str,
     given: Option<T>,
     kept: Option<T>,
 ) -> Result<()> {
     match (given, kept) {
         (Some(given), Some(kept)) if given != kept => bail!(
-            "the filter was created with {flag} {kept}, not {flag} {given}: leave {flag} out to \
-             open it as Redis stores it (stored: {})",
-            stored.fingerprint()
+            "{} with {flag} {kept}, not {flag} {given}: leave {flag} out to {} ({})",
+            from.made(),
+            from.left_out(),
+            from.shown()
         ),
         _ => Ok(()),
     }
 }
 
-/// The shard count and layout given, against the stored ones (every kind has shards).
-pub(crate) fn shards_agree(cli: &Cli, stored: &StoredParams) -> Result<()> {
+/// The shard count given, against the kept one (every kind has shards).
+pub(crate) fn shards_agree(cli: &Cli, kept: Kept<'_>) -> Result<()> {
     let given = cli.shards_given.then_some(cli.shards);
-    let kept = Some(
-        stored
-            .field("shards")
-            .map_or(Ok(1), str::parse)
-            .unwrap_or(0),
-    );
-    same(stored, "--shards", given, kept)
+    same(kept, "--shards", given, Some(kept.shards()))
 }
 
 /// Window, counting and growing filters use the native layout: `--layout gozero` or

@@ -1,14 +1,15 @@
 //! The window filter on the command line: `--window DURATION [--generations G]`, sized with
 //! `--capacity N --fpr P` (the most items added in any one window).
 
-use super::{native_only, same, shards_agree, CliKind};
+use super::plain::in_keys;
+use super::{native_only, same, shards_agree, CliKind, Kept};
 use crate::args::{duration, duration_text, ranged, Cli, FILTER};
-use crate::output;
+use crate::{config, output};
 use anyhow::{bail, Result};
 use clap::Args;
-use std::time::Duration;
 use redbloom::kind::Window;
-use redbloom::{Builder, StoredParams, WindowBloom};
+use redbloom::{Bloom, Builder, WindowBloom};
+use std::time::Duration;
 
 /// A window filter's flags.
 #[derive(Debug, Args)]
@@ -55,30 +56,46 @@ impl CliKind for Window {
             bail!("a window filter needs --window DURATION");
         };
         let generations = cli.kinds.window.generations.unwrap_or(4);
-        let builder = WindowBloom::builder(key, window).generations(generations);
-        match (cli.size.bits, cli.size.capacity, cli.size.fpr) {
-            (None, Some(items), Some(fpr)) => {
-                Ok(builder.expected_items(items).false_positive_rate(fpr))
-            }
-            _ => bail!(
-                "--window is sized with --capacity N (the most items added in any one window) \
-                 and --fpr P, not --bits"
-            ),
-        }
+        sized(cli, WindowBloom::builder(key, window).generations(generations))
     }
 
-    fn agrees(cli: &Cli, stored: &StoredParams) -> Result<()> {
+    fn agrees(cli: &Cli, kept: Kept<'_>) -> Result<()> {
         native_only(cli, Self::FLAG)?;
         let millis = |ms: u64| duration_text(Duration::from_millis(ms));
         let given = cli.kinds.window.window.map(duration_text);
-        let kept = stored.field("window_ms").and_then(|ms| ms.parse().ok());
-        same(stored, "--window", given, kept.map(millis))?;
-        let kept = stored.field("generations").and_then(|g| g.parse().ok());
-        same(stored, "--generations", cli.kinds.window.generations, kept)?;
-        shards_agree(cli, stored)
+        same(kept, "--window", given, kept.number("window_ms").map(millis))?;
+        let generations = kept.number("generations");
+        same(kept, "--generations", cli.kinds.window.generations, generations)?;
+        shards_agree(cli, kept)
     }
 
-    fn report(info: redbloom::WindowInfo) -> output::Info {
-        output::Info::from(info)
+    fn resized(cli: &Cli, kept: Kept<'_>) -> Result<Builder<Window>> {
+        let window = Duration::from_millis(kept.number("window_ms").unwrap_or(0));
+        let builder = WindowBloom::builder(config::key(cli)?, window)
+            .generations(kept.number("generations").unwrap_or(0));
+        Ok(sized(cli, builder)?.shards(kept.shards()))
+    }
+
+    fn report<C>(bloom: &Bloom<C, Window>, info: redbloom::WindowInfo) -> output::Info {
+        let (bits, k, generations) = (bloom.bits(), bloom.hashes(), bloom.generations());
+        let (bytes, each) = in_keys(bits, bloom.shards(), 8, "bits");
+        let planned = format!(
+            "each generation up to {each}, k = {k}; up to {generations} generations live, at \
+             most {} (its memory follows the items of the live generations)",
+            output::bytes(bytes * u64::from(generations))
+        );
+        let most = bytes * u64::from(generations);
+        output::Info::from(info).planned(Some(most), planned)
+    }
+}
+
+/// `builder` sized by the flags: `--capacity N --fpr P`.
+fn sized(cli: &Cli, builder: Builder<Window>) -> Result<Builder<Window>> {
+    match (cli.size.bits, cli.size.capacity, cli.size.fpr) {
+        (None, Some(items), Some(fpr)) => Ok(builder.expected_items(items).false_positive_rate(fpr)),
+        _ => bail!(
+            "--window is sized with --capacity N (the most items added in any one window) and \
+             --fpr P, not --bits"
+        ),
     }
 }

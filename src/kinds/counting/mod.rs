@@ -121,7 +121,7 @@ impl Counters {
     }
 }
 
-kind::kind!(Counting = "counting", in bits);
+kind::kind!(Counting = Counting, in bits);
 
 impl Bloom<(), Counting> {
     /// A [`Builder`] for a counting filter at `key`: sized with
@@ -223,11 +223,25 @@ impl Seam for Counting {
             hashes: setup.hashes.or(setup.bits.map(|_| 7)),
             ..setup
         };
+        // A key holds at most 2^32 bits: 2^30 counters.
+        const PER_KEY: u64 = crate::sizing::MAX_BITS / 4;
+        if let (Some(items), Some(fpr), None) = (setup.items, setup.fpr, setup.bits) {
+            crate::sizing::check_items_and_rate(items, fpr)?;
+            let shards = setup.shards.max(1);
+            // Past 2^64 counters too.
+            let fits = crate::sizing::optimal_bits(items, fpr)
+                .is_ok_and(|c| c.div_ceil(u64::from(shards)) <= PER_KEY);
+            if !fits {
+                let room = (PER_KEY, "counters");
+                return Err(crate::sizing::too_many_items(
+                    items, fpr, None, shards, room,
+                ));
+            }
+        }
         let (counters, hashes) = kind::sized(&setup, Layout::Native, |fpr| fpr)?;
         let (key, shards) = (setup.key, setup.shards);
         let (per_part, geometry) = kind::split(Layout::Native, counters, hashes, shards)?;
-        // A key holds at most 2^32 bits: 2^30 counters.
-        if per_part.bits > crate::sizing::MAX_BITS / 4 {
+        if per_part.bits > PER_KEY {
             return Err(Error::InvalidConfig(format!(
                 "{} counters per key are more than one key's 2^30 (4 bits each); use more shards",
                 per_part.bits

@@ -161,7 +161,7 @@ async fn commands<C: Conn>(
             }
         }
         if answer.full {
-            return Err(kind.full(ctx.key()));
+            return Err(kind.full(ctx.key(), answer.flags.len()));
         }
         if !answer.flags.is_empty() {
             return Ok(answer.flags);

@@ -96,7 +96,9 @@ impl Growing {
             filter.bytes += part.bytes;
             filter.ttl = filter.ttl.longest_lived(part.ttl);
             levels = levels.max(part.levels.len() as u32);
-            let mut absent = 1.0f64;
+            // ln of the chance that no level answers "present" for an absent item (in logs,
+            // so that rates far below 1e-16 do not round to 0).
+            let mut absent = 0.0f64;
             for (level, taken, set) in part.levels {
                 let Some(shape) = self.levels.get(level as usize) else {
                     return Err(Error::UnexpectedReply(format!(
@@ -109,9 +111,9 @@ impl Growing {
                 filter.bits_set += set;
                 capacity += shape.capacity;
                 items += taken;
-                absent *= 1.0 - shape.fpr_with(taken);
+                absent += (-shape.fpr_with(taken)).ln_1p();
             }
-            fpr += (1.0 - absent) / f64::from(count);
+            fpr += -absent.exp_m1() / f64::from(count);
         }
         filter.estimated_items = items as f64;
         filter.estimated_fpr = fpr;

@@ -51,7 +51,7 @@ struct Applied {
 }
 
 /// A batch added dense, when that pays and the merge is allowed: the answers (after `WAIT`,
-/// when asked), or [`Error::Full`]; `None` when the batch goes item by item instead (nothing
+/// when asked), or [`Error::FilterFull`]; `None` when the batch goes item by item instead (nothing
 /// written): other clients changed the levels during every merge, or the ACL refused it.
 pub(super) async fn add<C: Conn>(
     ctx: Ctx<'_, C, Growing>,
@@ -67,7 +67,7 @@ pub(super) async fn add<C: Conn>(
                 .confirm(&ctx.part().counts, Engine::Scripts, since)
                 .await?;
             match full {
-                true => Err(ctx.kind().full(ctx.key())),
+                true => Err(ctx.kind().full(ctx.key(), answers.len())),
                 false => Ok(Some(answers)),
             }
         }

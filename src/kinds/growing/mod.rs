@@ -74,7 +74,7 @@ script! {
 /// filter). An add that finds the item in any level writes nothing and uses no capacity;
 /// concurrent clients never make two levels for one fill (each add is one atomic script).
 /// Past [`max_levels`](GrowingBloom::max_levels) levels, an add of a new item fails with
-/// [`Error::Full`] and writes nothing for it; a batch adds the items before that one.
+/// [`Error::FilterFull`] and writes nothing for it; a batch adds the items before that one.
 ///
 /// A batch of 64 items or more whose levels fit 64 MiB is added dense: the levels read whole,
 /// the batch applied here as the script would, and its bits merged by one script that writes
@@ -137,7 +137,7 @@ pub struct Part {
     turns: Turns,
 }
 
-kind::kind!(Growing = "growing");
+kind::kind!(Growing = Growing);
 
 impl Bloom<(), Growing> {
     /// A [`Builder`] for a growing filter at `key`, sized by
@@ -198,7 +198,7 @@ impl Builder<Growing> {
     }
 
     /// The most levels, 1 to 64 (default 32); fewer when a level would need more than one
-    /// key's 2^32 bits. Past them, an add of a new item fails with [`Error::Full`].
+    /// key's 2^32 bits. Past them, an add of a new item fails with [`Error::FilterFull`].
     pub fn max_levels(mut self, levels: u32) -> Self {
         self.kind.max_levels = Some(levels);
         self
@@ -409,12 +409,18 @@ impl Growing {
             .collect()
     }
 
-    /// The filter `key` is full: a new item needed a level past the most.
-    fn full(&self, key: &str) -> Error {
-        Error::Full {
+    /// The filter `key` is full: a new item needed a level past the most, after `added` items
+    /// of the part's batch were answered.
+    fn full(&self, key: &str, added: usize) -> Error {
+        let capacity: u64 = self.levels.iter().map(|l| l.capacity).sum();
+        Error::FilterFull {
             key: key.to_owned(),
-            levels: self.levels.len() as u32,
-            capacity: self.levels.iter().map(|l| l.capacity).sum(),
+            added: added as u64,
+            reason: format!(
+                "a growing filter whose {} levels have all taken their {capacity} items per \
+                 shard",
+                self.levels.len()
+            ),
         }
     }
 
@@ -514,7 +520,9 @@ impl Seam for Growing {
             while answers.len() < hashes.len() {
                 let rest = &hashes[answers.len()..];
                 answers.extend(match write {
-                    true => add::step(ctx, rest).await?,
+                    true => add::step(ctx, rest)
+                        .await
+                        .map_err(|err| err.full_after(answers.len()))?,
                     false => read::step(ctx, rest).await?,
                 });
             }

@@ -53,9 +53,12 @@ impl ParamsCheck {
             None => match replies.take(check.bare)?.as_str() {
                 "none" => Ok(()),
                 "string" => Err(kind.mismatch(ctx.key(), None)),
+                // Its levels are kept beside it: the bare key holds nothing (or, refused
+                // above, another kind's bits).
                 found => Err(Error::WrongType {
                     key: ctx.key().to_owned(),
                     found: found.to_owned(),
+                    expected: "none".to_owned(),
                     source: redis::RedisError::from(std::io::Error::other(format!(
                         "{} holds a {found}",
                         ctx.key()

@@ -227,9 +227,12 @@ pub(super) fn levels(
             if index > 0 {
                 break;
             }
+            // The most items a first level of one key's bits takes at that rate.
+            let most = blocking(rate).map_or(0, |(_, _, per)| (MAX_BITS as f64 / per) as u64);
             return Err(Error::InvalidConfig(format!(
                 "the first level of {capacity} items at {rate} needs more than one key's \
-                 2^32 bits: use more shards, a smaller first level or a higher rate"
+                 2^32 bits, which hold at most {most} items at that rate: use more shards, a \
+                 smaller first level or a higher rate"
             )));
         };
         let bytes = words * WORD / 8;

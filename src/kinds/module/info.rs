@@ -73,7 +73,7 @@ where
 
 /// `BF.INFO`'s reply: name and value pairs (RedisBloom 2.8: `Capacity`, `Size`, `Number of
 /// filters`, `Number of items inserted`, `Expansion rate`, nil for a non-scaling filter).
-fn parse(reply: &Value) -> Result<Reported> {
+pub(super) fn parse(reply: &Value) -> Result<Reported> {
     let unexpected = || Error::UnexpectedReply(format!("{reply:?} from BF.INFO"));
     let pairs: Vec<(String, &Value)> = match reply {
         Value::Array(values) => values

@@ -14,11 +14,13 @@
 //! merge of a snapshot, and the counting filter's operations.
 
 mod info;
+mod params;
 mod snapshot;
 mod steps;
 mod window;
 
 pub use self::info::ModuleInfo;
+pub use self::params::ModuleParams;
 
 use crate::core::kind::{
     self, Answers, Cached, Fields, Items, Made, Op, Seam, Sections, Setup, Sizes,
@@ -161,7 +163,7 @@ impl Part {
     }
 }
 
-kind::kind!(Module = "module");
+kind::kind!(Module = Module);
 
 impl Bloom<(), Module> {
     /// A [`Builder`] for a module filter at `key`, sized by
@@ -188,7 +190,14 @@ impl Bloom<(), Module> {
     ///
     /// [`build`](Builder::build) and [`validate`](Builder::validate) refuse, besides what every
     /// kind's builder refuses, a size not given by items and a rate in (0, 1), a growth of 0,
-    /// and a near cache.
+    /// a capacity whose first sub-filter would take more than 2^32 bits (512 MiB) a shard (the
+    /// module allocates it whole, and a server asked for more memory than it has aborts), and
+    /// a near cache.
+    ///
+    /// ```
+    /// let huge = redbloom::ModuleBloom::builder("k").expected_items(10_000_000_000);
+    /// assert!(huge.false_positive_rate(0.01).validate().is_err());
+    /// ```
     pub fn builder(key: impl Into<String>) -> Builder<Module> {
         Builder::of_kind(key, ModuleOptions::default())
     }
@@ -256,6 +265,16 @@ impl Seam for Module {
         }
         let (key, shards) = (setup.key, setup.shards.max(1));
         let per_part = capacity.div_ceil(u64::from(shards));
+        // The module allocates the first sub-filter whole at `BF.RESERVE`, and a server asked
+        // for more memory than it has aborts: each shard's holds at most one key's 2^32 bits,
+        // as every kind's keys do.
+        let bits = crate::sizing::optimal_bits(per_part, fpr);
+        if !bits.is_ok_and(|bits| bits <= crate::sizing::MAX_BITS) {
+            let room = (crate::sizing::MAX_BITS, "bits");
+            return Err(crate::sizing::too_many_items(
+                capacity, fpr, None, shards, room,
+            ));
+        }
         let window = window::Spec::of(setup.kind)?;
         let fingerprint = format!(
             "kind=module capacity={capacity} fpr={fpr} growth={}{}{}",

@@ -5,6 +5,7 @@
 //! takes the turns, `merge` makes the passes); `offline` builds one without Redis.
 
 mod bits;
+mod bulk;
 mod merge;
 mod offline;
 mod ranges;
@@ -81,7 +82,7 @@ pub struct PlainOptions {
     shared_with_go: bool,
 }
 
-kind::kind!(Plain = "plain", in bits);
+kind::kind!(Plain = Plain, in bits);
 
 impl Bloom<(), Plain> {
     /// A [`Builder`] for a plain filter at `key`, sized in bits or from items and a rate; the

@@ -120,7 +120,7 @@ async fn add<C: Conn>(ctx: Ctx<'_, C, Window>, offsets: &[u64]) -> Result<Vec<bo
         // (`dense::Seen`), the script stages the bitmap itself after finding a new bit; else
         // the transaction stages it and deletes it after.
         let ro = exec.has(Cap::BitfieldRo);
-        let mut merge = window.eval("EVAL", &WINDOW_MERGE, &keys, guess, true, ro);
+        let mut merge = window.eval("EVAL", &WINDOW_MERGE, &keys, guess, true, (ro, part));
         let bitmap = dense::bitmap(offsets);
         let probe = part.dense_seen.probes(false);
         let merged: Slot<Value> = match probe {
@@ -181,7 +181,7 @@ async fn add_once<C: Conn>(
         keys.extend(rings.iter().cloned());
         let ro = exec.has(Cap::BitfieldRo);
         // EVAL, not EVALSHA: NOSCRIPT cannot be retried inside a transaction.
-        let mut merge = window.eval("EVAL", &WINDOW_MERGE_ONCE, &keys, guess, true, ro);
+        let mut merge = window.eval("EVAL", &WINDOW_MERGE_ONCE, &keys, guess, true, (ro, part));
         let [id, epoch, retry, _, answer] = step.args(&ring_key, 0);
         // The first key is a generation, whose TTL is not the filter's: "0".
         merge
@@ -310,7 +310,8 @@ async fn read<C: Conn>(ctx: Ctx<'_, C, Window>, offsets: &[u64]) -> Result<Vec<b
         let eval_ro = exec.has(Cap::EvalRo);
         let by = if eval_ro { "EVAL_RO" } else { "EVAL" };
         let ro = exec.has(Cap::BitfieldRo);
-        let head: Slot<Value> = tx.add(window.eval(by, &WINDOW_AT, &keys, guess, false, ro));
+        let head: Slot<Value> =
+            tx.add(window.eval(by, &WINDOW_AT, &keys, guess, false, (ro, part)));
         let chunks: Vec<dense::Whole> = keys[..g + 2]
             .iter()
             .map(|key| dense::read_whole(&mut tx, key, part.geometry.bits))

@@ -71,10 +71,12 @@ pub(super) async fn info<C: Conn>(
     }
     let Geometry { bits, hashes, .. } = window.geometry;
     let parts: Vec<GenerationInfo> = generations.into_values().rev().collect();
+    // ln of the chance that no live generation answers "present" for an absent item (in
+    // logs, so that rates far below 1e-16 do not round to 0).
     let miss: f64 = parts
         .iter()
-        .map(|g| 1.0 - current_fpr(bits, hashes, g.bits_set))
-        .product();
+        .map(|g| (-current_fpr(bits, hashes, g.bits_set)).ln_1p())
+        .sum();
     let filter = FilterInfo {
         key: ctx.key().to_owned(),
         bits,
@@ -85,7 +87,7 @@ pub(super) async fn info<C: Conn>(
             .iter()
             .map(|g| estimate_items(bits, hashes, g.bits_set))
             .sum(),
-        estimated_fpr: 1.0 - miss,
+        estimated_fpr: -miss.exp_m1(),
         ttl: KeyTtl::from_pttl(params_ttl.unwrap_or(-2)),
     };
     Ok(WindowInfo {

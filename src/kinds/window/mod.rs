@@ -116,7 +116,7 @@ pub struct WindowOptions {
     generations: Option<u32>,
 }
 
-kind::kind!(Window = "window", in bits);
+kind::kind!(Window = Window, in bits);
 
 impl Bloom<(), Window> {
     /// A [`Builder`] for a window filter at `key` whose items are found for at least `window`

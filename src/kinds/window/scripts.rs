@@ -2,6 +2,7 @@
 //! replies: an answer, a refused guess of the server's epoch (then the step goes again with the
 //! server's), or other parameters stored.
 
+use super::part::Part;
 use super::Window;
 use crate::core::{Conn, Ctx};
 use crate::error::{Error, Result};
@@ -169,7 +170,8 @@ pub(super) async fn call<C: Conn>(
         });
         let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
         let ro = exec.has(Cap::BitfieldRo);
-        let mut args = window.head_args(&guess, run.store, ro);
+        let read = read_arg(ro, part);
+        let mut args = window.head_args(&guess, run.store, &read);
         args.extend_from_slice(tail);
         if let Some(once) = &once {
             args.extend(once.iter().map(|arg| arg as &dyn Arg));
@@ -213,16 +215,16 @@ impl Window {
         crate::epochs::epoch_of(self.server.now_ms(), self.window_ms, self.generations)
     }
 
-    /// The arguments every window script starts with (see `lua/window_args.lua`); `ro`: the
-    /// scripts read bits with `BITFIELD_RO`.
-    fn head_args<'a>(&'a self, guess: &'a i64, store: bool, ro: bool) -> Vec<&'a dyn Arg> {
+    /// The arguments every window script starts with (see `lua/window_args.lua`); `read`:
+    /// [`read_arg`]'s.
+    fn head_args<'a>(&'a self, guess: &'a i64, store: bool, read: &'a String) -> Vec<&'a dyn Arg> {
         vec![
             guess,
             &self.window_ms,
             &self.generations,
             &self.fingerprint,
             if store { &"1" } else { &"0" },
-            if ro { &"bitfield_ro" } else { &"bitfield" },
+            read,
         ]
     }
 
@@ -235,11 +237,12 @@ impl Window {
         keys: &[String],
         guess: i64,
         store: bool,
-        ro: bool,
+        (ro, part): (bool, &Part),
     ) -> Cmd {
         let mut cmd = redis::cmd(by);
         cmd.arg(script.source()).arg(keys.len()).arg(keys);
-        for arg in self.head_args(&guess, store, ro) {
+        let read = read_arg(ro, part);
+        for arg in self.head_args(&guess, store, &read) {
             arg.write(&mut cmd);
         }
         cmd
@@ -309,6 +312,13 @@ impl Window {
             Reply::Lost(part) => Err(lost(key, part)),
         }
     }
+}
+
+/// The head's sixth argument (`lua/window_args.lua`): the command that reads bits (`ro`:
+/// `BITFIELD_RO`), and the bytes a new generation of `part` is made with.
+fn read_arg(ro: bool, part: &Part) -> String {
+    let read = if ro { "bitfield_ro" } else { "bitfield" };
+    format!("{read} {}", part.geometry.max_bytes())
 }
 
 /// The error of a check that found generation `part` of filter `key` gone.
