@@ -101,7 +101,8 @@ pub(crate) const MAX_RANGE_BYTES: u64 = 64 << 20;
 pub(crate) const RANGES_IN_FLIGHT_BYTES: u64 = 16 << 20;
 
 /// The most offsets a merge by ranges takes at once from the batches waiting for a key (the
-/// first batch always goes, however large): what the merge holds here, 8 bytes per offset.
+/// first batch always goes, however large): what the merge holds here, about 4 bytes per
+/// offset ([`Grouped`]).
 pub(crate) const MAX_PASS_OFFSETS: usize = 1 << 24;
 
 /// Batches of similar size a merge may gather (a CLI `load` keeps 8 in flight): a batch worth
@@ -173,16 +174,24 @@ pub(crate) fn read_by_ranges(bytes: u64, range: u64, offsets: u64) -> bool {
 }
 
 /// A batch's offsets grouped by the range of the key each falls in, in batch order within a
-/// range, each with its item: what a merge or read by ranges needs, 8 bytes per offset.
+/// range, each with its item: what a merge or read by ranges needs, about 4 bytes per offset.
+///
+/// Each entry is one 32-bit word: the offset's bit within its range (the high `shift` bits)
+/// and the item's distance from the previous entry's item in the same range (the low
+/// `32 - shift` bits; items only grow within a range). A distance too large for its field is
+/// written as the field's largest value, and the item itself follows in a word of its own: at
+/// the default range of 128 KiB the field holds up to 4,094, so a batch whose items touch
+/// most ranges (those that pay for a pass) needs almost no second words.
 #[derive(Debug)]
 pub(crate) struct Grouped {
     items: usize,
-    /// log2 of the bits per range (ranges are a power of two bytes).
+    offsets: usize,
+    /// log2 of the bits per range (ranges are a power of two bytes, at most 64 MiB: 29).
     shift: u32,
-    /// Where each range's entries start in `entries`; one more for the end.
+    /// Where each range's words start in `words`; one more for the end.
     starts: Vec<u32>,
-    /// `offset << 32 | item`, range after range.
-    entries: Vec<u64>,
+    /// The entries, range after range.
+    words: Vec<u32>,
 }
 
 impl Grouped {
@@ -191,11 +200,12 @@ impl Grouped {
     #[cfg(test)]
     pub(crate) fn new(offsets: &[u32], hashes: usize, bits: u64, range_bytes: u64) -> Option<Self> {
         let shift = (range_bytes * 8).trailing_zeros();
-        let mut starts = vec![0u32; bits.div_ceil(range_bytes * 8) as usize + 1];
-        for &offset in offsets {
-            starts[(offset >> shift) as usize + 1] += 1;
-        }
-        Self::with_counts(offsets, hashes, shift, starts)
+        Self::with_ranges(
+            offsets,
+            hashes,
+            shift,
+            bits.div_ceil(range_bytes * 8) as usize,
+        )
     }
 
     /// Groups `offsets` (`hashes` per item, each below `bits`, at most 2^32) by ranges of
@@ -203,46 +213,75 @@ impl Grouped {
     /// of 2^32 or more.
     pub(crate) fn of(offsets: &[u64], hashes: usize, bits: u64, range_bytes: u64) -> Option<Self> {
         let shift = (range_bytes * 8).trailing_zeros();
-        let mut starts = vec![0u32; bits.div_ceil(range_bytes * 8) as usize + 1];
-        let mut narrow = Vec::with_capacity(offsets.len());
-        for &offset in offsets {
-            let offset = u32::try_from(offset)
-                .ok()
-                .filter(|&o| u64::from(o) < bits)?;
-            starts[(offset >> shift) as usize + 1] += 1;
-            narrow.push(offset);
-        }
-        Self::with_counts(&narrow, hashes, shift, starts)
+        let narrow = offsets
+            .iter()
+            .map(|&offset| u32::try_from(offset).ok().filter(|&o| u64::from(o) < bits))
+            .collect::<Option<Vec<u32>>>()?;
+        Self::with_ranges(
+            &narrow,
+            hashes,
+            shift,
+            bits.div_ceil(range_bytes * 8) as usize,
+        )
     }
 
-    /// [`new`](Grouped::new) with `starts[r + 1]` already holding the number of offsets in
-    /// range `r` (counted as the offsets were made), `shift` the log2 of the bits per range.
-    pub(crate) fn with_counts(
+    /// [`new`](Grouped::new) for `ranges` ranges of `2^shift` bits; every offset below
+    /// `ranges << shift`.
+    pub(crate) fn with_ranges(
         offsets: &[u32],
         hashes: usize,
         shift: u32,
-        mut starts: Vec<u32>,
+        ranges: usize,
     ) -> Option<Self> {
-        let total = u32::try_from(offsets.len()).ok()?;
-        let ranges = starts.len() - 1;
-        for r in 0..ranges {
-            starts[r + 1] += starts[r];
-        }
-        debug_assert_eq!(starts[ranges], total);
-        let mut next = starts.clone();
-        let mut entries = vec![0u64; offsets.len()];
-        for (item, offsets) in offsets.chunks(hashes.max(1)).enumerate() {
+        let hashes = hashes.max(1);
+        let items = offsets.len() / hashes;
+        u32::try_from(offsets.len()).ok()?;
+        let distance_bits = 32 - shift;
+        let far = (1u32 << distance_bits) - 1;
+        // Words per range (one more for each item too far from the one before), then where
+        // each range starts.
+        let mut starts = vec![0u32; ranges + 1];
+        let mut last = vec![0u32; ranges];
+        for (item, offsets) in offsets.chunks(hashes).enumerate() {
+            let item = item as u32;
             for &offset in offsets {
-                let slot = &mut next[(offset >> shift) as usize];
-                entries[*slot as usize] = u64::from(offset) << 32 | item as u64;
-                *slot += 1;
+                let r = (offset >> shift) as usize;
+                let words = if item - last[r] < far { 1 } else { 2 };
+                starts[r + 1] = starts[r + 1].checked_add(words)?;
+                last[r] = item;
+            }
+        }
+        for r in 0..ranges {
+            starts[r + 1] = starts[r + 1].checked_add(starts[r])?;
+        }
+        let mut next = starts.clone();
+        last.fill(0);
+        let mut words = vec![0u32; starts[ranges] as usize];
+        let in_range = (1u32 << shift).wrapping_sub(1);
+        for (item, offsets) in offsets.chunks(hashes).enumerate() {
+            let item = item as u32;
+            for &offset in offsets {
+                let r = (offset >> shift) as usize;
+                let slot = &mut next[r];
+                let bit = (offset & in_range).checked_shl(distance_bits).unwrap_or(0);
+                let distance = item - last[r];
+                if distance < far {
+                    words[*slot as usize] = bit | distance;
+                    *slot += 1;
+                } else {
+                    words[*slot as usize] = bit | far;
+                    words[*slot as usize + 1] = item;
+                    *slot += 2;
+                }
+                last[r] = item;
             }
         }
         Some(Grouped {
-            items: offsets.len() / hashes.max(1),
+            items,
+            offsets: offsets.len(),
             shift,
             starts,
-            entries,
+            words,
         })
     }
 
@@ -253,7 +292,7 @@ impl Grouped {
 
     /// Offsets of the batch.
     pub(crate) fn offsets(&self) -> usize {
-        self.entries.len()
+        self.offsets
     }
 
     /// Ranges of the key.
@@ -261,17 +300,24 @@ impl Grouped {
         self.starts.len() - 1
     }
 
-    /// Range `r`'s entries (`offset << 32 | item`).
-    fn range(&self, r: usize) -> &[u64] {
-        &self.entries[self.starts[r] as usize..self.starts[r + 1] as usize]
+    /// Range `r`'s entries, in batch order: each offset (in the key) and its item.
+    fn range(&self, r: usize) -> Entries<'_> {
+        Entries {
+            words: &self.words[self.starts[r] as usize..self.starts[r + 1] as usize],
+            distance_bits: 32 - self.shift,
+            first_bit: (r as u64) << self.shift,
+            item: 0,
+        }
     }
 
     /// The first and last byte of range `r` that hold one of the batch's bits.
     pub(crate) fn span(&self, r: usize) -> Option<(u64, u64)> {
-        let range = self.range(r);
-        let lo = range.iter().map(|&e| e >> 35).min()?;
-        let hi = range.iter().map(|&e| e >> 35).max()?;
-        Some((lo, hi))
+        let (mut lo, mut hi) = (u64::MAX, 0);
+        for (offset, _) in self.range(r) {
+            lo = lo.min(offset >> 3);
+            hi = hi.max(offset >> 3);
+        }
+        (lo <= hi).then_some((lo, hi))
     }
 
     /// Clears `present[item]` for every item with a bit of range `r` that is 0 in `bytes`, the
@@ -283,11 +329,43 @@ impl Grouped {
         bytes: &[u8],
         present: &mut [bool],
     ) {
-        for &entry in self.range(r) {
-            if !test(bytes, (entry >> 32) - first_byte * 8) {
-                present[(entry & 0xffff_ffff) as usize] = false;
+        for (offset, item) in self.range(r) {
+            if !test(bytes, offset - first_byte * 8) {
+                present[item as usize] = false;
             }
         }
+    }
+}
+
+/// The entries of one range of a [`Grouped`], decoded in order.
+struct Entries<'a> {
+    words: &'a [u32],
+    distance_bits: u32,
+    /// The range's first bit in the key.
+    first_bit: u64,
+    /// The previous entry's item.
+    item: u32,
+}
+
+impl Iterator for Entries<'_> {
+    /// An offset in the key, and its item.
+    type Item = (u64, u32);
+
+    #[inline]
+    fn next(&mut self) -> Option<(u64, u32)> {
+        let (&word, rest) = self.words.split_first()?;
+        let far = (1u32 << self.distance_bits) - 1;
+        let distance = word & far;
+        let bit = u64::from(word.checked_shr(self.distance_bits).unwrap_or(0));
+        if distance < far {
+            self.item += distance;
+            self.words = rest;
+        } else {
+            let (&item, rest) = rest.split_first()?;
+            self.item = item;
+            self.words = rest;
+        }
+        Some((self.first_bit + bit, self.item))
     }
 }
 
@@ -316,8 +394,8 @@ impl RangeMerge {
         let range_start = (r as u64) << batches.first()?.shift;
         let (mut lo, mut hi) = (usize::MAX, 0);
         for batch in batches {
-            for &entry in batch.range(r) {
-                let bit = (entry >> 32) - range_start;
+            for (offset, _) in batch.range(r) {
+                let bit = offset - range_start;
                 let byte = (bit >> 3) as usize;
                 buffer[byte] |= 0x80 >> (bit & 7);
                 lo = lo.min(byte);
@@ -349,13 +427,13 @@ impl RangeMerge {
         old.resize(self.len, 0);
         let first_bit = self.first_byte * 8;
         for (batch, new) in batches.iter().zip(new) {
-            for &entry in batch.range(self.r) {
-                let bit = (entry >> 32) - first_bit;
+            for (offset, item) in batch.range(self.r) {
+                let bit = offset - first_bit;
                 let (byte, mask) = ((bit >> 3) as usize, 0x80 >> (bit & 7));
                 // Without a branch: whether the bit was set is as good as random.
                 let flipped = old[byte] & mask == 0;
                 old[byte] |= mask;
-                new[(entry & 0xffff_ffff) as usize] |= flipped;
+                new[item as usize] |= flipped;
             }
         }
     }
@@ -636,12 +714,7 @@ mod tests {
         let offsets = [9000u32, 5, 8192, 7, 9000, 20000];
         let g = Grouped::new(&offsets, 3, 3 * 8192, 1024).unwrap();
         assert_eq!((g.items(), g.offsets(), g.ranges()), (2, 6, 3));
-        let range = |r| -> Vec<(u64, u64)> {
-            g.range(r)
-                .iter()
-                .map(|&e| (e >> 32, e & 0xffff_ffff))
-                .collect()
-        };
+        let range = |r| -> Vec<(u64, u32)> { g.range(r).collect() };
         assert_eq!(range(0), [(5, 0), (7, 1)]);
         assert_eq!(range(1), [(9000, 0), (8192, 0), (9000, 1)]);
         assert_eq!(range(2), [(20000, 1)]);
@@ -651,6 +724,51 @@ mod tests {
         // Range 1 read from byte 1024 on: bit 8192 set, 9000 not.
         g.mark_absent(1, 1024, &[0x80], &mut present);
         assert_eq!(present, [false, false]);
+    }
+
+    #[test]
+    fn grouped_entries_keep_far_items_and_every_range_size() {
+        // Ranges from the smallest (1 KiB: 19 bits of distance between items) to the largest
+        // (64 MiB: 3 bits). Range 0 holds items a million apart (a second word each, at every
+        // size), range 1 every 997th item at random bits, range 3 every item twice.
+        for range_bytes in [MIN_RANGE_BYTES, RANGE_BYTES, MAX_RANGE_BYTES] {
+            let range_bits = range_bytes * 8;
+            let hashes = 2;
+            let mut offsets: Vec<u32> = Vec::new();
+            let mut want: Vec<Vec<(u64, u32)>> = vec![Vec::new(); 4];
+            let mut state = 0x9e37_79b9_7f4a_7c15u64;
+            for item in 0..3_000_000u32 {
+                let pair = if item % 1_000_000 == 999_999 {
+                    [5, range_bits - 1]
+                } else if item % 997 == 0 {
+                    state ^= state << 13;
+                    state ^= state >> 7;
+                    state ^= state << 17;
+                    [range_bits + state % range_bits, 3 * range_bits + 1]
+                } else {
+                    [3 * range_bits, 4 * range_bits - 1]
+                };
+                for offset in pair {
+                    offsets.push(offset as u32);
+                    want[(offset / range_bits) as usize].push((offset, item));
+                }
+            }
+            let g = Grouped::new(&offsets, hashes, 4 * range_bits, range_bytes).unwrap();
+            assert_eq!(
+                (g.items(), g.offsets(), g.ranges()),
+                (3_000_000, 6_000_000, 4)
+            );
+            for (r, want) in want.iter().enumerate() {
+                assert_eq!(
+                    g.range(r).collect::<Vec<_>>(),
+                    *want,
+                    "range {r} of {range_bytes}"
+                );
+            }
+            assert_eq!(g.span(0), Some((0, range_bytes - 1)));
+            let seconds = g.words.len() - offsets.len();
+            assert!(seconds >= 3 && seconds < 7_000, "{seconds} second words");
+        }
     }
 
     #[test]

@@ -142,11 +142,10 @@ impl<'a> Batch<'a> {
         if let Some(done) = self.grouped.get() {
             return Ok(done.clone());
         }
-        // The offsets as 32-bit numbers (a key holds at most 2^32 bits), counted by range as
-        // they are made: half the memory of `whole`, and one pass less over it.
+        // The offsets as 32-bit numbers (a key holds at most 2^32 bits): half the memory of
+        // `whole`.
         let Geometry { bits, hashes, .. } = self.geometry;
         let shift = (range_bytes * 8).trailing_zeros();
-        let mut counts = vec![0u32; bits.div_ceil(range_bytes * 8) as usize + 1];
         let mut offsets = Vec::with_capacity(self.items.len() * hashes as usize);
         let mut item_offsets = Vec::with_capacity(hashes as usize);
         for item in self.items {
@@ -154,12 +153,10 @@ impl<'a> Batch<'a> {
             let hash = ItemHash::of(item, self.geometry.layout);
             self.geometry.push_offsets(&hash, &mut item_offsets);
             check_offsets(&item_offsets, bits)?;
-            for &offset in &item_offsets {
-                counts[(offset >> shift) as usize + 1] += 1;
-                offsets.push(offset as u32);
-            }
+            offsets.extend(item_offsets.iter().map(|&offset| offset as u32));
         }
-        let grouped = Grouped::with_counts(&offsets, hashes as usize, shift, counts);
+        let ranges = bits.div_ceil(range_bytes * 8) as usize;
+        let grouped = Grouped::with_ranges(&offsets, hashes as usize, shift, ranges);
         Ok(self.grouped.get_or_init(|| grouped.map(Arc::new)).clone())
     }
 }
