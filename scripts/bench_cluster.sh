@@ -11,34 +11,10 @@ rm -rf "$out"; mkdir -p "$out"
 cargo build --release --quiet -p redbloom-cli --bin redbloom
 redbloom=target/release/redbloom
 
-ports=()
-pick_port() {
-    python3 -c '
-import socket
-while True:
-    s = socket.socket(); s.bind(("127.0.0.1", 0)); p = s.getsockname()[1]
-    if p < 55000:
-        t = socket.socket()
-        try:
-            t.bind(("127.0.0.1", p + 10000)); print(p); break
-        except OSError:
-            pass'
-}
-cleanup() { for p in "${ports[@]}"; do redis-cli -p "$p" shutdown nosave >/dev/null 2>&1 || true; done; }
-trap cleanup EXIT
-for i in 1 2 3 4 5 6 7; do
-    p=$(pick_port); ports+=("$p"); mkdir -p "$out/$p"
-    extra=(--cluster-enabled yes --cluster-config-file nodes.conf --cluster-node-timeout 2000)
-    [ "$i" = 7 ] && extra=()   # the seventh is the plain single server
-    redis-server --port "$p" --bind 127.0.0.1 --save '' --appendonly no --daemonize yes \
-        --dir "$PWD/$out/$p" --logfile "$PWD/$out/$p/log" "${extra[@]}"
-done
-for p in "${ports[@]}"; do for _ in $(seq 50); do redis-cli -p "$p" ping >/dev/null 2>&1 && break; sleep 0.1; done; done
-nodes=(); for p in "${ports[@]:0:6}"; do nodes+=("127.0.0.1:$p"); done
-redis-cli --cluster create "${nodes[@]}" --cluster-replicas 1 --cluster-yes > "$out/create.log"
-for _ in $(seq 100); do redis-cli -p "${ports[0]}" cluster info | grep -q cluster_state:ok && break; sleep 0.2; done
+source scripts/private_cluster.sh
+NODE_TIMEOUT=2000 start_nodes "$out" 6 1   # the seventh: the plain single server
+make_cluster 1
 sleep 2
-seeds="redis://127.0.0.1:${ports[0]},redis://127.0.0.1:${ports[1]}"
 single="redis://127.0.0.1:${ports[6]}"
 
 seq 0 $((items - 1)) | sed 's/^/item:/' > "$out/items.txt"

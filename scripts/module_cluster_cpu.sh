@@ -22,34 +22,10 @@ redbloom=target/release/redbloom
 out=target/module-cluster-cpu
 rm -rf "$out"; mkdir -p "$out"
 
-ports=()
-# A free port whose cluster bus port (+10000) is free too.
-pick_port() {
-    python3 -c '
-import socket
-while True:
-    s = socket.socket(); s.bind(("127.0.0.1", 0)); p = s.getsockname()[1]
-    if p < 55000:
-        t = socket.socket()
-        try:
-            t.bind(("127.0.0.1", p + 10000)); print(p); break
-        except OSError:
-            pass'
-}
-cleanup() { for p in "${ports[@]}"; do redis-cli -p "$p" shutdown nosave >/dev/null 2>&1 || true; done; }
-trap cleanup EXIT
-for i in 1 2 3 4; do
-    p=$(pick_port); ports+=("$p"); mkdir -p "$out/$p"
-    extra=(--cluster-enabled yes --cluster-config-file nodes.conf --cluster-node-timeout 2000)
-    [ "$i" = 4 ] && extra=()   # the fourth is the plain single server
-    redis-server --port "$p" --bind 127.0.0.1 --save '' --appendonly no --daemonize yes \
-        --dir "$PWD/$out/$p" --logfile "$PWD/$out/$p/log" --loadmodule "$module" "${extra[@]}"
-done
-for p in "${ports[@]}"; do for _ in $(seq 50); do redis-cli -p "$p" ping >/dev/null 2>&1 && break; sleep 0.1; done; done
+source scripts/private_cluster.sh
+NODE_TIMEOUT=2000 start_nodes "$out" 3 1 --loadmodule "$module"   # the fourth: the single server
+make_cluster 0
 masters=("${ports[@]:0:3}") single=${ports[3]}
-nodes=(); for p in "${masters[@]}"; do nodes+=("127.0.0.1:$p"); done
-redis-cli --cluster create "${nodes[@]}" --cluster-replicas 0 --cluster-yes > "$out/create.log"
-for _ in $(seq 100); do redis-cli -p "${masters[0]}" cluster info | grep -q cluster_state:ok && break; sleep 0.2; done
 sleep 2
 seeds=$(printf 'redis://127.0.0.1:%s,' "${masters[@]}"); seeds=${seeds%,}
 

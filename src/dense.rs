@@ -767,7 +767,7 @@ mod tests {
             }
             assert_eq!(g.span(0), Some((0, range_bytes - 1)));
             let seconds = g.words.len() - offsets.len();
-            assert!(seconds >= 3 && seconds < 7_000, "{seconds} second words");
+            assert!((3..7_000).contains(&seconds), "{seconds} second words");
         }
     }
 

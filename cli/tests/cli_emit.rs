@@ -77,6 +77,25 @@ fn file(dir: &tempfile::TempDir, name: &str, text: &str) -> String {
     path.to_str().unwrap().to_owned()
 }
 
+/// A native filter at 10^-6 for `capacity` items, as flags.
+fn native_flags(capacity: &'static str) -> [&'static str; 6] {
+    [
+        "--layout",
+        "native",
+        "--capacity",
+        capacity,
+        "--fpr",
+        "1e-6",
+    ]
+}
+
+/// Loads `text`'s lines into the filter at `key` (`flags` its size) by `load -`.
+fn load_lines(url: &str, key: &str, flags: &[&str], text: &str) {
+    let args = [flags, &["load", "-"]].concat();
+    let (code, _, stderr) = output(redbloom(url, key, &args), text.as_bytes());
+    assert_eq!(code, 0, "{stderr}");
+}
+
 /// The exit status of `child`, waiting at most `within` (then it is killed and the test fails).
 fn exit_within(child: &mut Child, within: Duration) -> i32 {
     let started = Instant::now();
@@ -202,20 +221,8 @@ async fn a_repeated_line_is_written_at_its_first_new_occurrence_only() {
 fn check_writes_the_absent_or_the_present_lines() {
     let redis = shared();
     let key = common::unique_key("emit-check");
-    let flags = [
-        "--layout",
-        "native",
-        "--capacity",
-        "100000",
-        "--fpr",
-        "1e-6",
-    ];
-    let args = [&flags[..], &["load", "-"]].concat();
-    let (code, _, stderr) = output(
-        redbloom(redis.url(), &key, &args),
-        numbered("s", 0..1_000).as_bytes(),
-    );
-    assert_eq!(code, 0, "{stderr}");
+    let flags = native_flags("100000");
+    load_lines(redis.url(), &key, &flags, &numbered("s", 0..1_000));
     let input: String = (0..2_000)
         .map(|i| match i % 3 {
             0 => format!("s{}\n", (i * 7) % 1_000),
@@ -646,20 +653,8 @@ fn a_large_check_reads_the_filter_once() {
     let url = server.url();
     let key = "check-copy";
     // 12.6 MB: past the library's dense check, 97 ranges of 128 KiB.
-    let flags = [
-        "--layout",
-        "native",
-        "--capacity",
-        "3500000",
-        "--fpr",
-        "1e-6",
-    ];
-    let args = [&flags[..], &["load", "-"]].concat();
-    let (code, _, stderr) = output(
-        redbloom(&url, key, &args),
-        numbered("s", 0..3_000).as_bytes(),
-    );
-    assert_eq!(code, 0, "{stderr}");
+    let flags = native_flags("3500000");
+    load_lines(&url, key, &flags, &numbered("s", 0..3_000));
     let input: String = (0..3_000).map(|i| format!("s{i}\nt{i}\n")).collect();
     let stats =
         || common::sentinel::command(server.port(), &["INFO", "commandstats"]).expect("INFO");
@@ -706,4 +701,59 @@ fn a_large_check_reads_the_filter_once() {
     // (One script may open the filter; a check in Redis would send one per batch at least.)
     let checks: u64 = sent[2..].iter().sum();
     assert!(checks <= 1, "checks sent to Redis: {sent:?}");
+}
+
+/// A long `check` answered from its copy of the filter reads the copy again once it is 10 s
+/// old: an item added while the check runs is answered absent by the batch right after the
+/// add (the copy read before it) and present by a batch sent once the copy is 10 s old.
+#[test]
+fn a_long_check_reads_its_copy_again() {
+    let redis = shared();
+    let key = common::unique_key("check-refresh");
+    // 12.6 MB: a copy pays for batches of 1,000 (see a_large_check_reads_the_filter_once).
+    let flags = native_flags("3500000");
+    load_lines(redis.url(), &key, &flags, &numbered("s", 0..3_000));
+    let args = [
+        &flags[..],
+        &["check", "--emit", "absent", "--batch", "1000", "-"],
+    ]
+    .concat();
+    let mut child = common::cli::spawn(redis.url(), &key, &args);
+    let mut stdin = child.stdin.take().unwrap();
+    let lines = lines_of(&mut child);
+    let within = Duration::from_secs(20);
+    let expect = |want: String| {
+        for want in items(&want) {
+            assert_eq!(lines.recv_timeout(within).as_deref(), Ok(want));
+        }
+    };
+    // Two full batches while the input stays open: the copy is read for the first.
+    stdin.write_all(numbered("t", 0..2_000).as_bytes()).unwrap();
+    stdin.flush().unwrap();
+    expect(numbered("t", 0..2_000));
+    let copied = Instant::now();
+    let args = [&flags[..], &["add", "late"]].concat();
+    let (code, _, stderr) = output(redbloom(redis.url(), &key, &args), b"");
+    assert_eq!(code, 0, "{stderr}");
+    let batch = |first: usize| format!("late\n{}", numbered("t", first..first + 999));
+    stdin.write_all(batch(2_000).as_bytes()).unwrap();
+    stdin.flush().unwrap();
+    expect(batch(2_000));
+    // Once the copy is 10 s old (COPY_REFRESH), the next batch reads it again.
+    std::thread::sleep(Duration::from_millis(10_300).saturating_sub(copied.elapsed()));
+    stdin.write_all(batch(3_000).as_bytes()).unwrap();
+    drop(stdin);
+    expect(numbered("t", 3_000..3_999));
+    assert_eq!(exit_within(&mut child, within), 0);
+    assert_eq!(
+        lines.recv_timeout(within),
+        Err(mpsc::RecvTimeoutError::Disconnected),
+        "nothing more: `late` is present for the last batch"
+    );
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+    assert!(
+        stderr.starts_with("4000 items, 1 present, 3999 absent,"),
+        "{stderr}"
+    );
 }

@@ -211,26 +211,14 @@ impl OfflineBloom {
         found
     }
 
-    /// `items` set (`write`) or tested by [`bulk::run`](super::bulk::run), shard by shard:
-    /// per item, whether one of its bits was not set (new, or absent).
+    /// `items` set (`write`) or tested by [`bulk::run`](super::bulk::run), every shard at
+    /// once: per item, whether one of its bits was not set (new, or absent).
     fn grouped<T: AsRef<[u8]> + Sync>(&mut self, items: &[T], write: bool) -> Vec<bool> {
-        let shards = self.parts.len() as u32;
-        let mut ids: Vec<Vec<u32>> = vec![Vec::new(); self.parts.len()];
-        if shards == 1 {
-            ids[0] = (0..items.len() as u32).collect();
-        } else {
-            for (id, item) in items.iter().enumerate() {
-                ids[crate::hash::shard_of(item.as_ref(), shards)].push(id as u32);
-            }
-        }
         let mut unset = vec![false; items.len()];
-        for ((geometry, bits), ids) in self.parts.iter_mut().zip(&ids) {
-            if !ids.is_empty() {
-                let batch = (items, ids.as_slice());
-                let scratch = (&mut self.scratch, write);
-                super::bulk::run(geometry, bits, batch, self.threads, scratch, &mut unset);
-                trim(bits);
-            }
+        let scratch = (&mut self.scratch, write);
+        super::bulk::run(&mut self.parts, items, self.threads, scratch, &mut unset);
+        for (_, bits) in &mut self.parts {
+            trim(bits);
         }
         unset
     }
