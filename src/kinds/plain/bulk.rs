@@ -102,8 +102,9 @@ pub(super) fn run<T: AsRef<[u8]> + Sync>(
         }
     });
     let mut slices: Vec<(usize, &mut [u8])> = Vec::with_capacity(regions);
-    for ((_, bits), shard) in parts.iter_mut().zip(&shards) {
-        let full = bits.len();
+    for ((geometry, bits), shard) in parts.iter_mut().zip(&shards) {
+        // (A copy read from Redis may hold bytes past the filter's size: never set or read.)
+        let full = usize::try_from(geometry.max_bytes()).expect("a filter held in memory");
         let numbered = bits[..full].chunks_mut(region_bytes).enumerate();
         slices.extend(numbered.map(|(i, slice)| (shard.first_region + i, slice)));
     }

@@ -334,6 +334,25 @@ mod tests {
         }
     }
 
+    /// A copy whose key held bytes past the filter's size (written there by something else)
+    /// checks and adds as one without them: those bytes are never read or set.
+    #[test]
+    fn bytes_past_the_filter_are_left_alone() {
+        let mut offline = RedisBloom::builder("k")
+            .expected_items(20_000)
+            .false_positive_rate(0.01)
+            .build_offline()
+            .unwrap();
+        let items: Vec<String> = (0..10_000).map(|i| format!("item {i}")).collect();
+        offline.add_batch(&items);
+        let full = offline.parts[0].1.len();
+        offline.parts[0].1.extend([0xff; 300_000]);
+        assert!(offline.exists_batch(&items).iter().all(|&f| f));
+        let more: Vec<String> = (0..10_000).map(|i| format!("more {i}")).collect();
+        assert!(offline.add_batch(&more) > 9_800);
+        assert_eq!(offline.parts[0].1[full..], [0xff; 300_000][..]);
+    }
+
     /// A batch check answers as `exists` one by one, whatever the layout, shards and threads,
     /// and changes no bit.
     #[test]
