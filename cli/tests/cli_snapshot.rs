@@ -429,6 +429,30 @@ async fn build_reports_json_and_imports_to_the_bytes_of_load() {
         sha1(&mut conn, "loaded").await
     );
 
+    // The text line: items/s and where the time went (reading, hashing, writing).
+    let mut build = rb("redis://127.0.0.1:1", "built", &["--bits", "8388608"]);
+    build.args(["build", items, "--out", out.to_str().unwrap()]);
+    let done = build.output().unwrap();
+    assert!(done.status.success(), "{done:?}");
+    let line = String::from_utf8(done.stdout).unwrap();
+    assert!(line.starts_with("3300 items, "), "{line:?}");
+    assert!(line.ends_with(" s)\n"), "{line:?}");
+    let spent = line
+        .split_once(" items/s; waiting for lines ")
+        .map(|(_, spent)| spent)
+        .unwrap_or_else(|| panic!("{line:?}"));
+    let parts: Vec<&str> = spent.trim_end_matches(" s)\n").split(" s, ").collect();
+    assert_eq!(parts.len(), 3, "{line:?}");
+    assert!(
+        parts[1].starts_with("hashing and setting bits "),
+        "{line:?}"
+    );
+    assert!(parts[2].starts_with("writing the file "), "{line:?}");
+    for part in parts {
+        let seconds = part.rsplit(' ').next().unwrap();
+        assert!(seconds.parse::<f64>().is_ok(), "{line:?}");
+    }
+
     // From standard input.
     let out2 = dir.path().join("stdin.rbloom");
     let mut build = rb(&redis.url(), "built2", &flags);

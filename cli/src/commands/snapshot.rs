@@ -9,7 +9,7 @@ use crate::args::{Cli, Command};
 use crate::config;
 use crate::kinds::{self, CliKind, Kept, WithKind};
 use crate::lines::{LineBatches, MAX_ITEM_BYTES};
-use crate::output::{print, Built, Moved};
+use crate::output::{print, BuildTimes, Built, Moved};
 use anyhow::{anyhow, bail, Context, Result};
 use futures_util::future::LocalBoxFuture;
 use redbloom::redis::aio::ConnectionLike;
@@ -345,18 +345,30 @@ pub(crate) async fn build<K: CliKind>(
         }
     });
     let (mut count, mut new) = (0u64, 0u64);
+    let mut spent = BuildTimes::default();
+    let mut since = Instant::now();
+    let mut lap = |into: &mut f64| {
+        let now = Instant::now();
+        *into += (now - since).as_secs_f64();
+        since = now;
+    };
     for batch in read {
+        lap(&mut spent.reading);
         let batch = batch.map_err(|e| anyhow::anyhow!(e.describe(&name)))?;
         new += offline.add_batch(&batch);
         count += batch.len() as u64;
+        lap(&mut spent.hashing);
     }
+    lap(&mut spent.reading);
     let (output, file) = Output::create(out).await?;
     let written = offline.write_snapshot(file).await?;
     output.done().await?;
+    lap(&mut spent.writing);
     Ok(Built {
         items: count,
         new,
         bytes: written.file_bytes,
         seconds: started.elapsed().as_secs_f64(),
+        spent,
     })
 }
