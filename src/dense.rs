@@ -235,7 +235,9 @@ impl Grouped {
     ) -> Option<Self> {
         let hashes = hashes.max(1);
         let items = offsets.len() / hashes;
-        u32::try_from(offsets.len()).ok()?;
+        if u32::try_from(offsets.len()).is_err() {
+            return None;
+        }
         let distance_bits = 32 - shift;
         let far = (1u32 << distance_bits) - 1;
         // Words per range (one more for each item too far from the one before), then where
@@ -257,13 +259,13 @@ impl Grouped {
         let mut next = starts.clone();
         last.fill(0);
         let mut words = vec![0u32; starts[ranges] as usize];
-        let in_range = (1u32 << shift).wrapping_sub(1);
+        let in_range = (1u32 << shift) - 1;
         for (item, offsets) in offsets.chunks(hashes).enumerate() {
             let item = item as u32;
             for &offset in offsets {
                 let r = (offset >> shift) as usize;
                 let slot = &mut next[r];
-                let bit = (offset & in_range).checked_shl(distance_bits).unwrap_or(0);
+                let bit = (offset & in_range) << distance_bits;
                 let distance = item - last[r];
                 if distance < far {
                     words[*slot as usize] = bit | distance;
@@ -305,6 +307,7 @@ impl Grouped {
         Entries {
             words: &self.words[self.starts[r] as usize..self.starts[r + 1] as usize],
             distance_bits: 32 - self.shift,
+            far: (1u32 << (32 - self.shift)) - 1,
             first_bit: (r as u64) << self.shift,
             item: 0,
         }
@@ -341,6 +344,8 @@ impl Grouped {
 struct Entries<'a> {
     words: &'a [u32],
     distance_bits: u32,
+    /// The distance that says the item follows in a word of its own.
+    far: u32,
     /// The range's first bit in the key.
     first_bit: u64,
     /// The previous entry's item.
@@ -354,10 +359,9 @@ impl Iterator for Entries<'_> {
     #[inline]
     fn next(&mut self) -> Option<(u64, u32)> {
         let (&word, rest) = self.words.split_first()?;
-        let far = (1u32 << self.distance_bits) - 1;
-        let distance = word & far;
-        let bit = u64::from(word.checked_shr(self.distance_bits).unwrap_or(0));
-        if distance < far {
+        let distance = word & self.far;
+        let bit = u64::from(word >> self.distance_bits);
+        if distance < self.far {
             self.item += distance;
             self.words = rest;
         } else {
